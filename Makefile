@@ -1,0 +1,105 @@
+# modstream: every target CI and README use. `make help` lists them.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+MODSTREAM := $(BIN)/modstream
+JARS := deploy/local/jars
+EXT_SRC := $(shell find deploy/flink-ext/src -name '*.java')
+EXT_JAR := $(JARS)/flink/modstream-flink-ext.jar
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# `make test` runs on its own ports and run directory, so it never touches a stack you
+# started with `make up` (defaults 9092/9093/6379 in .run/).
+TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
+	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379
+
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean
+
+help:
+	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
+	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
+	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
+	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
+	@echo "make test-unit         tests that need no JVM and no stack"
+	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
+	@echo "make lint              ruff and mypy"
+
+setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server
+	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
+
+$(VENV)/.installed: pyproject.toml
+	@if [ ! -x $(BIN)/python ]; then echo "setup: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); fi
+	@echo "setup: installing modstream and its pinned dependencies into $(VENV)"
+	@$(BIN)/pip install --quiet --upgrade pip
+	@$(BIN)/pip install --quiet -e '.[dev]'
+	@touch $@
+
+$(JARS)/.fetched: deploy/local/pom.xml
+	@echo "setup: fetching the Kafka connector and broker jars from Maven Central"
+	@rm -rf $(JARS)/kafka $(JARS)/flink/flink-sql-connector-kafka-*.jar
+	@mvn -B -q -f deploy/local/pom.xml dependency:copy-dependencies@flink dependency:copy-dependencies@kafka
+	@touch $@
+
+$(EXT_JAR): $(EXT_SRC) $(JARS)/.fetched $(VENV)/.installed
+	@echo "setup: building $(EXT_JAR)"
+	@rm -rf deploy/flink-ext/build && mkdir -p deploy/flink-ext/build
+	@javac --release 11 -nowarn -d deploy/flink-ext/build \
+		-cp "$(JARS)/flink/*:$$($(BIN)/python -c 'import pyflink,os;print(os.path.dirname(pyflink.__file__))')/lib/*" $(EXT_SRC)
+	@jar cf $@ -C deploy/flink-ext/build io
+
+.PHONY: redis-server
+redis-server:
+	@command -v redis-server >/dev/null || { echo "setup: installing redis-server (Debian)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+up: setup
+	@$(MODSTREAM) up
+	@$(MODSTREAM) topics create
+
+down:
+	@if [ -x $(MODSTREAM) ]; then $(MODSTREAM) down; else echo "down: nothing installed, nothing to stop"; fi
+
+status:
+	@$(MODSTREAM) status
+
+demo: setup
+	@$(MODSTREAM) demo
+
+# Runs pytest with the stack up and always stops the stack, also when tests fail.
+# pytest's exit code 5 (no tests collected) is reported and treated as success for
+# selections that may be empty; any other non-zero code fails the target.
+define with_test_stack
+	@$(TEST_ENV) $(MODSTREAM) up || { $(TEST_ENV) $(MODSTREAM) down; exit 1; }; \
+	$(TEST_ENV) $(BIN)/pytest $(1); rc=$$?; \
+	$(TEST_ENV) $(MODSTREAM) down; \
+	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected for '$(1)'"; rc=0; fi; \
+	exit $$rc
+endef
+
+test: setup
+	$(call with_test_stack,tests)
+
+test-integration: setup
+	$(call with_test_stack,-m integration tests)
+
+test-unit: setup
+	@$(BIN)/pytest -m "not integration" tests; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
+
+lint: setup
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
+	@$(BIN)/mypy
+	@$(MODSTREAM) schemas check
+
+format: setup
+	@$(BIN)/ruff format .
+	@$(BIN)/ruff check --fix .
+
+schemas: setup
+	@$(MODSTREAM) schemas export
+
+clean: down
+	rm -rf .run deploy/flink-ext/build

@@ -1,0 +1,119 @@
+"""ingest_check: content.versions -> schema validation -> content.validated | moderation.dlq.
+
+The first job on the real stack: it proves the plumbing every later job stands on (Kafka source
+with topic and key, thread-mode Python, a DLQ side output, one exactly-once sink for all
+outputs). Run it with `modstream job ingest-check` or `python -m jobs.ingest_check`.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from pyflink.common import Row, WatermarkStrategy
+from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
+
+from jobs import runtime
+from modstream.config import Settings
+from operators.ingest import check
+
+DLQ = OutputTag("dlq", runtime.SINK_ROW)
+
+
+class IngestCheck(ProcessFunction):  # type: ignore[misc]
+    """Adapter: Row(topic, key, value, ts) in, valid rows out, rejected rows to the DLQ tag."""
+
+    def __init__(
+        self, valid_topic: str, dlq_topic: str, contract_names: dict[str, str] | None = None
+    ) -> None:
+        self.valid_topic = valid_topic
+        self.dlq_topic = dlq_topic
+        self.contract_names = contract_names or {}
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
+        routed = check(
+            value[0], value[1], value[2], value[3] or 0,
+            valid_topic=self.valid_topic, dlq_topic=self.dlq_topic,
+            schema_topic=self.contract_names.get(value[0]),
+        )
+        row = Row(routed.topic, routed.key, routed.value)
+        if routed.rejected:
+            yield DLQ, row
+        else:
+            yield row
+
+
+def build(
+    env: StreamExecutionEnvironment,
+    source: DataStream,
+    sink: Callable[[DataStream], Any],
+    config: runtime.JobConfig,
+) -> None:
+    """Wire the check between `source` (rows of SOURCE_ROW) and `sink` (rows of SINK_ROW)."""
+    checked = source.process(
+        IngestCheck(
+            config.topic("content.validated"), config.topic("moderation.dlq"),
+            config.contract_names(),
+        ),
+        output_type=runtime.SINK_ROW,
+    ).name("ingest_check").uid("ingest_check")
+    sink(checked.union(checked.get_side_output(DLQ)))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ingest_check", description=__doc__)
+    parser.add_argument("--bootstrap-servers", default=None,
+                        help="Kafka bootstrap servers (default: the local stack's)")
+    parser.add_argument("--checkpoint-dir", type=Path, default=None,
+                        help="where checkpoints go (default: RUN_DIR/checkpoints/ingest_check)")
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
+    parser.add_argument("--restore-from", default=None,
+                        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir")
+    parser.add_argument("--transactional-id-prefix", default="modstream-ingest-check")
+    parser.add_argument("--group-id", default="modstream-ingest-check")
+    parser.add_argument("--topic", action="append", default=[], metavar="CONTRACT=PHYSICAL",
+                        help="map a contract topic to another physical topic (repeatable)")
+    return parser.parse_args(argv)
+
+
+def config_from_args(args: argparse.Namespace, settings: Settings) -> runtime.JobConfig:
+    checkpoint_dir = args.checkpoint_dir or settings.run_dir / "checkpoints" / "ingest_check"
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    restore_from = args.restore_from
+    if restore_from == "latest":
+        restore_from = runtime.latest_checkpoint(checkpoint_dir)
+        if restore_from is None:
+            raise SystemExit(f"ingest_check: no completed checkpoint in {checkpoint_dir}")
+    topics = dict(item.split("=", 1) for item in args.topic)
+    return runtime.JobConfig(
+        name="ingest_check",
+        bootstrap_servers=args.bootstrap_servers or settings.bootstrap_servers,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_interval_ms=args.checkpoint_interval_ms,
+        restore_from=restore_from,
+        transactional_id_prefix=args.transactional_id_prefix,
+        group_id=args.group_id,
+        topics=topics,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    settings = Settings.from_env()
+    config = config_from_args(parse_args(argv), settings)
+    env = runtime.create_env(config, settings)
+    source = env.from_source(
+        runtime.kafka_source(config, [config.topic("content.versions")]),
+        WatermarkStrategy.no_watermarks(),
+        "content.versions",
+        type_info=runtime.SOURCE_ROW,
+    ).uid("source_content_versions")
+    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(config)).uid("sink"), config)
+    if config.restore_from:
+        print(f"ingest_check: restoring from {config.restore_from}", flush=True)
+    return runtime.run(env, config.name)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

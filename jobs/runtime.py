@@ -1,0 +1,197 @@
+"""What every modstream Flink job shares: environment, Kafka source and sink, run loop.
+
+Records cross the Python/Java boundary as rows of strings: sources give
+`Row(topic, key, value, timestamp_ms)` and sinks take `Row(topic, key, value)`, so one source can
+read several topics and one exactly-once sink writes every output topic of a job in the same
+Kafka transaction. The (de)serializers are two small Java classes in deploy/flink-ext, built by
+`make setup`, because PyFlink's own ones cannot carry a topic and a key per record.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import site
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from pyflink.common import Configuration, Types
+from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream.connectors.base import DeliveryGuarantee
+from pyflink.datastream.connectors.kafka import (
+    KafkaOffsetResetStrategy,
+    KafkaOffsetsInitializer,
+    KafkaSink,
+    KafkaSource,
+)
+from pyflink.java_gateway import get_gateway
+
+from modstream.config import Settings
+
+# Row(topic, key, value, timestamp_ms) from TopicKeyValueDeserializationSchema.
+SOURCE_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()])
+# Row(topic, key, value) for TopicKeyValueSerializationSchema.
+SINK_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING()])
+
+# Below the broker's transaction.max.timeout.ms (modstream/stack.py), far above a checkpoint.
+TRANSACTION_TIMEOUT_MS = 600_000
+_TERMINAL = {"FINISHED", "CANCELED", "FAILED"}
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """How one job runs: where it reads and writes, how it checkpoints, what it restores."""
+
+    name: str
+    bootstrap_servers: str
+    checkpoint_dir: Path
+    transactional_id_prefix: str
+    group_id: str
+    checkpoint_interval_ms: int = 5_000
+    parallelism: int = 1
+    restore_from: str | None = None
+    log_dir: Path | None = None
+    topics: dict[str, str] = field(default_factory=dict)
+
+    def topic(self, name: str) -> str:
+        """The physical topic for a contract topic name (tests map them to unique names)."""
+        return self.topics.get(name, name)
+
+    def contract_names(self) -> dict[str, str]:
+        """Physical topic -> contract topic, for the topics this config renames."""
+        return {physical: name for name, physical in self.topics.items()}
+
+
+def _python_path() -> str:
+    """PYTHONPATH for the embedded (thread-mode) interpreter, which does not see the venv."""
+    from modstream.config import PROJECT_ROOT
+
+    entries = [str(PROJECT_ROOT), *site.getsitepackages()]
+    existing = os.environ.get("PYTHONPATH")
+    if existing:
+        entries.append(existing)
+    return os.pathsep.join(dict.fromkeys(entries))
+
+
+def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExecutionEnvironment:
+    """A StreamExecutionEnvironment in thread mode with exactly-once checkpoints.
+
+    Must run before anything else touches the py4j gateway: the gateway JVM inherits the
+    environment variables set here.
+    """
+    settings = settings or Settings.from_env()
+    os.environ["PYTHONPATH"] = _python_path()
+    log_dir = config.log_dir or settings.run_dir / "flink" / "logs"
+    log_dir.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
+    os.environ.setdefault("FLINK_IDENT_STRING", f"{config.name}-{os.getpid()}")
+    jars = settings.flink_jars
+    if not any(jar.name.startswith("modstream-flink-ext") for jar in jars):
+        raise RuntimeError(f"modstream-flink-ext.jar is missing from {settings.jars_dir / 'flink'};"
+                           " run `make setup`")
+
+    conf = Configuration()
+    conf.set_string("pipeline.name", config.name)
+    conf.set_string("pipeline.jars", ";".join(jar.as_uri() for jar in jars))
+    conf.set_string("python.execution-mode", "thread")
+    conf.set_string("python.executable", sys.executable)
+    conf.set_string("execution.checkpointing.interval", f"{config.checkpoint_interval_ms}ms")
+    conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
+    conf.set_string("execution.checkpointing.dir", config.checkpoint_dir.resolve().as_uri())
+    conf.set_string(
+        "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
+    )
+    conf.set_string("execution.checkpointing.num-retained", "3")
+    if config.restore_from:
+        conf.set_string("execution.state-recovery.path", config.restore_from)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(config.parallelism)
+    return env
+
+
+def kafka_source(config: JobConfig, topics: list[str]) -> KafkaSource:
+    """Reads committed records of `topics` as Row(topic, key, value, timestamp_ms).
+
+    Starts from the group's committed offsets (earliest when it has none); on restore the
+    offsets come from the checkpoint. read_committed because inputs may be written by other
+    modstream jobs' transactions.
+    """
+    builder = (
+        KafkaSource.builder()
+        .set_bootstrap_servers(config.bootstrap_servers)
+        .set_topics(*topics)
+        .set_group_id(config.group_id)
+        .set_starting_offsets(
+            KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST)
+        )
+        .set_property("isolation.level", "read_committed")
+        .set_property("partition.discovery.interval.ms", "60000")
+        .set_property("client.id.prefix", config.group_id)
+    )
+    jvm = get_gateway().jvm
+    builder._j_builder.setDeserializer(jvm.io.modstream.flink.TopicKeyValueDeserializationSchema())
+    return builder.build()
+
+
+def kafka_sink(config: JobConfig) -> KafkaSink:
+    """An exactly-once sink for Row(topic, key, value): records are visible to read_committed
+    consumers when the checkpoint that covers them completes."""
+    builder = (
+        KafkaSink.builder()
+        .set_bootstrap_servers(config.bootstrap_servers)
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix(config.transactional_id_prefix)
+        .set_property("transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
+    )
+    jvm = get_gateway().jvm
+    builder._j_builder.setRecordSerializer(jvm.io.modstream.flink.TopicKeyValueSerializationSchema())
+    return builder.build()
+
+
+def latest_checkpoint(checkpoint_dir: Path) -> str | None:
+    """The newest completed checkpoint (a `chk-N` folder with `_metadata`) under checkpoint_dir."""
+    completed = [meta.parent for meta in checkpoint_dir.glob("*/chk-*/_metadata")]
+    if not completed:
+        return None
+    newest = max(completed, key=lambda path: path.stat().st_mtime_ns)
+    return newest.resolve().as_uri()
+
+
+def run(env: StreamExecutionEnvironment, name: str, say: Any = print) -> int:
+    """Submit the job, report when it runs, cancel it cleanly on SIGTERM or SIGINT.
+
+    Returns 0 when the job finished or was cancelled on request, 1 when it failed.
+    """
+    stop_requested: list[int] = []
+
+    def request_stop(signum: int, _frame: FrameType | None) -> None:
+        stop_requested.append(signum)
+
+    previous = {sig: signal.signal(sig, request_stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        client = env.execute_async(name)
+        job_id = client.get_job_id()
+        announced = False
+        while True:
+            status = client.get_job_status().result().name
+            if status == "RUNNING" and not announced:
+                say(f"job {name} {job_id} running", flush=True)
+                announced = True
+            if status in _TERMINAL:
+                break
+            if stop_requested:
+                say(f"job {name} {job_id}: cancelling on signal {stop_requested[0]}", flush=True)
+                client.cancel().result()
+                # A local MiniCluster shuts down with its job: nothing left to ask for status.
+                status = "CANCELED"
+                break
+            time.sleep(0.2)
+        say(f"job {name} {job_id} {status.lower()}", flush=True)
+        return 1 if status == "FAILED" else 0
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,123 @@
+"""The `modstream` command: one entry point for the local stack, topics, schemas, jobs, demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from modstream.config import Settings
+
+
+def _cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    stack.up(settings)
+    return 0
+
+
+def _cmd_down(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    stack.down(settings)
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    print(f"run directory {settings.run_dir}")
+    states = stack.status(settings)
+    for state in states:
+        print(state.line())
+    return 0 if all(state.healthy for state in states) else 3
+
+
+def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import topics
+
+    if args.action == "create":
+        created = topics.create_topics(settings.bootstrap_servers)
+        print(f"topics: {len(created)} created, {len(topics.TOPICS) - len(created)} already there")
+    else:
+        for spec in topics.TOPICS:
+            print(f"{spec.name:<26} {spec.partitions:>2}  {spec.config.get('cleanup.policy'):<8}"
+                  f" {spec.purpose}")
+    return 0
+
+
+def _cmd_schemas(args: argparse.Namespace, settings: Settings) -> int:
+    from schemas import export
+
+    if args.action == "export":
+        for path in export.export():
+            print(f"wrote {path.relative_to(settings.project_root)}")
+        return 0
+    problems = export.stale()
+    for problem in problems:
+        print(f"stale: {problem}")
+    if problems:
+        print("run `modstream schemas export` and commit schemas/json/")
+        return 1
+    print("schemas/json/ matches the models")
+    return 0
+
+
+def _cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    if args.job == "ingest-check":
+        from jobs import ingest_check
+
+        return ingest_check.main(args.job_args)
+    raise AssertionError(args.job)
+
+
+def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import demo
+
+    return demo.run(settings, count=args.count, seed=args.seed)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="modstream", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def add(name: str, handler: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler)
+        return sub
+
+    add("up", _cmd_up, "start Kafka (KRaft) and Redis on 127.0.0.1, wait until healthy")
+    add("down", _cmd_down, "stop what `up` started, by recorded pid")
+    add("status", _cmd_status, "show what runs where (exit 3 when something is down)")
+    sub = add("topics", _cmd_topics, "create (idempotent) or list the contract's topics")
+    sub.add_argument("action", choices=["create", "list"])
+    sub = add("schemas", _cmd_schemas, "export the contract's JSON Schema, or check it is fresh")
+    sub.add_argument("action", choices=["export", "check"])
+    sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
+    sub.add_argument("job", choices=["ingest-check"])
+    sub.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's own options")
+    sub = add("demo", _cmd_demo, "generate a workload, run the jobs on it, print a summary")
+    sub.add_argument("--count", type=int, default=200, help="valid content versions to send")
+    sub.add_argument("--seed", type=int, default=7)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = Settings.from_env()
+    except ValueError as error:
+        print(f"modstream: {error}", file=sys.stderr)
+        return 2
+    from modstream.stack import StackError
+
+    try:
+        code: int = args.handler(args, settings)
+    except StackError as error:
+        print(f"modstream {args.command}: {error}", file=sys.stderr)
+        return 1
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

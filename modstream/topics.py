@@ -1,0 +1,102 @@
+"""Every topic of the contract, with partitions and retention, created idempotently.
+
+Retention (documented in docs/topics.md): inputs 7 days; decisions, actions, sanctions and the
+DLQ 30 days (audit and replay); policy.rules, hash.bank and content.visibility compacted, so
+their latest value per key is kept forever.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+DAY_MS = 86_400_000
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str] = field(default_factory=dict)
+    purpose: str = ""
+
+
+def _delete(days: int) -> dict[str, str]:
+    return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS)}
+
+
+_COMPACT = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(60_000)}
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec("content.versions", 4, _delete(7), "uploads, edits, deletes (Content Service)"),
+    TopicSpec("detector.results", 4, _delete(7), "detector evidence per segment"),
+    TopicSpec("policy.rules", 1, _COMPACT, "signed policy versions and control records"),
+    TopicSpec("hash.bank", 1, _COMPACT, "known-bad hashes, keyed by hash"),
+    TopicSpec("moderation.reports", 4, _delete(7), "user reports"),
+    TopicSpec("review.decisions", 4, _delete(30), "human review outcomes"),
+    TopicSpec("moderation.appeals", 4, _delete(30), "appeals by authors"),
+    TopicSpec("moderation.reevaluate", 4, _delete(7), "re-decide on stored evidence"),
+    TopicSpec("moderation.decisions", 4, _delete(30), "every decision revision (audit)"),
+    TopicSpec("moderation.actions", 4, _delete(30), "visibility actions, exactly once"),
+    TopicSpec("review.tasks", 4, _delete(30), "work for human reviewers"),
+    TopicSpec("content.visibility", 4, _COMPACT, "effective visibility per content"),
+    TopicSpec("moderation.discrepancies", 4, _delete(30), "reconciler findings"),
+    TopicSpec("account.actions", 4, _delete(30), "sanctions on authors, exactly once"),
+    TopicSpec("user.notifications", 4, _delete(30), "what authors are told"),
+    TopicSpec("moderation.shadow", 4, _delete(7), "shadow and canary policy decisions"),
+    TopicSpec("moderation.dlq", 2, _delete(30), "rejected input, with class and raw record"),
+    # modstream's own topic, not in the contract: what the ingest check let through.
+    TopicSpec("content.validated", 4, _delete(7), "content.versions records that passed the schema"),
+)
+
+
+def create_topics(
+    bootstrap_servers: str,
+    specs: Iterable[TopicSpec] = TOPICS,
+    say: Callable[[str], None] = print,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Create each missing topic; report existing ones (and a partition count that differs).
+
+    Returns the names created. Never alters an existing topic: changing partitions reshuffles
+    keys, which must be a deliberate operation.
+    """
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    timeout_ms = int(timeout_s * 1000)
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap_servers, request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms, client_id="modstream-topics",
+    )
+    created: list[str] = []
+    try:
+        existing = set(admin.list_topics())
+        specs = list(specs)
+        missing = [spec for spec in specs if spec.name not in existing]
+        for spec in missing:
+            try:
+                admin.create_topics(
+                    [NewTopic(spec.name, spec.partitions, 1, topic_configs=dict(spec.config))],
+                    timeout_ms=timeout_ms,
+                )
+                created.append(spec.name)
+                say(f"created  {spec.name} ({spec.partitions} partitions)")
+            except TopicAlreadyExistsError:
+                say(f"exists   {spec.name}")
+        present = [spec for spec in specs if spec.name in existing]
+        if present:
+            partitions = _partition_counts(admin, [spec.name for spec in present])
+            for spec in present:
+                actual = partitions.get(spec.name)
+                note = "" if actual == spec.partitions else f" (has {actual}, spec says {spec.partitions})"
+                say(f"exists   {spec.name}{note}")
+    finally:
+        admin.close()
+    return created
+
+
+def _partition_counts(admin: object, names: list[str]) -> dict[str, int]:
+    described = admin.describe_topics(names)  # type: ignore[attr-defined]
+    return {entry["topic"]: len(entry["partitions"]) for entry in described}

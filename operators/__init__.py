@@ -1,0 +1,1 @@
+"""Pure decision logic: plain Python over the contract's models, no PyFlink import."""

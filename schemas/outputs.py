@@ -1,0 +1,153 @@
+"""Records modstream writes: decisions, actions, tasks, visibility, sanctions, notices."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from schemas.common import (
+    ContentVersion,
+    DecisionRevision,
+    EventTime,
+    Id,
+    Outcome,
+    OutputRecord,
+    ShortText,
+    Trigger,
+    Visibility,
+    WorkflowState,
+)
+
+Sha256Id = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class EvidenceRef(OutputRecord):
+    detector: Id
+    model_version: Id
+    segment_id: int | None
+    evidence_ref: str | None
+
+
+class Completeness(OutputRecord):
+    """`required`/`received` count (detector, segment) pairs; `unknown` names detectors."""
+
+    required: Annotated[int, Field(ge=0)]
+    received: Annotated[int, Field(ge=0)]
+    unknown: list[Id]
+
+
+class Decision(OutputRecord):
+    """moderation.decisions: one revision of the decision for a content version."""
+
+    decision_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    outcome: Outcome
+    restriction: Id | None = None
+    expires_ts: int | None = None
+    reasons: list[Id]
+    matched_rules: list[Id]
+    policy_id: Id
+    policy_version: int
+    evidence: list[EvidenceRef]
+    completeness: Completeness
+    trigger: Trigger
+    state: WorkflowState
+    ts: EventTime
+
+
+class ShadowDecision(Decision):
+    """moderation.shadow: what a shadow or canary candidate policy would have decided."""
+
+    shadow: Literal[True]
+
+
+class Action(OutputRecord):
+    """moderation.actions: what the Content Service must apply (action_id = sha256 of the key)."""
+
+    action_id: Sha256Id
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    outcome: Outcome
+    visibility: Visibility
+    restriction: Id | None = None
+    policy_version: int
+    ts: EventTime
+
+
+class ReviewTask(OutputRecord):
+    """review.tasks: work for a human reviewer."""
+
+    task_id: Id
+    kind: Literal["review", "appeal"]
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    policy_version: int
+    queue: Id
+    priority: Annotated[int, Field(ge=0)]
+    reasons: list[Id]
+    evidence: list[str]
+    ts: EventTime
+
+
+class ContentVisibility(OutputRecord):
+    """content.visibility: what users can actually see now (written by enforcement)."""
+
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    visibility: Visibility
+    ts: EventTime
+
+
+class Discrepancy(OutputRecord):
+    """moderation.discrepancies: desired and effective visibility disagree."""
+
+    content_id: Id
+    content_version: ContentVersion
+    desired_visibility: Visibility
+    effective_visibility: Visibility
+    decision_revision: DecisionRevision
+    age_ms: Annotated[int, Field(ge=0)]
+    action: Literal["retry", "alert"]
+    ts: EventTime
+
+
+Sanction = Literal[
+    "strike", "strike_reversed", "posting_suspended", "account_suspended", "sanction_lifted"
+]
+
+
+class AccountAction(OutputRecord):
+    """account.actions: a sanction on the author, exactly once per offense."""
+
+    action_id: Sha256Id
+    user_id: Id
+    sanction: Sanction
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    policy_version: int
+    reason: Id
+    strike_count: Annotated[int, Field(ge=0)]
+    expires_ts: int | None = None
+    ts: EventTime
+
+
+class Notification(OutputRecord):
+    """user.notifications: what the author is told; never evidence, scores or rule text."""
+
+    notification_id: Id
+    user_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    outcome: Outcome
+    reason_code: Id
+    message: ShortText
+    appeal_allowed: bool
+    ts: EventTime

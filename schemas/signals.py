@@ -1,0 +1,86 @@
+"""Inputs that are not content or evidence: hash banks, reports, reviews, appeals, re-evaluation."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import model_validator
+
+from schemas.common import (
+    ContentVersion,
+    DecisionRevision,
+    EventTime,
+    Id,
+    InputRecord,
+    Outcome,
+    ShortText,
+)
+
+_HASH_PATTERNS = {"sha256": 64, "phash": 16}
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+class HashBankEntry(InputRecord):
+    """Adds a hash to, or removes it from, a named bank (hash.bank, keyed by the hash)."""
+
+    event_id: Id
+    bank: Id
+    hash_type: Literal["sha256", "phash"]
+    hash: Id
+    op: Literal["add", "remove"]
+    ts: EventTime
+
+    @model_validator(mode="after")
+    def _hash_matches_type(self) -> Self:
+        width = _HASH_PATTERNS[self.hash_type]
+        if len(self.hash) != width or not set(self.hash) <= _HEX:
+            raise ValueError(f"hash must be {width} hex characters for hash_type {self.hash_type}")
+        return self
+
+
+class UserReport(InputRecord):
+    """moderation.reports: a signal, never a sanction by itself."""
+
+    event_id: Id
+    report_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    reporter_id: Id
+    reason: Id
+    ts: EventTime
+
+
+class ReviewDecision(InputRecord):
+    """review.decisions: a human outcome, fenced to its content_version."""
+
+    event_id: Id
+    task_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    reviewer_id: Id
+    outcome: Outcome
+    reason: ShortText
+    ts: EventTime
+
+
+class Appeal(InputRecord):
+    """moderation.appeals: the author contests a decision revision."""
+
+    event_id: Id
+    appeal_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    user_id: Id
+    ts: EventTime
+
+
+class Reevaluate(InputRecord):
+    """moderation.reevaluate: re-decide on stored evidence, no detector call."""
+
+    event_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    reason: ShortText
+    ts: EventTime
+

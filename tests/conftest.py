@@ -1,0 +1,80 @@
+"""Shared builders for modstream tests: named instants, records, deterministic data.
+
+Tests default to the same ports and run directory as `make test` (19092/19093/16379 in
+.run/test), so a plain `pytest` never touches a stack started with `make up`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+for _name, _default in {
+    "MODSTREAM_RUN_DIR": str(ROOT / ".run" / "test"),
+    "MODSTREAM_KAFKA_PORT": "19092",
+    "MODSTREAM_KAFKA_CONTROLLER_PORT": "19093",
+    "MODSTREAM_REDIS_PORT": "16379",
+}.items():
+    os.environ.setdefault(_name, _default)
+
+T0 = 1_764_460_800_000  # 2025-11-30T00:00:00Z
+ONE_SECOND = 1_000
+ONE_MINUTE_LATER = T0 + 60 * ONE_SECOND
+SECRET_TEXT = "SECRET-CONTENT-7f3a: never copy me into a message"
+
+
+def upload(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[str, Any]:
+    """A valid content.versions upsert as its producer would send it."""
+    record: dict[str, Any] = {
+        "event_id": f"ev-{content_id}-{at}",
+        "type": "upsert",
+        "content_id": content_id,
+        "content_version": 1,
+        "ts": at,
+        "author_id": "author-1",
+        "modality": "text",
+        "surface": "comment",
+        "region": "DE",
+        "audience": "all",
+        "account_risk": 0.2,
+        "size_bytes": 52,
+        "mime_type": "text/plain",
+        "sha256": "ab" * 32,
+        "text": SECRET_TEXT,
+    }
+    record.update(overrides)
+    return record
+
+
+def delete(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": f"del-{content_id}-{at}",
+        "type": "delete",
+        "content_id": content_id,
+        "content_version": 1,
+        "ts": at,
+    }
+    record.update(overrides)
+    return record
+
+
+def evidence(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": f"det-{content_id}-{at}",
+        "content_id": content_id,
+        "content_version": 1,
+        "detector": "offensive_text",
+        "model_version": "alt-profanity-check-1.6",
+        "status": "ok",
+        "ts": at,
+        "segment_id": None,
+        "scores": {"offensive": 0.12},
+    }
+    record.update(overrides)
+    return record
+
+
+def without(record: dict[str, Any], field: str) -> dict[str, Any]:
+    return {key: value for key, value in record.items() if key != field}

@@ -1,0 +1,37 @@
+"""The topic list covers the contract exactly, with the configuration the issue asks for."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from modstream.topics import TOPICS
+from schemas.registry import TOPIC_MODELS
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def contract_topics() -> set[str]:
+    candidates = [ROOT.parent / "shared" / "CONTRACT.md", ROOT / "shared" / "CONTRACT.md"]
+    contract = next(path for path in candidates if path.exists())
+    return set(re.findall(r"^### ([a-z]+\.[a-z.]+)", contract.read_text(), flags=re.M))
+
+
+def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
+    names = {spec.name for spec in TOPICS}
+    contract = contract_topics()
+    assert len(contract) == 17
+    assert contract <= names
+    assert contract == set(TOPIC_MODELS)
+    assert names - contract == {"content.validated"}
+
+
+def test_broadcast_topics_are_compacted_and_others_have_a_retention() -> None:
+    by_name = {spec.name: spec for spec in TOPICS}
+    for name in ("policy.rules", "hash.bank", "content.visibility"):
+        assert by_name[name].config["cleanup.policy"] == "compact"
+    for spec in TOPICS:
+        if spec.config["cleanup.policy"] == "delete":
+            assert int(spec.config["retention.ms"]) >= 7 * 86_400_000
+        assert spec.partitions >= 1
+    assert by_name["policy.rules"].partitions == 1

@@ -1,0 +1,1 @@
+"""Detectors on ONNX Runtime and their batching (issue 6)."""
