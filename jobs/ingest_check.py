@@ -22,7 +22,7 @@ from operators.ingest import check
 DLQ = OutputTag("dlq", runtime.SINK_ROW)
 
 
-class IngestCheck(ProcessFunction):  # type: ignore[misc]
+class IngestCheck(ProcessFunction):
     """Adapter: Row(topic, key, value, ts) in, valid rows out, rejected rows to the DLQ tag."""
 
     def __init__(
@@ -34,8 +34,12 @@ class IngestCheck(ProcessFunction):  # type: ignore[misc]
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         routed = check(
-            value[0], value[1], value[2], value[3] or 0,
-            valid_topic=self.valid_topic, dlq_topic=self.dlq_topic,
+            value[0],
+            value[1],
+            value[2],
+            value[3] or 0,
+            valid_topic=self.valid_topic,
+            dlq_topic=self.dlq_topic,
             schema_topic=self.contract_names.get(value[0]),
         )
         row = Row(routed.topic, routed.key, routed.value)
@@ -52,29 +56,49 @@ def build(
     config: runtime.JobConfig,
 ) -> None:
     """Wire the check between `source` (rows of SOURCE_ROW) and `sink` (rows of SINK_ROW)."""
-    checked = source.process(
-        IngestCheck(
-            config.topic("content.validated"), config.topic("moderation.dlq"),
-            config.contract_names(),
-        ),
-        output_type=runtime.SINK_ROW,
-    ).name("ingest_check").uid("ingest_check")
+    checked = (
+        source.process(
+            IngestCheck(
+                config.topic("content.validated"),
+                config.topic("moderation.dlq"),
+                config.contract_names(),
+            ),
+            output_type=runtime.SINK_ROW,
+        )
+        .name("ingest_check")
+        .uid("ingest_check")
+    )
     sink(checked.union(checked.get_side_output(DLQ)))
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="ingest_check", description=__doc__)
-    parser.add_argument("--bootstrap-servers", default=None,
-                        help="Kafka bootstrap servers (default: the local stack's)")
-    parser.add_argument("--checkpoint-dir", type=Path, default=None,
-                        help="where checkpoints go (default: RUN_DIR/checkpoints/ingest_check)")
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="Kafka bootstrap servers (default: the local stack's)",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help="where checkpoints go (default: RUN_DIR/checkpoints/ingest_check)",
+    )
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
-    parser.add_argument("--restore-from", default=None,
-                        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir")
+    parser.add_argument(
+        "--restore-from",
+        default=None,
+        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir",
+    )
     parser.add_argument("--transactional-id-prefix", default="modstream-ingest-check")
     parser.add_argument("--group-id", default="modstream-ingest-check")
-    parser.add_argument("--topic", action="append", default=[], metavar="CONTRACT=PHYSICAL",
-                        help="map a contract topic to another physical topic (repeatable)")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="CONTRACT=PHYSICAL",
+        help="map a contract topic to another physical topic (repeatable)",
+    )
     return parser.parse_args(argv)
 
 
@@ -109,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         "content.versions",
         type_info=runtime.SOURCE_ROW,
     ).uid("source_content_versions")
-    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(config)).uid("sink"), config)
+    build(
+        env, source, lambda stream: stream.sink_to(runtime.kafka_sink(config)).uid("sink"), config
+    )
     if config.restore_from:
         print(f"ingest_check: restoring from {config.restore_from}", flush=True)
     return runtime.run(env, config.name)

@@ -91,8 +91,10 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     os.environ.setdefault("FLINK_IDENT_STRING", f"{config.name}-{os.getpid()}")
     jars = settings.flink_jars
     if not any(jar.name.startswith("modstream-flink-ext") for jar in jars):
-        raise RuntimeError(f"modstream-flink-ext.jar is missing from {settings.jars_dir / 'flink'};"
-                           " run `make setup`")
+        raise RuntimeError(
+            f"modstream-flink-ext.jar is missing from {settings.jars_dir / 'flink'};"
+            " run `make setup`"
+        )
 
     conf = Configuration()
     conf.set_string("pipeline.name", config.name)
@@ -148,7 +150,9 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         .set_property("transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
     )
     jvm = get_gateway().jvm
-    builder._j_builder.setRecordSerializer(jvm.io.modstream.flink.TopicKeyValueSerializationSchema())
+    builder._j_builder.setRecordSerializer(
+        jvm.io.modstream.flink.TopicKeyValueSerializationSchema()
+    )
     return builder.build()
 
 

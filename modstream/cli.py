@@ -41,8 +41,10 @@ def _cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
         print(f"topics: {len(created)} created, {len(topics.TOPICS) - len(created)} already there")
     else:
         for spec in topics.TOPICS:
-            print(f"{spec.name:<26} {spec.partitions:>2}  {spec.config.get('cleanup.policy'):<8}"
-                  f" {spec.purpose}")
+            print(
+                f"{spec.name:<26} {spec.partitions:>2}  {spec.config.get('cleanup.policy'):<8}"
+                f" {spec.purpose}"
+            )
     return 0
 
 

@@ -116,15 +116,20 @@ class Service:
     def status(self) -> ServiceStatus:
         pid = self.pid()
         return ServiceStatus(
-            self.name, pid, self.address, pid is not None, pid is not None and self.healthy(),
+            self.name,
+            pid,
+            self.address,
+            pid is not None,
+            pid is not None and self.healthy(),
             self.log_file,
         )
 
     def start(self, say: Callable[[str], None] = print) -> None:
         if self.pid() is not None:
             if not self._wait_healthy(None):
-                raise StackError(f"{self.name} runs (pid {self.pid()}) but is not healthy; "
-                                 f"see {self.log_file}")
+                raise StackError(
+                    f"{self.name} runs (pid {self.pid()}) but is not healthy; see {self.log_file}"
+                )
             say(f"{self.name}: already up at {self.address} (pid {self.pid()})")
             return
         busy = [port for port in self.ports if port_open(port)]
@@ -137,8 +142,12 @@ class Service:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log_file, "ab") as log:
             process = subprocess.Popen(
-                self.command(), cwd=self.home, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                self.command(),
+                cwd=self.home,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         self.pid_file.write_text(f"{process.pid}\n")
         started = time.monotonic()
@@ -148,8 +157,10 @@ class Service:
                 f"{self.name} did not become healthy within {START_TIMEOUT_S:.0f}s; last log lines "
                 f"of {self.log_file}:\n{_tail(self.log_file)}"
             )
-        say(f"{self.name}: up at {self.address} (pid {process.pid}, "
-            f"{time.monotonic() - started:.1f}s)")
+        say(
+            f"{self.name}: up at {self.address} (pid {process.pid}, "
+            f"{time.monotonic() - started:.1f}s)"
+        )
 
     def _wait_healthy(self, process: subprocess.Popen[bytes] | None) -> bool:
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -234,9 +245,17 @@ class Kafka(Service):
         if java is None:
             raise StackError("java is not on PATH; Kafka needs Java 17 (see README)")
         return [
-            java, "-Xms256m", "-Xmx768m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={log4j}", f"-Dkafka.logs.dir={self.home / 'logs'}",
-            "-cp", f"{jars}/*", main_class, *args,
+            java,
+            "-Xms256m",
+            "-Xmx768m",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={log4j}",
+            f"-Dkafka.logs.dir={self.home / 'logs'}",
+            "-cp",
+            f"{jars}/*",
+            main_class,
+            *args,
         ]
 
     def command(self) -> list[str]:
@@ -244,37 +263,39 @@ class Kafka(Service):
 
     def properties(self) -> str:
         s = self.settings
-        return "\n".join([
-            "# Written by `modstream up`; edit modstream/stack.py instead.",
-            "process.roles=broker,controller",
-            "node.id=1",
-            f"controller.quorum.bootstrap.servers={LOCALHOST}:{s.controller_port}",
-            f"listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port},CONTROLLER://{LOCALHOST}:{s.controller_port}",
-            f"advertised.listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port}",
-            "controller.listener.names=CONTROLLER",
-            "inter.broker.listener.name=PLAINTEXT",
-            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            f"log.dirs={self.data_dir}",
-            "num.partitions=1",
-            "default.replication.factor=1",
-            "min.insync.replicas=1",
-            "auto.create.topics.enable=false",
-            "offsets.topic.replication.factor=1",
-            "offsets.topic.num.partitions=4",
-            "transaction.state.log.replication.factor=1",
-            "transaction.state.log.min.isr=1",
-            "transaction.state.log.num.partitions=4",
-            f"transaction.max.timeout.ms={TRANSACTION_MAX_TIMEOUT_MS}",
-            "group.initial.rebalance.delay.ms=0",
-            "num.network.threads=2",
-            "num.io.threads=4",
-            "log.retention.hours=168",
-            # modstream's own limit is 1 MiB a record (schemas/common.py); the broker takes up
-            # to 4 MiB so an over-long record reaches a job, and the DLQ, instead of being
-            # refused to its producer.
-            f"message.max.bytes={BROKER_MESSAGE_MAX_BYTES}",
-            "",
-        ])
+        return "\n".join(
+            [
+                "# Written by `modstream up`; edit modstream/stack.py instead.",
+                "process.roles=broker,controller",
+                "node.id=1",
+                f"controller.quorum.bootstrap.servers={LOCALHOST}:{s.controller_port}",
+                f"listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port},CONTROLLER://{LOCALHOST}:{s.controller_port}",
+                f"advertised.listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port}",
+                "controller.listener.names=CONTROLLER",
+                "inter.broker.listener.name=PLAINTEXT",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"log.dirs={self.data_dir}",
+                "num.partitions=1",
+                "default.replication.factor=1",
+                "min.insync.replicas=1",
+                "auto.create.topics.enable=false",
+                "offsets.topic.replication.factor=1",
+                "offsets.topic.num.partitions=4",
+                "transaction.state.log.replication.factor=1",
+                "transaction.state.log.min.isr=1",
+                "transaction.state.log.num.partitions=4",
+                f"transaction.max.timeout.ms={TRANSACTION_MAX_TIMEOUT_MS}",
+                "group.initial.rebalance.delay.ms=0",
+                "num.network.threads=2",
+                "num.io.threads=4",
+                "log.retention.hours=168",
+                # modstream's own limit is 1 MiB a record (schemas/common.py); the broker takes up
+                # to 4 MiB so an over-long record reaches a job, and the DLQ, instead of being
+                # refused to its producer.
+                f"message.max.bytes={BROKER_MESSAGE_MAX_BYTES}",
+                "",
+            ]
+        )
 
     def prepare(self) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
@@ -286,17 +307,28 @@ class Kafka(Service):
             cluster_id = self._run_tool("random-uuid").strip().splitlines()[-1]
             cluster_id_file.write_text(cluster_id + "\n")
         self._run_tool(
-            "format", "--standalone", "-t", cluster_id_file.read_text().strip(),
-            "-c", str(self.properties_file), "--feature", "transaction.version=1",
+            "format",
+            "--standalone",
+            "-t",
+            cluster_id_file.read_text().strip(),
+            "-c",
+            str(self.properties_file),
+            "--feature",
+            "transaction.version=1",
         )
 
     def _run_tool(self, *args: str) -> str:
         result = subprocess.run(
-            self._java("kafka.tools.StorageTool", *args), capture_output=True, text=True,
-            timeout=120, check=False,
+            self._java("kafka.tools.StorageTool", *args),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
         if result.returncode != 0:
-            raise StackError(f"kafka storage tool {args[0]} failed:\n{result.stdout}{result.stderr}")
+            raise StackError(
+                f"kafka storage tool {args[0]} failed:\n{result.stdout}{result.stderr}"
+            )
         return result.stdout
 
     def healthy(self) -> bool:
@@ -311,8 +343,10 @@ def broker_reachable(bootstrap_servers: str, timeout_s: float) -> str | None:
     timeout_ms = int(timeout_s * 1000)
     try:
         admin = KafkaAdminClient(
-            bootstrap_servers=bootstrap_servers, request_timeout_ms=timeout_ms,
-            bootstrap_timeout_ms=timeout_ms, client_id="modstream-health",
+            bootstrap_servers=bootstrap_servers,
+            request_timeout_ms=timeout_ms,
+            bootstrap_timeout_ms=timeout_ms,
+            client_id="modstream-health",
         )
     except (KafkaError, OSError, ValueError) as error:
         return f"{type(error).__name__}: {error}"
@@ -341,12 +375,27 @@ class Redis(Service):
     def command(self) -> list[str]:
         binary = shutil.which("redis-server")
         if binary is None:
-            raise StackError("redis-server is not installed; run `make setup` (apt-get install "
-                             "redis-server)")
+            raise StackError(
+                "redis-server is not installed; run `make setup` (apt-get install redis-server)"
+            )
         return [
-            binary, "--bind", LOCALHOST, "--port", str(self.settings.redis_port),
-            "--dir", str(self.home / "data"), "--appendonly", "yes", "--save", "",
-            "--daemonize", "no", "--protected-mode", "yes", "--loglevel", "notice",
+            binary,
+            "--bind",
+            LOCALHOST,
+            "--port",
+            str(self.settings.redis_port),
+            "--dir",
+            str(self.home / "data"),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+            "--loglevel",
+            "notice",
         ]
 
     def prepare(self) -> None:
@@ -356,8 +405,14 @@ class Redis(Service):
         import redis
 
         try:
-            return bool(redis.Redis(host=LOCALHOST, port=self.settings.redis_port,
-                                    socket_timeout=2, socket_connect_timeout=2).ping())
+            return bool(
+                redis.Redis(
+                    host=LOCALHOST,
+                    port=self.settings.redis_port,
+                    socket_timeout=2,
+                    socket_connect_timeout=2,
+                ).ping()
+            )
         except (redis.RedisError, OSError):
             return False
 

@@ -46,7 +46,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("moderation.shadow", 4, _delete(7), "shadow and canary policy decisions"),
     TopicSpec("moderation.dlq", 2, _delete(30), "rejected input, with class and raw record"),
     # modstream's own topic, not in the contract: what the ingest check let through.
-    TopicSpec("content.validated", 4, _delete(7), "content.versions records that passed the schema"),
+    TopicSpec(
+        "content.validated", 4, _delete(7), "content.versions records that passed the schema"
+    ),
 )
 
 
@@ -67,8 +69,10 @@ def create_topics(
 
     timeout_ms = int(timeout_s * 1000)
     admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap_servers, request_timeout_ms=timeout_ms,
-        bootstrap_timeout_ms=timeout_ms, client_id="modstream-topics",
+        bootstrap_servers=bootstrap_servers,
+        request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,
+        client_id="modstream-topics",
     )
     created: list[str] = []
     try:
@@ -90,7 +94,11 @@ def create_topics(
             partitions = _partition_counts(admin, [spec.name for spec in present])
             for spec in present:
                 actual = partitions.get(spec.name)
-                note = "" if actual == spec.partitions else f" (has {actual}, spec says {spec.partitions})"
+                note = (
+                    ""
+                    if actual == spec.partitions
+                    else f" (has {actual}, spec says {spec.partitions})"
+                )
                 say(f"exists   {spec.name}{note}")
     finally:
         admin.close()

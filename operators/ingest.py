@@ -53,7 +53,12 @@ def check(
         record = parse(schema_topic or source_topic, value if value is not None else "")
     except SchemaError as error:
         letter = dead_letter(
-            source_topic, key, value, error, ts=_event_time(value, record_ts), operator="ingest_check"
+            source_topic,
+            key,
+            value,
+            error,
+            ts=_event_time(value, record_ts),
+            operator="ingest_check",
         )
         return Routed(dlq_topic, key, letter.model_dump_json(), rejected=True)
     content_id = getattr(record, "content_id", None)

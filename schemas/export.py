@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from pydantic import TypeAdapter
+from pydantic.json_schema import JsonSchemaMode
 
 from schemas.registry import INPUT_TOPICS, OUTPUT_TOPICS
 
@@ -13,7 +17,11 @@ JSON_DIR = Path(__file__).resolve().parent / "json"
 def render() -> dict[str, str]:
     """File name -> JSON text for every topic's record, as `export` would write it."""
     files: dict[str, str] = {}
-    for topics, mode in ((INPUT_TOPICS, "validation"), (OUTPUT_TOPICS, "serialization")):
+    modes: tuple[tuple[dict[str, TypeAdapter[Any]], JsonSchemaMode], ...] = (
+        (INPUT_TOPICS, "validation"),
+        (OUTPUT_TOPICS, "serialization"),
+    )
+    for topics, mode in modes:
         for topic, adapter in topics.items():
             schema = adapter.json_schema(mode=mode)
             schema = {

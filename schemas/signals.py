@@ -83,4 +83,3 @@ class Reevaluate(InputRecord):
     content_version: ContentVersion
     reason: ShortText
     ts: EventTime
-

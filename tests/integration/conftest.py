@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 import redis as redis_client
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
+from modstream import kafkaio
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
-from modstream.stack import BROKER_MESSAGE_MAX_BYTES, broker_reachable
+from modstream.stack import broker_reachable
 
 REACH_TIMEOUT_S = 10.0
 
@@ -31,19 +32,27 @@ REACH_TIMEOUT_S = 10.0
 def stack() -> Settings:
     """The running test stack, or a clear failure within REACH_TIMEOUT_S (never a hang)."""
     settings = Settings.from_env()
-    how = ("`make test` starts it; by hand: `MODSTREAM_RUN_DIR=.run/test MODSTREAM_KAFKA_PORT="
-           f"{settings.kafka_port} MODSTREAM_KAFKA_CONTROLLER_PORT={settings.controller_port} "
-           f"MODSTREAM_REDIS_PORT={settings.redis_port} modstream up`")
+    how = (
+        "`make test` starts it; by hand: `MODSTREAM_RUN_DIR=.run/test MODSTREAM_KAFKA_PORT="
+        f"{settings.kafka_port} MODSTREAM_KAFKA_CONTROLLER_PORT={settings.controller_port} "
+        f"MODSTREAM_REDIS_PORT={settings.redis_port} modstream up`"
+    )
     reason = broker_reachable(settings.bootstrap_servers, timeout_s=REACH_TIMEOUT_S)
     if reason is not None:
-        pytest.fail(f"Kafka broker at {settings.bootstrap_servers} is not reachable within "
-                    f"{REACH_TIMEOUT_S:.0f}s ({reason}); {how}", pytrace=False)
+        pytest.fail(
+            f"Kafka broker at {settings.bootstrap_servers} is not reachable within "
+            f"{REACH_TIMEOUT_S:.0f}s ({reason}); {how}",
+            pytrace=False,
+        )
     try:
-        redis_client.Redis(host=LOCALHOST, port=settings.redis_port, socket_timeout=3,
-                           socket_connect_timeout=3).ping()
+        redis_client.Redis(
+            host=LOCALHOST, port=settings.redis_port, socket_timeout=3, socket_connect_timeout=3
+        ).ping()
     except (redis_client.RedisError, OSError) as error:
-        pytest.fail(f"Redis at {LOCALHOST}:{settings.redis_port} is not reachable ({error}); "
-                    f"{how}", pytrace=False)
+        pytest.fail(
+            f"Redis at {LOCALHOST}:{settings.redis_port} is not reachable ({error}); {how}",
+            pytrace=False,
+        )
     return settings
 
 
@@ -54,57 +63,36 @@ class Kafka:
         self.bootstrap_servers = bootstrap_servers
 
     def create_topics(self, names: list[str], partitions: int = 2) -> None:
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap_servers,
-                                 request_timeout_ms=15_000, bootstrap_timeout_ms=15_000)
+        admin = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap_servers,
+            request_timeout_ms=15_000,
+            bootstrap_timeout_ms=15_000,
+        )
         try:
-            admin.create_topics([NewTopic(name, partitions, 1) for name in names],
-                                timeout_ms=15_000)
+            admin.create_topics(
+                [NewTopic(name, partitions, 1) for name in names], timeout_ms=15_000
+            )
         finally:
             admin.close()
 
     def produce(self, topic: str, records: list[tuple[str | None, bytes | None]]) -> None:
-        producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap_servers, acks="all", linger_ms=5,
-            max_request_size=BROKER_MESSAGE_MAX_BYTES - 1024, max_block_ms=15_000,
-            request_timeout_ms=15_000,
-        )
-        try:
-            for key, value in records:
-                producer.send(topic, key=key.encode() if key is not None else None, value=value)
-            producer.flush(timeout=30)
-        finally:
-            producer.close(timeout=10)
+        kafkaio.produce(self.bootstrap_servers, topic, records)
 
-    def read(self, topic: str, *, committed: bool = True, timeout_s: float = 30.0
-             ) -> list[ConsumerRecord]:
+    def read(self, topic: str, *, committed: bool = True) -> list[ConsumerRecord]:
         """Every record of `topic` up to its current end (the LSO for read_committed)."""
-        consumer = KafkaConsumer(
-            bootstrap_servers=self.bootstrap_servers, enable_auto_commit=False,
-            isolation_level="read_committed" if committed else "read_uncommitted",
-            request_timeout_ms=15_000, max_partition_fetch_bytes=BROKER_MESSAGE_MAX_BYTES,
-        )
-        try:
-            partitions = [TopicPartition(topic, p)
-                          for p in sorted(consumer.partitions_for_topic(topic) or [])]
-            consumer.assign(partitions)
-            consumer.seek_to_beginning(*partitions)
-            end = consumer.end_offsets(partitions)
-            records: list[ConsumerRecord] = []
-            deadline = time.monotonic() + timeout_s
-            while any(consumer.position(tp) < end[tp] for tp in partitions):
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"reading {topic} did not reach its end in {timeout_s}s")
-                for batch in consumer.poll(timeout_ms=500).values():
-                    records.extend(batch)
-            return records
-        finally:
-            consumer.close()
+        return kafkaio.read_to_end(self.bootstrap_servers, topic, committed=committed)
 
     def values(self, topic: str, *, committed: bool = True) -> list[dict[str, Any]]:
         return [json.loads(record.value) for record in self.read(topic, committed=committed)]
 
-    def wait_for(self, topic: str, predicate: Callable[[list[dict[str, Any]]], bool], *,
-                 committed: bool = True, timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    def wait_for(
+        self,
+        topic: str,
+        predicate: Callable[[list[dict[str, Any]]], bool],
+        *,
+        committed: bool = True,
+        timeout_s: float = 60.0,
+    ) -> list[dict[str, Any]]:
         """Poll until predicate(values) holds; fail with what was seen after timeout_s."""
         deadline = time.monotonic() + timeout_s
         while True:
@@ -112,8 +100,9 @@ class Kafka:
             if predicate(values):
                 return values
             if time.monotonic() > deadline:
-                raise AssertionError(f"{topic}: condition not met within {timeout_s}s; "
-                                     f"{len(values)} records seen")
+                raise AssertionError(
+                    f"{topic}: condition not met within {timeout_s}s; {len(values)} records seen"
+                )
             time.sleep(0.5)
 
 
@@ -126,8 +115,10 @@ def kafka(stack: Settings) -> Kafka:
 def topics(kafka: Kafka) -> dict[str, str]:
     """Contract topic -> a topic unique to this test, created on the real broker."""
     prefix = f"it-{uuid.uuid4().hex[:10]}"
-    mapping = {name: f"{prefix}.{name}"
-               for name in ("content.versions", "content.validated", "moderation.dlq")}
+    mapping = {
+        name: f"{prefix}.{name}"
+        for name in ("content.versions", "content.validated", "moderation.dlq")
+    }
     kafka.create_topics(list(mapping.values()))
     mapping["_prefix"] = prefix
     return mapping
@@ -147,10 +138,13 @@ class JobProcess:
         deadline = time.monotonic() + timeout_s
         while " running" not in self.output():
             if self.process.poll() is not None:
-                raise AssertionError(f"job exited with {self.process.returncode}:\n"
-                                     f"{self.output()[-3000:]}")
+                raise AssertionError(
+                    f"job exited with {self.process.returncode}:\n{self.output()[-3000:]}"
+                )
             if time.monotonic() > deadline:
-                raise AssertionError(f"job not running after {timeout_s}s:\n{self.output()[-3000:]}")
+                raise AssertionError(
+                    f"job not running after {timeout_s}s:\n{self.output()[-3000:]}"
+                )
             time.sleep(0.3)
 
     def alive(self) -> bool:
@@ -170,8 +164,9 @@ class JobProcess:
 
 def completed_checkpoints(checkpoint_dir: Path) -> int:
     """The highest completed checkpoint number under checkpoint_dir (0 when none)."""
-    numbers = [int(meta.parent.name.split("-")[1])
-               for meta in checkpoint_dir.glob("*/chk-*/_metadata")]
+    numbers = [
+        int(meta.parent.name.split("-")[1]) for meta in checkpoint_dir.glob("*/chk-*/_metadata")
+    ]
     return max(numbers, default=0)
 
 
@@ -193,8 +188,11 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
         log = tmp_path / f"{module}-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", f"jobs.{module}", *args], cwd=PROJECT_ROOT,
-                stdout=out, stderr=subprocess.STDOUT, env=dict(os.environ),
+                [sys.executable, "-m", f"jobs.{module}", *args],
+                cwd=PROJECT_ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=dict(os.environ),
             )
         job = JobProcess(process, log)
         started.append(job)

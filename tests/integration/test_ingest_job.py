@@ -1,4 +1,4 @@
-"""ingest_check on the real broker: DLQ routing, exactly-once visibility, restart from checkpoint."""
+"""ingest_check on the real broker: DLQ routing, exactly-once output, restart from checkpoint."""
 
 from __future__ import annotations
 
@@ -25,8 +25,14 @@ pytestmark = pytest.mark.integration
 def job_args(topics: dict[str, str], checkpoint_dir: Path, interval_ms: int) -> list[str]:
     prefix = topics["_prefix"]
     args = [
-        "--checkpoint-dir", str(checkpoint_dir), "--checkpoint-interval-ms", str(interval_ms),
-        "--transactional-id-prefix", prefix, "--group-id", prefix,
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+        "--checkpoint-interval-ms",
+        str(interval_ms),
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
     ]
     for name in ("content.versions", "content.validated", "moderation.dlq"):
         args += ["--topic", f"{name}={topics[name]}"]
@@ -49,7 +55,9 @@ MALFORMED: dict[str, tuple[bytes, str]] = {
     "unknown enum": (json.dumps(upload("m-3", modality="smell")).encode(), "modality"),
     "not JSON": (b'{"event_id": "m-4", "text": "' + SECRET_TEXT.encode() + b'"', "Invalid JSON"),
     "over-long record": (
-        json.dumps(upload("m-5", text=SECRET_TEXT + "x" * MAX_RECORD_BYTES)).encode(), "bytes"),
+        json.dumps(upload("m-5", text=SECRET_TEXT + "x" * MAX_RECORD_BYTES)).encode(),
+        "bytes",
+    ),
     "over-long field": (json.dumps(upload("c" * 300)).encode(), "content_id"),
 }
 
@@ -59,8 +67,10 @@ def test_malformed_records_reach_the_dlq_and_the_job_keeps_running(
 ) -> None:
     job: JobProcess = start_job("ingest_check", *job_args(topics, tmp_path / "ckpt", 1000))
     kafka.produce(topics["content.versions"], uploads("before", 3))
-    kafka.produce(topics["content.versions"],
-                  [(f"bad-{i}", raw) for i, (raw, _) in enumerate(MALFORMED.values())])
+    kafka.produce(
+        topics["content.versions"],
+        [(f"bad-{i}", raw) for i, (raw, _) in enumerate(MALFORMED.values())],
+    )
     kafka.produce(topics["content.versions"], uploads("after", 3))
     job.wait_running()
 
@@ -97,8 +107,9 @@ def test_output_is_committed_on_checkpoint_and_never_duplicated_across_a_restart
         tag = f"first{attempt}"
         before = completed_checkpoints(checkpoints)
         kafka.produce(topics["content.versions"], uploads(tag, 20))
-        kafka.wait_for(validated, lambda v, t=tag: len(event_ids(v, t)) == 20, committed=False,
-                       timeout_s=30)
+        kafka.wait_for(
+            validated, lambda v, t=tag: len(event_ids(v, t)) == 20, committed=False, timeout_s=30
+        )
         committed_now = event_ids(kafka.values(validated), tag)
         if completed_checkpoints(checkpoints) == before:
             assert committed_now == Counter(), "visible to read_committed before a checkpoint"
@@ -128,5 +139,7 @@ def test_output_is_committed_on_checkpoint_and_never_duplicated_across_a_restart
         assert len(counts) == 20, tag
         assert set(counts.values()) == {1}, f"duplicates for {tag}: {counts.most_common(3)}"
     assert kafka.values(topics["moderation.dlq"]) == []
-    assert all(record.key.decode().startswith(("first", "second", "third"))
-               for record in kafka.read(validated))
+    assert all(
+        record.key.decode().startswith(("first", "second", "third"))
+        for record in kafka.read(validated)
+    )

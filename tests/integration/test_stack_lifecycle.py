@@ -27,8 +27,14 @@ def free_ports(count: int) -> list[int]:
 
 
 def modstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "modstream.cli", *args], env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "modstream.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
 
 
 def running_processes_mentioning(marker: str) -> list[str]:
@@ -49,10 +55,13 @@ def running_processes_mentioning(marker: str) -> list[str]:
 def test_up_then_down_leaves_no_process_and_no_port(tmp_path: Path) -> None:
     kafka_port, controller_port, redis_port = free_ports(3)
     run_dir = tmp_path / "run"
-    env = {**os.environ, "MODSTREAM_RUN_DIR": str(run_dir),
-           "MODSTREAM_KAFKA_PORT": str(kafka_port),
-           "MODSTREAM_KAFKA_CONTROLLER_PORT": str(controller_port),
-           "MODSTREAM_REDIS_PORT": str(redis_port)}
+    env = {
+        **os.environ,
+        "MODSTREAM_RUN_DIR": str(run_dir),
+        "MODSTREAM_KAFKA_PORT": str(kafka_port),
+        "MODSTREAM_KAFKA_CONTROLLER_PORT": str(controller_port),
+        "MODSTREAM_REDIS_PORT": str(redis_port),
+    }
 
     up = modstream(env, "up")
     assert up.returncode == 0, up.stdout + up.stderr

@@ -53,10 +53,16 @@ def test_topic_mapping_and_latest_checkpoint(tmp_path: Path) -> None:
         (tmp_path / job / f"chk-{number}").mkdir(parents=True)
         (tmp_path / job / f"chk-{number}" / "_metadata").write_bytes(b"x")
     (tmp_path / ("c" * 32) / "chk-9").mkdir(parents=True)  # in progress: no _metadata
-    args = ingest_check.parse_args([
-        "--checkpoint-dir", str(tmp_path), "--restore-from", "latest",
-        "--topic", "content.versions=t1.in",
-    ])
+    args = ingest_check.parse_args(
+        [
+            "--checkpoint-dir",
+            str(tmp_path),
+            "--restore-from",
+            "latest",
+            "--topic",
+            "content.versions=t1.in",
+        ]
+    )
     config = ingest_check.config_from_args(args, Settings.from_env())
     assert config.topic("content.versions") == "t1.in"
     assert config.topic("moderation.dlq") == "moderation.dlq"

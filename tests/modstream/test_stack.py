@@ -11,8 +11,13 @@ from modstream.stack import Kafka, Redis, broker_reachable, port_open
 
 
 def settings(tmp_path: Path) -> Settings:
-    return Settings(project_root=Path(__file__).resolve().parents[2], run_dir=tmp_path,
-                    kafka_port=29092, controller_port=29093, redis_port=26379)
+    return Settings(
+        project_root=Path(__file__).resolve().parents[2],
+        run_dir=tmp_path,
+        kafka_port=29092,
+        controller_port=29093,
+        redis_port=26379,
+    )
 
 
 def test_broker_properties_bind_loopback_and_allow_the_sinks_transactions(tmp_path: Path) -> None:
@@ -23,8 +28,9 @@ def test_broker_properties_bind_loopback_and_allow_the_sinks_transactions(tmp_pa
     assert "transaction.state.log.min.isr=1" in lines
     from jobs.runtime import TRANSACTION_TIMEOUT_MS
 
-    max_timeout = next(int(line.split("=")[1]) for line in lines
-                       if line.startswith("transaction.max.timeout.ms="))
+    max_timeout = next(
+        int(line.split("=")[1]) for line in lines if line.startswith("transaction.max.timeout.ms=")
+    )
     assert max_timeout >= TRANSACTION_TIMEOUT_MS
 
 

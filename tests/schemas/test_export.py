@@ -30,12 +30,29 @@ def test_every_topic_has_a_schema_with_its_required_fields() -> None:
     assert set(files) == {f"{topic}.schema.json" for topic in {**INPUT_TOPICS, **OUTPUT_TOPICS}}
     decision = json.loads(files["moderation.decisions.schema.json"])
     assert set(decision["required"]) == {
-        "decision_id", "content_id", "content_version", "decision_revision", "outcome",
-        "reasons", "matched_rules", "policy_id", "policy_version", "evidence", "completeness",
-        "trigger", "state", "ts",
+        "decision_id",
+        "content_id",
+        "content_version",
+        "decision_revision",
+        "outcome",
+        "reasons",
+        "matched_rules",
+        "policy_id",
+        "policy_version",
+        "evidence",
+        "completeness",
+        "trigger",
+        "state",
+        "ts",
     }
     assert "restriction" not in decision["required"]
     dlq = json.loads(files["moderation.dlq.schema.json"])
     assert dlq["properties"]["error_class"]["enum"] == [
-        "schema", "policy", "signature", "conflict", "transient_exhausted", "permanent", "stale",
+        "schema",
+        "policy",
+        "signature",
+        "conflict",
+        "transient_exhausted",
+        "permanent",
+        "stale",
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
@@ -20,10 +21,21 @@ SIG = "hmac-sha256:" + "0" * 64
 
 def policy_version(**overrides: Any) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "event_id": "pol-1", "policy_id": "global", "version": 3, "parent_version": 2,
-        "mode": "active", "author": "alice", "ts": T0, "signature": SIG,
-        "document": {"policy_id": "global", "version": 3, "detectors": {}, "rules": [],
-                     "default": "ALLOW"},
+        "event_id": "pol-1",
+        "policy_id": "global",
+        "version": 3,
+        "parent_version": 2,
+        "mode": "active",
+        "author": "alice",
+        "ts": T0,
+        "signature": SIG,
+        "document": {
+            "policy_id": "global",
+            "version": 3,
+            "detectors": {},
+            "rules": [],
+            "default": "ALLOW",
+        },
     }
     record.update(overrides)
     return record
@@ -39,23 +51,85 @@ VALID: list[tuple[str, dict[str, Any]]] = [
     ("detector.results", evidence(segment_id=3, evidence_ref="s3://e/1")),
     ("policy.rules", policy_version()),
     ("policy.rules", policy_version(mode="canary", canary_percent=5)),
-    ("policy.rules", {"event_id": "c1", "policy_id": "global", "command": "rollback",
-                      "version": 2, "ts": T0, "signature": SIG}),
-    ("policy.rules", {"event_id": "c2", "policy_id": "global", "command": "pause_publication",
-                      "ts": T0, "signature": SIG}),
-    ("hash.bank", {"event_id": "h1", "bank": "known_bad", "hash_type": "phash",
-                   "hash": "00ff00ff00ff00ff", "op": "add", "ts": T0}),
-    ("moderation.reports", {"event_id": "r1", "report_id": "r1", "content_id": "c-1",
-                            "content_version": 1, "reporter_id": "u9", "reason": "spam",
-                            "ts": T0}),
-    ("review.decisions", {"event_id": "v1", "task_id": "t1", "content_id": "c-1",
-                          "content_version": 1, "reviewer_id": "rev", "outcome": "BLOCK",
-                          "reason": "sexual_content", "ts": T0}),
-    ("moderation.appeals", {"event_id": "a1", "appeal_id": "a1", "content_id": "c-1",
-                            "content_version": 1, "decision_revision": 2, "user_id": "author-1",
-                            "ts": T0}),
-    ("moderation.reevaluate", {"event_id": "x1", "content_id": "c-1", "content_version": 1,
-                               "reason": "policy v4", "ts": T0}),
+    (
+        "policy.rules",
+        {
+            "event_id": "c1",
+            "policy_id": "global",
+            "command": "rollback",
+            "version": 2,
+            "ts": T0,
+            "signature": SIG,
+        },
+    ),
+    (
+        "policy.rules",
+        {
+            "event_id": "c2",
+            "policy_id": "global",
+            "command": "pause_publication",
+            "ts": T0,
+            "signature": SIG,
+        },
+    ),
+    (
+        "hash.bank",
+        {
+            "event_id": "h1",
+            "bank": "known_bad",
+            "hash_type": "phash",
+            "hash": "00ff00ff00ff00ff",
+            "op": "add",
+            "ts": T0,
+        },
+    ),
+    (
+        "moderation.reports",
+        {
+            "event_id": "r1",
+            "report_id": "r1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reporter_id": "u9",
+            "reason": "spam",
+            "ts": T0,
+        },
+    ),
+    (
+        "review.decisions",
+        {
+            "event_id": "v1",
+            "task_id": "t1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reviewer_id": "rev",
+            "outcome": "BLOCK",
+            "reason": "sexual_content",
+            "ts": T0,
+        },
+    ),
+    (
+        "moderation.appeals",
+        {
+            "event_id": "a1",
+            "appeal_id": "a1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "decision_revision": 2,
+            "user_id": "author-1",
+            "ts": T0,
+        },
+    ),
+    (
+        "moderation.reevaluate",
+        {
+            "event_id": "x1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reason": "policy v4",
+            "ts": T0,
+        },
+    ),
 ]
 
 
@@ -73,8 +147,13 @@ def test_upsert_and_delete_are_told_apart_and_defaults_filled() -> None:
 
 def test_policy_versions_and_controls_are_told_apart() -> None:
     assert isinstance(parse("policy.rules", json.dumps(policy_version())), PolicyVersion)
-    control = {"event_id": "c", "policy_id": "p", "command": "resume_publication", "ts": T0,
-               "signature": SIG}
+    control = {
+        "event_id": "c",
+        "policy_id": "p",
+        "command": "resume_publication",
+        "ts": T0,
+        "signature": SIG,
+    }
     assert isinstance(parse("policy.rules", json.dumps(control)), PolicyControl)
 
 
@@ -110,13 +189,43 @@ INVALID: list[tuple[str, str, str]] = [
     ("detector.results", json.dumps(evidence(status="maybe")), "status"),
     ("policy.rules", json.dumps(policy_version(signature="md5:abc")), "signature"),
     ("policy.rules", json.dumps(policy_version(mode="canary")), "canary_percent"),
-    ("policy.rules", json.dumps({"event_id": "c", "policy_id": "p", "command": "rollback",
-                                 "ts": T0, "signature": SIG}), "version"),
-    ("hash.bank", json.dumps({"event_id": "h", "bank": "b", "hash_type": "sha256",
-                              "hash": "00ff00ff00ff00ff", "op": "add", "ts": T0}), "hash"),
-    ("review.decisions", json.dumps({"event_id": "v", "task_id": "t", "content_id": "c",
-                                     "content_version": 1, "reviewer_id": "r",
-                                     "outcome": "MAYBE", "reason": "x", "ts": T0}), "outcome"),
+    (
+        "policy.rules",
+        json.dumps(
+            {"event_id": "c", "policy_id": "p", "command": "rollback", "ts": T0, "signature": SIG}
+        ),
+        "version",
+    ),
+    (
+        "hash.bank",
+        json.dumps(
+            {
+                "event_id": "h",
+                "bank": "b",
+                "hash_type": "sha256",
+                "hash": "00ff00ff00ff00ff",
+                "op": "add",
+                "ts": T0,
+            }
+        ),
+        "hash",
+    ),
+    (
+        "review.decisions",
+        json.dumps(
+            {
+                "event_id": "v",
+                "task_id": "t",
+                "content_id": "c",
+                "content_version": 1,
+                "reviewer_id": "r",
+                "outcome": "MAYBE",
+                "reason": "x",
+                "ts": T0,
+            }
+        ),
+        "outcome",
+    ),
 ]
 
 
@@ -147,8 +256,9 @@ def test_unknown_topic_is_a_schema_error() -> None:
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=12), children, max_size=6),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=6)
+    ),
     max_leaves=20,
 )
 
@@ -157,16 +267,28 @@ json_values = st.recursive(
 @given(
     topic=st.sampled_from(sorted({topic for topic, _ in VALID})),
     mutation=st.dictionaries(
-        st.sampled_from(["type", "content_version", "ts", "modality", "status", "scores",
-                         "command", "segments", "hash", "outcome", "event_id"]),
-        json_values, max_size=3,
+        st.sampled_from(
+            [
+                "type",
+                "content_version",
+                "ts",
+                "modality",
+                "status",
+                "scores",
+                "command",
+                "segments",
+                "hash",
+                "outcome",
+                "event_id",
+            ]
+        ),
+        json_values,
+        max_size=3,
     ),
 )
 def test_any_mutation_either_parses_or_raises_schema_error(
     topic: str, mutation: dict[str, Any]
 ) -> None:
     base = next(record for name, record in VALID if name == topic)
-    try:
+    with contextlib.suppress(SchemaError):
         parse(topic, json.dumps({**base, **mutation}))
-    except SchemaError:
-        pass
