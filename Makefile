@@ -40,7 +40,7 @@ $(VENV)/.installed: pyproject.toml
 $(JARS)/.fetched: deploy/local/pom.xml
 	@echo "setup: fetching the Kafka connector and broker jars from Maven Central"
 	@rm -rf $(JARS)/kafka $(JARS)/flink/flink-sql-connector-kafka-*.jar
-	@mvn -B -q -f deploy/local/pom.xml dependency:copy-dependencies@flink dependency:copy-dependencies@kafka
+	@mvn -B -q -Dstyle.color=never -f deploy/local/pom.xml dependency:copy-dependencies@flink dependency:copy-dependencies@kafka
 	@touch $@
 
 $(EXT_JAR): $(EXT_SRC) $(JARS)/.fetched $(VENV)/.installed
@@ -68,13 +68,13 @@ status:
 demo: setup
 	@$(MODSTREAM) demo
 
-# Runs pytest with the stack up and always stops the stack, also when tests fail.
-# pytest's exit code 5 (no tests collected) is reported and treated as success for
-# selections that may be empty; any other non-zero code fails the target.
+# Runs pytest with the stack up and always stops the stack: on success, on failure, and when
+# interrupted (the EXIT trap). pytest's exit code 5 (no tests collected) is reported and treated
+# as success for selections that may be empty; any other non-zero code fails the target.
 define with_test_stack
-	@$(TEST_ENV) $(MODSTREAM) up || { $(TEST_ENV) $(MODSTREAM) down; exit 1; }; \
+	@trap '$(TEST_ENV) $(MODSTREAM) down' EXIT; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	$(TEST_ENV) $(MODSTREAM) up || exit 1; \
 	$(TEST_ENV) $(BIN)/pytest $(1); rc=$$?; \
-	$(TEST_ENV) $(MODSTREAM) down; \
 	if [ $$rc -eq 5 ]; then echo "pytest: no tests collected for '$(1)'"; rc=0; fi; \
 	exit $$rc
 endef

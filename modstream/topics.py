@@ -107,4 +107,4 @@ def create_topics(
 
 def _partition_counts(admin: object, names: list[str]) -> dict[str, int]:
     described = admin.describe_topics(names)  # type: ignore[attr-defined]
-    return {entry["topic"]: len(entry["partitions"]) for entry in described}
+    return {entry["name"]: len(entry["partitions"]) for entry in described}

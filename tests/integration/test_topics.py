@@ -1,0 +1,30 @@
+"""`modstream topics create` on the real broker: every contract topic, idempotently."""
+
+from __future__ import annotations
+
+import pytest
+from kafka import KafkaAdminClient
+
+from modstream.config import Settings
+from modstream.topics import TOPICS, create_topics
+
+pytestmark = pytest.mark.integration
+
+
+def test_topics_create_is_idempotent_and_matches_the_spec(stack: Settings) -> None:
+    said: list[str] = []
+    create_topics(stack.bootstrap_servers, say=said.append)
+    again: list[str] = []
+    assert create_topics(stack.bootstrap_servers, say=again.append) == []
+    assert len(again) == len(TOPICS)
+    assert all(line.startswith("exists") and "spec says" not in line for line in again), again
+
+    admin = KafkaAdminClient(bootstrap_servers=stack.bootstrap_servers, request_timeout_ms=15_000)
+    try:
+        described = {
+            entry["name"]: entry for entry in admin.describe_topics([spec.name for spec in TOPICS])
+        }
+    finally:
+        admin.close()
+    for spec in TOPICS:
+        assert len(described[spec.name]["partitions"]) == spec.partitions, spec.name
