@@ -79,6 +79,20 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return demo.run(settings, count=args.count, seed=args.seed)
 
 
+def _policy_handler(handler: Callable[[argparse.Namespace, Callable[[str], None]], int]
+                    ) -> Callable[[argparse.Namespace, Settings], int]:
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        from modstream.policy_cli import PolicyCliError
+
+        try:
+            return handler(args, print)
+        except PolicyCliError as error:
+            print(f"modstream policy {args.policy_command}: {error}", file=sys.stderr)
+            return 1
+
+    return run
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modstream", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
     sub.add_argument("job", choices=["ingest-check"])
     sub.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's own options")
+    from modstream import policy_cli
+
+    policy_cli.add_parser(commands, _policy_handler)
     sub = add("demo", _cmd_demo, "generate a workload, run the jobs on it, print a summary")
     sub.add_argument("--count", type=int, default=200, help="valid content versions to send")
     sub.add_argument("--seed", type=int, default=7)

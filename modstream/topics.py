@@ -26,11 +26,15 @@ def _delete(days: int) -> dict[str, str]:
 
 
 _COMPACT = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(60_000)}
+# policy.rules is keyed by policy_id, so compaction would keep only the newest record of each
+# policy; rollback needs every version and `policy show --history` is the audit trail. Records
+# younger than ten years are therefore never compacted.
+_POLICY_HISTORY = {"cleanup.policy": "compact", "min.compaction.lag.ms": str(3650 * DAY_MS)}
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("content.versions", 4, _delete(7), "uploads, edits, deletes (Content Service)"),
     TopicSpec("detector.results", 4, _delete(7), "detector evidence per segment"),
-    TopicSpec("policy.rules", 1, _COMPACT, "signed policy versions and control records"),
+    TopicSpec("policy.rules", 1, _POLICY_HISTORY, "signed policy versions and control records"),
     TopicSpec("hash.bank", 1, _COMPACT, "known-bad hashes, keyed by hash"),
     TopicSpec("moderation.reports", 4, _delete(7), "user reports"),
     TopicSpec("review.decisions", 4, _delete(30), "human review outcomes"),

@@ -1,0 +1,384 @@
+"""`modstream policy …`: what policy authors run to validate, sign, approve, push and operate
+policies on the policy.rules topic.
+
+Keys: the deployment key that signs policy records comes from MODSTREAM_POLICY_KEY (UTF-8).
+People's own keys (for approvals) come from MODSTREAM_KEY_<NAME> or a JSON keys file
+(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import hmac
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from modstream.config import PROJECT_ROOT, Settings
+from operators.policy import PolicyError, load_policy, warnings
+from operators.policy_diff import diff
+from operators.policy_store import PolicyStore, Rejected, Snapshot, canonical_json, sign
+from schemas import SchemaError
+
+APPROVALS_DIR = PROJECT_ROOT / "policy_rules" / "approvals"
+Say = Callable[[str], None]
+
+
+class PolicyCliError(RuntimeError):
+    """A refusal with a message for the author; exit code 1."""
+
+
+# Keys and approvals.
+def policy_key(env: Mapping[str, str] = os.environ) -> bytes:
+    key = env.get("MODSTREAM_POLICY_KEY")
+    if not key:
+        raise PolicyCliError("MODSTREAM_POLICY_KEY is not set: it holds the deployment's "
+                             "policy signing key")
+    return key.encode("utf-8")
+
+
+def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
+    variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+    if env.get(variable):
+        return env[variable].encode("utf-8")
+    path = Path(env.get("MODSTREAM_KEYS_FILE", str(Path.home() / ".config/modstream/keys.json")))
+    if path.exists():
+        keys = json.loads(path.read_text())
+        if isinstance(keys, dict) and isinstance(keys.get(name), str):
+            return keys[name].encode("utf-8")
+    return None
+
+
+def document_digest(document: Mapping[str, Any]) -> str:
+    return hashlib.sha256(canonical_json(document)).hexdigest()
+
+
+def approval_record(document: Mapping[str, Any], approver: str, key: bytes, ts: int
+                    ) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "policy_id": document["policy_id"], "version": document["version"],
+        "document_sha256": document_digest(document), "approver": approver, "ts": ts,
+    }
+    record["signature"] = sign(record, key)
+    return record
+
+
+def valid_approvals(document: Mapping[str, Any], author: str, directory: Path,
+                    env: Mapping[str, str] = os.environ) -> list[dict[str, Any]]:
+    """Approvals of exactly this document, by someone other than its author, whose signature
+    verifies with the approver's own key."""
+    digest = document_digest(document)
+    found = []
+    pattern = f"{document['policy_id']}-v{document['version']}-*.json"
+    for path in sorted(directory.glob(pattern)):
+        try:
+            approval = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        approver = approval.get("approver")
+        if not isinstance(approver, str) or approver == author:
+            continue
+        if approval.get("document_sha256") != digest:
+            continue
+        key = person_key(approver, env)
+        if key is None:
+            continue
+        expected = sign(approval, key)
+        if hmac.compare_digest(str(approval.get("signature")).encode(), expected.encode()):
+            found.append(approval)
+    return found
+
+
+def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
+    return env.get("MODSTREAM_REQUIRE_APPROVAL", "1").lower() not in ("0", "false", "no")
+
+
+# Documents and records.
+def read_document(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise PolicyCliError(f"{path}: cannot read YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise PolicyCliError(f"{path}: a policy document must be a mapping")
+    return document
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def version_record(document: dict[str, Any], *, mode: str, author: str, ts: int,
+                   parent_version: int | None, key: bytes, percent: float | None = None,
+                   approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
+        "policy_id": document["policy_id"], "version": document["version"],
+        "parent_version": parent_version, "mode": mode, "author": author, "ts": ts,
+        "document": document,
+    }
+    if mode == "canary":
+        record["canary_percent"] = percent
+    if approvals:
+        record["approvals"] = approvals
+    record["signature"] = sign(record, key)
+    return record
+
+
+def control_record(policy_id: str, command: str, *, ts: int, key: bytes,
+                   version: int | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"event_id": f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
+                              "policy_id": policy_id, "command": command, "ts": ts}
+    if version is not None:
+        record["version"] = version
+    record["signature"] = sign(record, key)
+    return record
+
+
+def load_store(bootstrap: str, topic: str, key: bytes) -> tuple[PolicyStore, list[str]]:
+    """Rebuild the store from the topic as the moderation job would; list what it rejected."""
+    from modstream import kafkaio
+
+    store = PolicyStore()
+    rejected = []
+    for message in kafkaio.read_to_end(bootstrap, topic):
+        try:
+            store.apply(message.value, key)
+        except (Rejected, SchemaError) as error:
+            rejected.append(f"offset {message.offset}: {error}")
+    return store, rejected
+
+
+def describe(snapshot: Snapshot | None, policy_id: str) -> str:
+    if snapshot is None:
+        return f"{policy_id}: no version yet"
+    parts = [f"active v{snapshot.active}" if snapshot.active else "no active version"]
+    if snapshot.shadow:
+        parts.append(f"shadow v{snapshot.shadow}")
+    if snapshot.canary:
+        parts.append(f"canary v{snapshot.canary} at {snapshot.canary_percent:g}%")
+    if snapshot.paused:
+        parts.append("PUBLICATION PAUSED")
+    return f"{policy_id}: " + ", ".join(parts) + f" (since ts {snapshot.ts})"
+
+
+def _iso(ts: int) -> str:
+    return dt.datetime.fromtimestamp(ts / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# Commands.
+def cmd_validate(args: argparse.Namespace, say: Say) -> int:
+    failed = 0
+    for path in args.files:
+        try:
+            compiled = load_policy(read_document(path))
+        except PolicyError as error:
+            failed += 1
+            say(f"{path}: {len(error.problems)} problem(s)")
+            for problem in error.problems:
+                say(f"  {problem}")
+            continue
+        except PolicyCliError as error:
+            failed += 1
+            say(str(error))
+            continue
+        say(f"{path}: {compiled.policy_id} v{compiled.version} is valid "
+            f"({len(compiled.rules)} rules)")
+        for warning in warnings(compiled.document):
+            say(f"  warning: {warning}")
+    return 1 if failed else 0
+
+
+def cmd_diff(args: argparse.Namespace, say: Say) -> int:
+    lines = diff(read_document(args.old), read_document(args.new))
+    for line in lines or ["no rule-level differences"]:
+        say(line)
+    return 0
+
+
+def _checked(path: Path) -> dict[str, Any]:
+    document = read_document(path)
+    try:
+        load_policy(document)
+    except PolicyError as error:
+        raise PolicyCliError(f"{path} is not valid:\n  " + "\n  ".join(error.problems)) from None
+    return document
+
+
+def cmd_sign(args: argparse.Namespace, say: Say) -> int:
+    document = _checked(args.file)
+    record = version_record(document, mode=args.mode, author=args.author, ts=args.ts or now_ms(),
+                            parent_version=args.parent, key=policy_key(), percent=args.percent)
+    say(json.dumps(record, ensure_ascii=False, sort_keys=True))
+    return 0
+
+
+def cmd_approve(args: argparse.Namespace, say: Say) -> int:
+    document = _checked(args.file)
+    if document["version"] != args.version:
+        raise PolicyCliError(f"{args.file} holds version {document['version']}, not {args.version}")
+    key = person_key(args.approver)
+    if key is None:
+        raise PolicyCliError(f"no key for {args.approver!r} (MODSTREAM_KEY_<NAME> or the keys "
+                             "file)")
+    approval = approval_record(document, args.approver, key, now_ms())
+    args.approvals.mkdir(parents=True, exist_ok=True)
+    path = args.approvals / f"{document['policy_id']}-v{args.version}-{args.approver}.json"
+    path.write_text(json.dumps(approval, indent=2, sort_keys=True) + "\n")
+    say(f"approved {document['policy_id']} v{args.version} as {args.approver}: {path}")
+    return 0
+
+
+def cmd_push(args: argparse.Namespace, say: Say) -> int:
+    from modstream import kafkaio
+
+    if args.mode == "canary" and args.percent is None:
+        raise PolicyCliError("--mode canary needs --percent N")
+    document = _checked(args.file)
+    key = policy_key()
+    store, _ = load_store(args.bootstrap_servers, args.topic, key)
+    policy_id, version = document["policy_id"], document["version"]
+    current = store.snapshot(policy_id)
+    if store.version(policy_id, version) is not None:
+        raise PolicyCliError(f"{policy_id} v{version} is already on {args.topic}; bump version")
+    if current and current.active is not None and version <= current.active:
+        raise PolicyCliError(f"{policy_id} v{version} is not greater than the active "
+                             f"v{current.active}")
+    approvals = valid_approvals(document, args.author, args.approvals)
+    if args.mode == "active" and args.require_approval and not approvals:
+        raise PolicyCliError(
+            f"{policy_id} v{version} has no approval from someone other than its author "
+            f"{args.author!r}: run `modstream policy approve {version} --approver NAME` "
+            f"(as that person) first")
+    record = version_record(document, mode=args.mode, author=args.author,
+                            ts=args.ts or now_ms(), parent_version=current.active if current
+                            else None, key=key, percent=args.percent, approvals=approvals)
+    kafkaio.produce(args.bootstrap_servers, args.topic,
+                    [(policy_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))])
+    after, _ = load_store(args.bootstrap_servers, args.topic, key)
+    say(f"pushed {policy_id} v{version} as {args.mode} (event {record['event_id']})")
+    say(describe(after.snapshot(policy_id), policy_id))
+    return 0
+
+
+def _control(command: str, version: int | None = None) -> Callable[[argparse.Namespace, Say], int]:
+    def run(args: argparse.Namespace, say: Say) -> int:
+        from modstream import kafkaio
+
+        key = policy_key()
+        store, _ = load_store(args.bootstrap_servers, args.topic, key)
+        target = getattr(args, "version", version)
+        if command == "rollback":
+            current = store.snapshot(args.policy_id)
+            if store.version(args.policy_id, target) is None:
+                raise PolicyCliError(f"{args.policy_id} v{target} was never pushed")
+            if current and current.active is not None and target >= current.active:
+                raise PolicyCliError(f"v{target} is not older than the active v{current.active}")
+        record = control_record(args.policy_id, command, ts=args.ts or now_ms(), key=key,
+                                version=target)
+        kafkaio.produce(args.bootstrap_servers, args.topic,
+                        [(args.policy_id, json.dumps(record).encode("utf-8"))])
+        after, _ = load_store(args.bootstrap_servers, args.topic, key)
+        say(f"{command} {args.policy_id}" + (f" to v{target}" if target else ""))
+        say(describe(after.snapshot(args.policy_id), args.policy_id))
+        return 0
+
+    return run
+
+
+def cmd_show(args: argparse.Namespace, say: Say) -> int:
+    store, rejected = load_store(args.bootstrap_servers, args.topic, policy_key())
+    policy_ids = [args.policy_id] if args.policy_id else store.policy_ids()
+    if not policy_ids:
+        say(f"no policy on {args.topic}")
+    for policy_id in policy_ids:
+        say(describe(store.snapshot(policy_id), policy_id))
+        if not args.history:
+            continue
+        previous: dict[str, Any] | None = None
+        for record in store.records(policy_id):
+            when = _iso(int(record["ts"]))
+            if "command" in record:
+                target = f" v{record['version']}" if "version" in record else ""
+                say(f"  {when}  {record['command']}{target}")
+                continue
+            approvers = ", ".join(f"{a['approver']} at {_iso(int(a['ts']))}"
+                                  for a in record.get("approvals", [])) or "none"
+            say(f"  {when}  v{record['version']} {record['mode']}"
+                f"{' ' + str(record.get('canary_percent')) + '%' if record['mode'] == 'canary' else ''}"
+                f"  author {record.get('author')}  approved by {approvers}")
+            if previous is not None:
+                for line in diff(previous, record["document"]):
+                    say(f"      {line}")
+            previous = record["document"]
+    if rejected:
+        say(f"{len(rejected)} record(s) on {args.topic} were rejected and ignored:")
+        for line in rejected:
+            say(f"  {line}")
+    return 0
+
+
+def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
+    """Register `modstream policy` and its sub-commands on the main CLI."""
+    policy = commands.add_parser("policy", help="validate, sign, approve, push and operate policies")
+    actions = policy.add_subparsers(dest="policy_command", required=True)
+    settings = Settings.from_env()
+
+    def action(name: str, handler: Callable[[argparse.Namespace, Say], int], help_text: str,
+               broker: bool = False) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(handler=handler_wrapper(handler))
+        if broker:
+            sub.add_argument("--bootstrap-servers", default=settings.bootstrap_servers)
+            sub.add_argument("--topic", default="policy.rules")
+        return sub
+
+    author = os.environ.get("MODSTREAM_POLICY_AUTHOR") or os.environ.get("USER") or "unknown"
+    sub = action("validate", cmd_validate, "check policy files; every problem names its rule")
+    sub.add_argument("files", type=Path, nargs="+")
+    sub = action("diff", cmd_diff, "rule-level differences: added, removed, changed thresholds")
+    sub.add_argument("old", type=Path)
+    sub.add_argument("new", type=Path)
+    sub = action("sign", cmd_sign, "print the signed policy.rules record for a file")
+    sub.add_argument("file", type=Path)
+    sub.add_argument("--mode", choices=["active", "shadow", "canary"], default="active")
+    sub.add_argument("--percent", type=float)
+    sub.add_argument("--author", default=author)
+    sub.add_argument("--parent", type=int)
+    sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
+    sub = action("approve", cmd_approve, "record your signed approval of a policy version")
+    sub.add_argument("version", type=int)
+    sub.add_argument("--approver", required=True)
+    sub.add_argument("--file", type=Path, default=PROJECT_ROOT / "policy_rules" / "global.yaml")
+    sub.add_argument("--approvals", type=Path, default=APPROVALS_DIR)
+    sub = action("push", cmd_push, "validate, check, sign and produce a version", broker=True)
+    sub.add_argument("file", type=Path)
+    sub.add_argument("--mode", choices=["active", "shadow", "canary"], default="active")
+    sub.add_argument("--percent", type=float, help="canary share of content, 0..100")
+    sub.add_argument("--author", default=author)
+    sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
+    sub.add_argument("--approvals", type=Path, default=APPROVALS_DIR)
+    sub.add_argument("--no-require-approval", dest="require_approval", action="store_false",
+                     default=require_approval_default())
+    for name, command, help_text in [
+        ("rollback", "rollback", "make an older, already-pushed version active again"),
+        ("pause", "pause_publication", "emergency: every new decision at least PENDING"),
+        ("resume", "resume_publication", "end an emergency pause"),
+    ]:
+        sub = action(name, _control(command), help_text, broker=True)
+        if name == "rollback":
+            sub.add_argument("version", type=int)
+        sub.add_argument("--policy-id", default="global")
+        sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
+    sub = action("show", cmd_show, "active, shadow, canary, pause and --history", broker=True)
+    sub.add_argument("--policy-id")
+    sub.add_argument("--history", action="store_true")

@@ -1,0 +1,287 @@
+"""Policy versions over time: every version seen, which is active, shadow or canary when, and
+whether publication is paused; HMAC verification and the contract's rejection rules.
+
+This is what the moderation job keeps in broadcast state (as the list of accepted records,
+`to_records` / `from_records`). Event time rules: a version or control record takes effect for
+input whose `ts` is at or after its own `ts`, whatever order records arrive in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from bisect import bisect_right
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from operators.policy import CompiledPolicy, PolicyError, load_policy
+from schemas import SchemaError, parse
+from schemas.policy import PolicyControl, PolicyVersion
+
+SIGNATURE_PREFIX = "hmac-sha256:"
+
+
+def canonical_json(record: Mapping[str, Any]) -> bytes:
+    """The bytes a signature covers: the record without `signature`, keys sorted, separators
+    `,` and `:`, no other whitespace, non-ASCII kept as UTF-8."""
+    body = {key: value for key, value in record.items() if key != "signature"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False).encode("utf-8")
+
+
+def sign(record: Mapping[str, Any], key: bytes) -> str:
+    return SIGNATURE_PREFIX + hmac.new(key, canonical_json(record), hashlib.sha256).hexdigest()
+
+
+def verify(record: Mapping[str, Any], key: bytes) -> bool:
+    """Constant-time check of `record['signature']` against the deployment key."""
+    claimed = record.get("signature")
+    if not isinstance(claimed, str):
+        return False
+    try:
+        expected = sign(record, key)
+    except (TypeError, ValueError):
+        return False
+    return hmac.compare_digest(claimed.encode("utf-8"), expected.encode("utf-8"))
+
+
+def canary_bucket(content_id: str) -> int:
+    """A stable bucket 0..9999 for a content id: canary_percent 5 takes buckets 0..499."""
+    digest = hashlib.sha256(content_id.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % 10_000
+
+
+class Rejected(Exception):  # noqa: N818 - the record is what is rejected
+    """A policy record the store refused; `error_class` is the DLQ class."""
+
+    def __init__(self, error_class: str, message: str) -> None:
+        super().__init__(message)
+        self.error_class = error_class
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Which versions apply from `ts` on (until the next snapshot)."""
+
+    ts: int
+    active: int | None = None
+    shadow: int | None = None
+    canary: int | None = None
+    canary_percent: float = 0.0
+    paused: bool = False
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """For one input: the policy that decides it and the candidates evaluated in shadow."""
+
+    decide: CompiledPolicy | None
+    shadows: tuple[CompiledPolicy, ...]
+    paused: bool
+
+
+@dataclass
+class _Policy:
+    versions: dict[int, CompiledPolicy] = field(default_factory=dict)
+    records: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # (ts, arrival sequence, record) of every accepted version and control record.
+    events: list[tuple[int, int, dict[str, Any]]] = field(default_factory=list)
+    snapshots: list[Snapshot] = field(default_factory=list)
+
+    def rebuild(self) -> None:
+        state = Snapshot(ts=0)
+        snapshots: list[Snapshot] = []
+        for ts, _, record in sorted(self.events, key=lambda event: (event[0], event[1])):
+            state = _next(state, record, ts)
+            if snapshots and snapshots[-1].ts == ts:
+                snapshots[-1] = state
+            else:
+                snapshots.append(state)
+        self.snapshots = snapshots
+
+    def at(self, ts: int) -> Snapshot | None:
+        position = bisect_right([snapshot.ts for snapshot in self.snapshots], ts)
+        return self.snapshots[position - 1] if position else None
+
+    def latest(self) -> Snapshot | None:
+        return self.snapshots[-1] if self.snapshots else None
+
+
+def _next(state: Snapshot, record: Mapping[str, Any], ts: int) -> Snapshot:
+    command = record.get("command")
+    if command == "pause_publication":
+        return replace(state, ts=ts, paused=True)
+    if command == "resume_publication":
+        return replace(state, ts=ts, paused=False)
+    if command == "rollback":
+        version = int(record["version"])
+        return replace(state, ts=ts, active=version,
+                       shadow=None if state.shadow == version else state.shadow,
+                       canary=None if state.canary == version else state.canary,
+                       canary_percent=0.0 if state.canary == version else state.canary_percent)
+    version = int(record["version"])
+    mode = record.get("mode")
+    if mode == "shadow":
+        return replace(state, ts=ts, shadow=version)
+    if mode == "canary":
+        return replace(state, ts=ts, canary=version,
+                       canary_percent=float(record.get("canary_percent") or 0.0))
+    # An active version retires candidates it supersedes.
+    shadow = state.shadow if state.shadow is not None and state.shadow > version else None
+    canary = state.canary if state.canary is not None and state.canary > version else None
+    return replace(state, ts=ts, active=version, shadow=shadow, canary=canary,
+                   canary_percent=state.canary_percent if canary is not None else 0.0)
+
+
+class PolicyStore:
+    """Every policy version seen, per policy_id, and which applies at which event time."""
+
+    def __init__(self) -> None:
+        self._policies: dict[str, _Policy] = {}
+        self._event_ids: set[str] = set()
+        self._sequence = 0
+
+    # What the moderation job asks.
+    def resolve(self, policy_id: str, ts: int, content_id: str) -> Resolution:
+        policy = self._policies.get(policy_id)
+        snapshot = policy.at(ts) if policy else None
+        if policy is None or snapshot is None:
+            return Resolution(None, (), False)
+        active = policy.versions.get(snapshot.active) if snapshot.active else None
+        decide = active
+        shadows: list[CompiledPolicy] = []
+        if snapshot.canary is not None:
+            canary = policy.versions[snapshot.canary]
+            if canary_bucket(content_id) < round(snapshot.canary_percent * 100):
+                decide = canary
+            else:
+                shadows.append(canary)
+        if snapshot.shadow is not None:
+            shadows.append(policy.versions[snapshot.shadow])
+        return Resolution(decide, tuple(shadows), snapshot.paused)
+
+    def snapshot(self, policy_id: str, ts: int | None = None) -> Snapshot | None:
+        policy = self._policies.get(policy_id)
+        if policy is None:
+            return None
+        return policy.latest() if ts is None else policy.at(ts)
+
+    def version(self, policy_id: str, version: int) -> CompiledPolicy | None:
+        policy = self._policies.get(policy_id)
+        return policy.versions.get(version) if policy else None
+
+    def records(self, policy_id: str) -> list[dict[str, Any]]:
+        """Accepted records of one policy in event-time order (the audit trail)."""
+        policy = self._policies.get(policy_id)
+        if policy is None:
+            return []
+        return [record for _, _, record in sorted(policy.events, key=lambda e: (e[0], e[1]))]
+
+    def policy_ids(self) -> list[str]:
+        return sorted(self._policies)
+
+    # How records get in.
+    def install(self, document: Mapping[str, Any], ts: int = 0) -> CompiledPolicy:
+        """Trust a document without a signature (replay's --policy file, tests): active from ts."""
+        compiled = _compile(document)
+        record = {"event_id": f"installed:{compiled.policy_id}:{compiled.version}",
+                  "policy_id": compiled.policy_id, "version": compiled.version,
+                  "mode": "active", "ts": ts, "document": dict(document)}
+        self._accept(record, compiled)
+        return compiled
+
+    def apply(self, raw: bytes | str | Mapping[str, Any], key: bytes | None) -> bool:
+        """Apply one policy.rules record. True when it changed the store, False for a duplicate
+        event_id. Raises SchemaError (DLQ class schema) or Rejected (signature / policy)."""
+        if isinstance(raw, Mapping):
+            record = dict(raw)
+            text = json.dumps(record)
+        else:
+            text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+            record = None
+        parsed = parse("policy.rules", text)
+        if record is None:
+            record = json.loads(text)
+        assert isinstance(parsed, PolicyVersion | PolicyControl)
+        if parsed.event_id in self._event_ids:
+            return False
+        if key is None or not verify(record, key):
+            raise Rejected("signature", f"policy.rules: signature of {parsed.policy_id} "
+                                        f"record {parsed.event_id!r} does not verify")
+        policy = self._policies.get(parsed.policy_id)
+        current = policy.latest() if policy else None
+        active = current.active if current else None
+        if isinstance(parsed, PolicyControl):
+            if parsed.command == "rollback":
+                assert parsed.version is not None
+                if policy is None or parsed.version not in policy.versions:
+                    raise Rejected("policy", f"rollback of {parsed.policy_id} to version "
+                                             f"{parsed.version}, which was never seen")
+                if active is not None and parsed.version >= active:
+                    raise Rejected("policy", f"rollback of {parsed.policy_id} to version "
+                                             f"{parsed.version}: not older than active {active}")
+            self._accept(record, None)
+            return True
+        try:
+            compiled = _compile(parsed.document)
+        except PolicyError as error:
+            raise Rejected("policy", f"policy {parsed.policy_id} v{parsed.version}: "
+                                     f"{'; '.join(error.problems)[:700]}") from None
+        if (compiled.policy_id, compiled.version) != (parsed.policy_id, parsed.version):
+            raise Rejected("policy", f"record says {parsed.policy_id} v{parsed.version} but its "
+                                     f"document says {compiled.policy_id} v{compiled.version}")
+        if policy is not None and parsed.version in policy.versions:
+            raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} was already seen")
+        if active is not None and parsed.version <= active:
+            raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} is not greater than "
+                                     f"the active version {active}")
+        self._accept(record, compiled)
+        return True
+
+    def _accept(self, record: dict[str, Any], compiled: CompiledPolicy | None) -> None:
+        policy = self._policies.setdefault(str(record["policy_id"]), _Policy())
+        if compiled is not None:
+            policy.versions[compiled.version] = compiled
+            policy.records[compiled.version] = record
+        self._sequence += 1
+        policy.events.append((int(record["ts"]), self._sequence, record))
+        policy.rebuild()
+        self._event_ids.add(str(record["event_id"]))
+
+    # Broadcast state: the accepted records, re-applied without re-verification.
+    def to_records(self) -> list[dict[str, Any]]:
+        everything = [(seq, record) for policy in self._policies.values()
+                      for _, seq, record in policy.events]
+        return [record for _, record in sorted(everything, key=lambda item: item[0])]
+
+    @classmethod
+    def from_records(cls, records: list[dict[str, Any]]) -> PolicyStore:
+        store = cls()
+        for record in records:
+            compiled = _compile(record["document"]) if "document" in record else None
+            store._accept(dict(record), compiled)
+        return store
+
+
+def _compile(document: Mapping[str, Any]) -> CompiledPolicy:
+    return load_policy(document)
+
+
+__all__ = [
+    "PolicyStore", "Rejected", "Resolution", "SchemaError", "Snapshot", "canary_bucket",
+    "canonical_json", "sign", "verify",
+]
+
+
+def dead_letter_for(
+    raw: bytes | str, error: Rejected | SchemaError, *, ts: int, key: str | None = None,
+    source_topic: str = "policy.rules",
+) -> Any:
+    """The DLQ record for a policy record the store refused (class schema, signature or policy)."""
+    from schemas import dead_letter
+
+    error_class = error.error_class if isinstance(error, Rejected) else "schema"
+    return dead_letter(source_topic, key, raw, error, ts=ts, error_class=error_class,  # type: ignore[arg-type]
+                       operator="policy_store")
