@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -26,6 +26,7 @@ help:
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff and mypy"
+	@echo "make bench             benchmarks (pytest-benchmark): policy evaluation cost"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
@@ -103,3 +104,7 @@ schemas: setup
 
 clean: down
 	rm -rf .run deploy/flink-ext/build
+
+bench: setup
+	@$(BIN)/pytest benchmarks/bench_policy.py -p no:cacheprovider --benchmark-only \
+		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name

@@ -79,8 +79,9 @@ def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     return demo.run(settings, count=args.count, seed=args.seed)
 
 
-def _policy_handler(handler: Callable[[argparse.Namespace, Callable[[str], None]], int]
-                    ) -> Callable[[argparse.Namespace, Settings], int]:
+def _policy_handler(
+    handler: Callable[[argparse.Namespace, Callable[[str], None]], int],
+) -> Callable[[argparse.Namespace, Settings], int]:
     def run(args: argparse.Namespace, settings: Settings) -> int:
         from modstream.policy_cli import PolicyCliError
 

@@ -41,8 +41,9 @@ class PolicyCliError(RuntimeError):
 def policy_key(env: Mapping[str, str] = os.environ) -> bytes:
     key = env.get("MODSTREAM_POLICY_KEY")
     if not key:
-        raise PolicyCliError("MODSTREAM_POLICY_KEY is not set: it holds the deployment's "
-                             "policy signing key")
+        raise PolicyCliError(
+            "MODSTREAM_POLICY_KEY is not set: it holds the deployment's policy signing key"
+        )
     return key.encode("utf-8")
 
 
@@ -62,18 +63,23 @@ def document_digest(document: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical_json(document)).hexdigest()
 
 
-def approval_record(document: Mapping[str, Any], approver: str, key: bytes, ts: int
-                    ) -> dict[str, Any]:
+def approval_record(
+    document: Mapping[str, Any], approver: str, key: bytes, ts: int
+) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "policy_id": document["policy_id"], "version": document["version"],
-        "document_sha256": document_digest(document), "approver": approver, "ts": ts,
+        "policy_id": document["policy_id"],
+        "version": document["version"],
+        "document_sha256": document_digest(document),
+        "approver": approver,
+        "ts": ts,
     }
     record["signature"] = sign(record, key)
     return record
 
 
-def valid_approvals(document: Mapping[str, Any], author: str, directory: Path,
-                    env: Mapping[str, str] = os.environ) -> list[dict[str, Any]]:
+def valid_approvals(
+    document: Mapping[str, Any], author: str, directory: Path, env: Mapping[str, str] = os.environ
+) -> list[dict[str, Any]]:
     """Approvals of exactly this document, by someone other than its author, whose signature
     verifies with the approver's own key."""
     digest = document_digest(document)
@@ -117,13 +123,25 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def version_record(document: dict[str, Any], *, mode: str, author: str, ts: int,
-                   parent_version: int | None, key: bytes, percent: float | None = None,
-                   approvals: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def version_record(
+    document: dict[str, Any],
+    *,
+    mode: str,
+    author: str,
+    ts: int,
+    parent_version: int | None,
+    key: bytes,
+    percent: float | None = None,
+    approvals: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "event_id": f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
-        "policy_id": document["policy_id"], "version": document["version"],
-        "parent_version": parent_version, "mode": mode, "author": author, "ts": ts,
+        "policy_id": document["policy_id"],
+        "version": document["version"],
+        "parent_version": parent_version,
+        "mode": mode,
+        "author": author,
+        "ts": ts,
         "document": document,
     }
     if mode == "canary":
@@ -134,10 +152,15 @@ def version_record(document: dict[str, Any], *, mode: str, author: str, ts: int,
     return record
 
 
-def control_record(policy_id: str, command: str, *, ts: int, key: bytes,
-                   version: int | None = None) -> dict[str, Any]:
-    record: dict[str, Any] = {"event_id": f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
-                              "policy_id": policy_id, "command": command, "ts": ts}
+def control_record(
+    policy_id: str, command: str, *, ts: int, key: bytes, version: int | None = None
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
+        "policy_id": policy_id,
+        "command": command,
+        "ts": ts,
+    }
     if version is not None:
         record["version"] = version
     record["signature"] = sign(record, key)
@@ -191,8 +214,10 @@ def cmd_validate(args: argparse.Namespace, say: Say) -> int:
             failed += 1
             say(str(error))
             continue
-        say(f"{path}: {compiled.policy_id} v{compiled.version} is valid "
-            f"({len(compiled.rules)} rules)")
+        say(
+            f"{path}: {compiled.policy_id} v{compiled.version} is valid "
+            f"({len(compiled.rules)} rules)"
+        )
         for warning in warnings(compiled.document):
             say(f"  warning: {warning}")
     return 1 if failed else 0
@@ -216,8 +241,15 @@ def _checked(path: Path) -> dict[str, Any]:
 
 def cmd_sign(args: argparse.Namespace, say: Say) -> int:
     document = _checked(args.file)
-    record = version_record(document, mode=args.mode, author=args.author, ts=args.ts or now_ms(),
-                            parent_version=args.parent, key=policy_key(), percent=args.percent)
+    record = version_record(
+        document,
+        mode=args.mode,
+        author=args.author,
+        ts=args.ts or now_ms(),
+        parent_version=args.parent,
+        key=policy_key(),
+        percent=args.percent,
+    )
     say(json.dumps(record, ensure_ascii=False, sort_keys=True))
     return 0
 
@@ -228,8 +260,9 @@ def cmd_approve(args: argparse.Namespace, say: Say) -> int:
         raise PolicyCliError(f"{args.file} holds version {document['version']}, not {args.version}")
     key = person_key(args.approver)
     if key is None:
-        raise PolicyCliError(f"no key for {args.approver!r} (MODSTREAM_KEY_<NAME> or the keys "
-                             "file)")
+        raise PolicyCliError(
+            f"no key for {args.approver!r} (MODSTREAM_KEY_<NAME> or the keys file)"
+        )
     approval = approval_record(document, args.approver, key, now_ms())
     args.approvals.mkdir(parents=True, exist_ok=True)
     path = args.approvals / f"{document['policy_id']}-v{args.version}-{args.approver}.json"
@@ -251,19 +284,31 @@ def cmd_push(args: argparse.Namespace, say: Say) -> int:
     if store.version(policy_id, version) is not None:
         raise PolicyCliError(f"{policy_id} v{version} is already on {args.topic}; bump version")
     if current and current.active is not None and version <= current.active:
-        raise PolicyCliError(f"{policy_id} v{version} is not greater than the active "
-                             f"v{current.active}")
+        raise PolicyCliError(
+            f"{policy_id} v{version} is not greater than the active v{current.active}"
+        )
     approvals = valid_approvals(document, args.author, args.approvals)
     if args.mode == "active" and args.require_approval and not approvals:
         raise PolicyCliError(
             f"{policy_id} v{version} has no approval from someone other than its author "
             f"{args.author!r}: run `modstream policy approve {version} --approver NAME` "
-            f"(as that person) first")
-    record = version_record(document, mode=args.mode, author=args.author,
-                            ts=args.ts or now_ms(), parent_version=current.active if current
-                            else None, key=key, percent=args.percent, approvals=approvals)
-    kafkaio.produce(args.bootstrap_servers, args.topic,
-                    [(policy_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))])
+            f"(as that person) first"
+        )
+    record = version_record(
+        document,
+        mode=args.mode,
+        author=args.author,
+        ts=args.ts or now_ms(),
+        parent_version=current.active if current else None,
+        key=key,
+        percent=args.percent,
+        approvals=approvals,
+    )
+    kafkaio.produce(
+        args.bootstrap_servers,
+        args.topic,
+        [(policy_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))],
+    )
     after, _ = load_store(args.bootstrap_servers, args.topic, key)
     say(f"pushed {policy_id} v{version} as {args.mode} (event {record['event_id']})")
     say(describe(after.snapshot(policy_id), policy_id))
@@ -276,17 +321,22 @@ def _control(command: str, version: int | None = None) -> Callable[[argparse.Nam
 
         key = policy_key()
         store, _ = load_store(args.bootstrap_servers, args.topic, key)
-        target = getattr(args, "version", version)
+        target: int | None = getattr(args, "version", version)
         if command == "rollback":
+            assert target is not None
             current = store.snapshot(args.policy_id)
             if store.version(args.policy_id, target) is None:
                 raise PolicyCliError(f"{args.policy_id} v{target} was never pushed")
             if current and current.active is not None and target >= current.active:
                 raise PolicyCliError(f"v{target} is not older than the active v{current.active}")
-        record = control_record(args.policy_id, command, ts=args.ts or now_ms(), key=key,
-                                version=target)
-        kafkaio.produce(args.bootstrap_servers, args.topic,
-                        [(args.policy_id, json.dumps(record).encode("utf-8"))])
+        record = control_record(
+            args.policy_id, command, ts=args.ts or now_ms(), key=key, version=target
+        )
+        kafkaio.produce(
+            args.bootstrap_servers,
+            args.topic,
+            [(args.policy_id, json.dumps(record).encode("utf-8"))],
+        )
         after, _ = load_store(args.bootstrap_servers, args.topic, key)
         say(f"{command} {args.policy_id}" + (f" to v{target}" if target else ""))
         say(describe(after.snapshot(args.policy_id), args.policy_id))
@@ -311,11 +361,17 @@ def cmd_show(args: argparse.Namespace, say: Say) -> int:
                 target = f" v{record['version']}" if "version" in record else ""
                 say(f"  {when}  {record['command']}{target}")
                 continue
-            approvers = ", ".join(f"{a['approver']} at {_iso(int(a['ts']))}"
-                                  for a in record.get("approvals", [])) or "none"
-            say(f"  {when}  v{record['version']} {record['mode']}"
-                f"{' ' + str(record.get('canary_percent')) + '%' if record['mode'] == 'canary' else ''}"
-                f"  author {record.get('author')}  approved by {approvers}")
+            approvers = (
+                ", ".join(
+                    f"{a['approver']} at {_iso(int(a['ts']))}" for a in record.get("approvals", [])
+                )
+                or "none"
+            )
+            share = f" {record.get('canary_percent')}%" if record["mode"] == "canary" else ""
+            say(
+                f"  {when}  v{record['version']} {record['mode']}{share}"
+                f"  author {record.get('author')}  approved by {approvers}"
+            )
             if previous is not None:
                 for line in diff(previous, record["document"]):
                     say(f"      {line}")
@@ -329,12 +385,18 @@ def cmd_show(args: argparse.Namespace, say: Say) -> int:
 
 def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
     """Register `modstream policy` and its sub-commands on the main CLI."""
-    policy = commands.add_parser("policy", help="validate, sign, approve, push and operate policies")
+    policy = commands.add_parser(
+        "policy", help="validate, sign, approve, push and operate policies"
+    )
     actions = policy.add_subparsers(dest="policy_command", required=True)
     settings = Settings.from_env()
 
-    def action(name: str, handler: Callable[[argparse.Namespace, Say], int], help_text: str,
-               broker: bool = False) -> argparse.ArgumentParser:
+    def action(
+        name: str,
+        handler: Callable[[argparse.Namespace, Say], int],
+        help_text: str,
+        broker: bool = False,
+    ) -> argparse.ArgumentParser:
         sub = actions.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(handler=handler_wrapper(handler))
         if broker:
@@ -367,8 +429,12 @@ def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
     sub.add_argument("--author", default=author)
     sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
     sub.add_argument("--approvals", type=Path, default=APPROVALS_DIR)
-    sub.add_argument("--no-require-approval", dest="require_approval", action="store_false",
-                     default=require_approval_default())
+    sub.add_argument(
+        "--no-require-approval",
+        dest="require_approval",
+        action="store_false",
+        default=require_approval_default(),
+    )
     for name, command, help_text in [
         ("rollback", "rollback", "make an older, already-pushed version active again"),
         ("pause", "pause_publication", "emergency: every new decision at least PENDING"),

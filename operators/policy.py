@@ -15,11 +15,17 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from operators.policy_expr import CompiledExpression, EvalContext, ExpressionError, compile_expression
+from operators.policy_expr import (
+    CompiledExpression,
+    EvalContext,
+    ExpressionError,
+    compile_expression,
+)
 from schemas.common import OUTCOME_SEVERITY, Modality, Outcome
 
-SEVERITY_RANK: dict[str, int] = {outcome: len(OUTCOME_SEVERITY) - i
-                                 for i, outcome in enumerate(OUTCOME_SEVERITY)}
+SEVERITY_RANK: dict[str, int] = {
+    outcome: len(OUTCOME_SEVERITY) - i for i, outcome in enumerate(OUTCOME_SEVERITY)
+}
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
@@ -120,7 +126,8 @@ class PolicyDocument(_Section):
     reports: ReportsPolicy | None = None
     strikes: Strikes | None = None
     notices: dict[Name, Annotated[str, Field(min_length=1, max_length=1000)]] = Field(
-        default_factory=dict)
+        default_factory=dict
+    )
     rules: list[Rule]
     default: Outcome
 
@@ -188,14 +195,19 @@ class CompiledRule:
     condition: CompiledExpression
 
 
-def _clean_scores(scores: Mapping[tuple[str, str], Any]) -> tuple[dict[tuple[str, str], float],
-                                                                   set[str]]:
+def _clean_scores(
+    scores: Mapping[tuple[str, str], Any],
+) -> tuple[dict[tuple[str, str], float], set[str]]:
     """Scores that are numbers in [0, 1]; a detector with any other value counts as unknown."""
     clean: dict[tuple[str, str], float] = {}
     broken: set[str] = set()
     for key, value in scores.items():
-        if (isinstance(value, int | float) and not isinstance(value, bool)
-                and math.isfinite(value) and 0.0 <= value <= 1.0):
+        if (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and 0.0 <= value <= 1.0
+        ):
             clean[key] = float(value)
         elif isinstance(key, tuple) and key:
             broken.add(str(key[0]))
@@ -227,8 +239,10 @@ class CompiledPolicy:
                     self._by_modality.setdefault(guard[1], []).append(compiled.index)
                 else:
                     self._by_bank.setdefault(guard[1], []).append(compiled.index)
-        self._by_score = {key: ([t for t, _ in sorted(entries)], [i for _, i in sorted(entries)])
-                          for key, entries in thresholds.items()}
+        self._by_score = {
+            key: ([t for t, _ in sorted(entries)], [i for _, i in sorted(entries)])
+            for key, entries in thresholds.items()
+        }
 
     def required_detectors(self, modality: str) -> tuple[str, ...]:
         requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
@@ -294,10 +308,17 @@ class CompiledPolicy:
         unknown = frozenset(evidence.unknown) | broken
         banks = frozenset(bank for bank in hash_matches if bank in document.hash_banks)
         context = EvalContext(
-            modality=facts.modality, surface=facts.surface, region=facts.region,
-            audience=facts.audience, mime_type=facts.mime_type,
-            account_risk=_finite(facts.account_risk), size_bytes=facts.size_bytes,
-            report_count=facts.report_count, scores=scores, unknown=unknown, hash_matches=banks,
+            modality=facts.modality,
+            surface=facts.surface,
+            region=facts.region,
+            audience=facts.audience,
+            mime_type=facts.mime_type,
+            account_risk=_finite(facts.account_risk),
+            size_bytes=facts.size_bytes,
+            report_count=facts.report_count,
+            scores=scores,
+            unknown=unknown,
+            hash_matches=banks,
         )
         outcomes: list[str] = []
         reasons: list[str] = []
@@ -315,7 +336,7 @@ class CompiledPolicy:
             compiled = self.rules[index]
             try:
                 hit = bool(compiled.condition.evaluate(context))
-            except Exception:  # noqa: BLE001 - a rule must never crash a decision; fail closed
+            except Exception:
                 errored = True
                 continue
             if not hit:
@@ -354,12 +375,21 @@ class CompiledPolicy:
         outcome = most_severe(outcomes) or "PENDING"
         if outcome != "RESTRICT":
             restriction = None
-        return self._finish(outcome, restriction, tuple(reasons), tuple(matched), tuple(review),
-                            ts, paused)
+        return self._finish(
+            outcome, restriction, tuple(reasons), tuple(matched), tuple(review), ts, paused
+        )
 
-    def _finish(self, outcome: str, restriction: str | None, reasons: tuple[str, ...],
-                matched: tuple[str, ...], review: tuple[ReviewAsk, ...], ts: int, paused: bool,
-                limit_failed: bool = False) -> Verdict:
+    def _finish(
+        self,
+        outcome: str,
+        restriction: str | None,
+        reasons: tuple[str, ...],
+        matched: tuple[str, ...],
+        review: tuple[ReviewAsk, ...],
+        ts: int,
+        paused: bool,
+        limit_failed: bool = False,
+    ) -> Verdict:
         if paused and SEVERITY_RANK[outcome] < SEVERITY_RANK["PENDING"]:
             outcome, restriction = "PENDING", None
             reasons = (*reasons, "publication_paused")
@@ -392,11 +422,13 @@ def load_policy(raw: Any) -> CompiledPolicy:
     try:
         document = PolicyDocument.model_validate(dict(raw))
     except ValidationError as error:
-        problems = [f"{_location(tuple(e['loc']), raw)}: {e['msg']}"
-                    for e in error.errors(include_url=False)]
+        found = [
+            f"{_location(tuple(e['loc']), raw)}: {e['msg']}"
+            for e in error.errors(include_url=False)
+        ]
         # Rules that did validate may still have bad conditions: report those too.
-        problems += _condition_problems(raw)
-        raise PolicyError(problems) from None
+        found += _condition_problems(raw)
+        raise PolicyError(found) from None
 
     problems: list[str] = []
     seen: set[str] = set()

@@ -18,8 +18,14 @@ def _thresholds(when: str) -> dict[str, list[float]]:
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, right = node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and isinstance(right.value, int | float):
-                op = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-                      ast.NotEq: "!="}.get(type(node.ops[0]))
+                op = {
+                    ast.Lt: "<",
+                    ast.LtE: "<=",
+                    ast.Gt: ">",
+                    ast.GtE: ">=",
+                    ast.Eq: "==",
+                    ast.NotEq: "!=",
+                }.get(type(node.ops[0]))
                 if op:
                     found.setdefault(f"{ast.unparse(left)} {op}", []).append(float(right.value))
     return found
@@ -31,7 +37,8 @@ def _rule_changes(rule_id: str, old: Mapping[str, Any], new: Mapping[str, Any]) 
     if old_when != new_when:
         before, after = _thresholds(old_when), _thresholds(new_when)
         same_shape = set(before) == set(after) and all(
-            len(before[k]) == len(after[k]) for k in before)
+            len(before[k]) == len(after[k]) for k in before
+        )
         if same_shape and before:
             for term in sorted(before):
                 for was, now in zip(before[term], after[term], strict=True):
@@ -49,13 +56,17 @@ def _rule_changes(rule_id: str, old: Mapping[str, Any], new: Mapping[str, Any]) 
 
 def diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Lines `+ rule`, `- rule`, `~ rule: …` and `~ section …`, in a stable order."""
+
     def by_id(document: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
         rules = document.get("rules") or []
         return {str(rule.get("id")): rule for rule in rules if isinstance(rule, Mapping)}
 
     old_rules, new_rules = by_id(old), by_id(new)
-    lines = [f"+ {rule_id}: {new_rules[rule_id].get('outcome')} when {new_rules[rule_id].get('when')!r}"
-             for rule_id in new_rules if rule_id not in old_rules]
+    lines = [
+        f"+ {rule_id}: {new_rules[rule_id].get('outcome')} when {new_rules[rule_id].get('when')!r}"
+        for rule_id in new_rules
+        if rule_id not in old_rules
+    ]
     lines += [f"- {rule_id}" for rule_id in old_rules if rule_id not in new_rules]
     for rule_id in old_rules:
         if rule_id in new_rules:

@@ -34,30 +34,66 @@ FIELD_TYPES: dict[str, str] = {
     "report_count": NUM,
 }
 # name -> (argument count, result type); every argument is a string literal.
-FUNCTIONS: dict[str, tuple[int, str]] = {"score": (2, NUM), "unknown": (1, BOOL), "hash_match": (1, BOOL)}
+FUNCTIONS: dict[str, tuple[int, str]] = {
+    "score": (2, NUM),
+    "unknown": (1, BOOL),
+    "hash_match": (1, BOOL),
+}
 LITERALS = {"true": True, "false": False}
 
 _ORDER_OPS: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
-    ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
 }
 _EQUALITY_OPS: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
-    ast.Eq: operator.eq, ast.NotEq: operator.ne,
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
 }
-_OP_TEXT = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!=",
-            ast.In: "in", ast.NotIn: "not in"}
+_OP_TEXT = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
 
 
 class EvalContext:
     """What an expression can read: the content's fields and the evidence view."""
 
-    __slots__ = ("account_risk", "audience", "hash_matches", "mime_type", "modality", "region",
-                 "report_count", "scores", "size_bytes", "surface", "unknown")
+    __slots__ = (
+        "account_risk",
+        "audience",
+        "hash_matches",
+        "mime_type",
+        "modality",
+        "region",
+        "report_count",
+        "scores",
+        "size_bytes",
+        "surface",
+        "unknown",
+    )
 
     def __init__(
-        self, *, modality: str = "", surface: str = "", region: str = "", audience: str = "",
-        mime_type: str = "", account_risk: float = 0.0, size_bytes: int = 0,
-        report_count: int = 0, scores: dict[tuple[str, str], float] | None = None,
-        unknown: Collection[str] = frozenset(), hash_matches: Collection[str] = frozenset(),
+        self,
+        *,
+        modality: str = "",
+        surface: str = "",
+        region: str = "",
+        audience: str = "",
+        mime_type: str = "",
+        account_risk: float = 0.0,
+        size_bytes: int = 0,
+        report_count: int = 0,
+        scores: dict[tuple[str, str], float] | None = None,
+        unknown: Collection[str] = frozenset(),
+        hash_matches: Collection[str] = frozenset(),
     ) -> None:
         self.modality = modality
         self.surface = surface
@@ -105,11 +141,23 @@ def _fail(node: ast.AST, message: str) -> ExpressionError:
 
 
 _NODE_NAMES = {
-    ast.Attribute: "attribute access", ast.Subscript: "subscripts", ast.Lambda: "lambdas",
-    ast.ListComp: "comprehensions", ast.SetComp: "comprehensions", ast.DictComp: "comprehensions",
-    ast.GeneratorExp: "comprehensions", ast.BinOp: "arithmetic", ast.IfExp: "if-expressions",
-    ast.NamedExpr: "assignments", ast.Await: "await", ast.Yield: "yield", ast.Starred: "unpacking",
-    ast.List: "lists", ast.Dict: "dicts", ast.Set: "sets", ast.JoinedStr: "f-strings",
+    ast.Attribute: "attribute access",
+    ast.Subscript: "subscripts",
+    ast.Lambda: "lambdas",
+    ast.ListComp: "comprehensions",
+    ast.SetComp: "comprehensions",
+    ast.DictComp: "comprehensions",
+    ast.GeneratorExp: "comprehensions",
+    ast.BinOp: "arithmetic",
+    ast.IfExp: "if-expressions",
+    ast.NamedExpr: "assignments",
+    ast.Await: "await",
+    ast.Yield: "yield",
+    ast.Starred: "unpacking",
+    ast.List: "lists",
+    ast.Dict: "dicts",
+    ast.Set: "sets",
+    ast.JoinedStr: "f-strings",
 }
 
 
@@ -196,8 +244,10 @@ class _Compiler:
         if node.keywords:
             raise _fail(node, f"{name}() takes no keyword arguments")
         if len(node.args) != arity:
-            raise _fail(node, f"{name}() takes {arity} argument{'s' if arity > 1 else ''}, "
-                              f"got {len(node.args)}")
+            raise _fail(
+                node,
+                f"{name}() takes {arity} argument{'s' if arity > 1 else ''}, got {len(node.args)}",
+            )
         values = []
         for arg in node.args:
             if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value):
@@ -246,7 +296,9 @@ class _Compiler:
                 raise _fail(comparator, f"cannot compare a {left_kind} with a {right_kind}")
             if type(op) in _ORDER_OPS:
                 if left_kind != NUM:
-                    raise _fail(comparator, f"`{_OP_TEXT[type(op)]}` needs numbers, got a {left_kind}")
+                    raise _fail(
+                        comparator, f"`{_OP_TEXT[type(op)]}` needs numbers, got a {left_kind}"
+                    )
                 steps.append((_ORDER_OPS[type(op)], right))
             else:
                 steps.append((_EQUALITY_OPS[type(op)], right))
@@ -255,11 +307,11 @@ class _Compiler:
         if len(steps) == 1 and constants[0] is not None:
             # The common shape, `score(d, l) >= 0.9` or `surface == 'dm'`: one closure, no calls
             # for the constant side.
-            op, value = steps[0][0], constants[0][0]
+            compare, value = steps[0][0], constants[0][0]
             key = _score_key(node.left)
             if key is not None:
-                return (lambda c: op(c.scores.get(key, 0.0), value)), BOOL
-            return (lambda c: op(left(c), value)), BOOL
+                return (lambda c: compare(c.scores.get(key, 0.0), value)), BOOL
+            return (lambda c: compare(left(c), value)), BOOL
         return _chain(left, steps), BOOL
 
     def _members(self, node: ast.expr, kind: str) -> frozenset[Any]:
@@ -281,7 +333,7 @@ def _literal(node: ast.expr) -> tuple[Any] | None:
     if isinstance(node, ast.Constant) and not isinstance(node.value, bool):
         return (node.value,)
     if isinstance(node, ast.UnaryOp) and isinstance(node.operand, ast.Constant):
-        value = node.operand.value
+        value: Any = node.operand.value
         return (-value if isinstance(node.op, ast.USub) else value,)
     if isinstance(node, ast.Name) and node.id in LITERALS:
         return (LITERALS[node.id],)
@@ -304,16 +356,23 @@ def _chain(left: Evaluator, steps: list[tuple[Callable[[Any, Any], bool], Evalua
 
 
 def _score_key(node: ast.expr) -> tuple[str, str] | None:
-    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-            and node.func.id == "score" and len(node.args) == 2
-            and all(isinstance(a, ast.Constant) for a in node.args)):
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "score"
+        and len(node.args) == 2
+        and all(isinstance(a, ast.Constant) for a in node.args)
+    ):
         return (node.args[0].value, node.args[1].value)  # type: ignore[attr-defined]
     return None
 
 
 def _number(node: ast.expr) -> float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
-            and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    ):
         return float(node.value)
     return None
 
@@ -330,14 +389,18 @@ def _guards(node: ast.expr) -> tuple[Guard, ...] | None:
         if not known:
             return None
         # The most selective conjunct: fewest alternatives, then the highest score threshold.
-        return min(known, key=lambda gs: (len(gs), -max((g[2] for g in gs if g[0] == "score"),
-                                                         default=0.0)))
+        return min(
+            known,
+            key=lambda gs: (len(gs), -max((g[2] for g in gs if g[0] == "score"), default=0.0)),
+        )
     if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        left, op, right = node.left, node.ops[0], node.comparators[0]
+        left, right = node.left, node.comparators[0]
+        op: ast.cmpop = node.ops[0]
         key, number = _score_key(left), _number(right)
         if key is None:  # threshold on the left: 0.9 <= score(...)
             key, number = _score_key(right), _number(left)
-            op = {ast.LtE: ast.GtE(), ast.Lt: ast.Gt()}.get(type(op), op)  # type: ignore[call-overload]
+            mirrored: dict[type[ast.cmpop], ast.cmpop] = {ast.LtE: ast.GtE(), ast.Lt: ast.Gt()}
+            op = mirrored.get(type(op), op)
         if key is not None and number is not None:
             if (isinstance(op, ast.GtE) and number > 0) or (isinstance(op, ast.Gt) and number >= 0):
                 return (("score", key, number),)
@@ -346,11 +409,17 @@ def _guards(node: ast.expr) -> tuple[Guard, ...] | None:
             if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
                 return (("modality", right.value),)
             if isinstance(op, ast.In) and isinstance(right, ast.Tuple):
-                return tuple(("modality", e.value) for e in right.elts  # type: ignore[attr-defined]
-                             ) or None
+                values = tuple(
+                    ("modality", e.value) for e in right.elts if isinstance(e, ast.Constant)
+                )
+                return values or None
         return None
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
-            and node.func.id == "hash_match" and node.args:
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "hash_match"
+        and node.args
+    ):
         return (("bank", node.args[0].value),)  # type: ignore[attr-defined]
     return None
 
@@ -365,13 +434,12 @@ def compile_expression(text: str, known_banks: Collection[str] | None = None) ->
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as error:
-        raise ExpressionError(f"syntax error: {error.msg}", error.lineno or 1,
-                              error.offset or 1) from None
+        raise ExpressionError(
+            f"syntax error: {error.msg}", error.lineno or 1, error.offset or 1
+        ) from None
     except (RecursionError, MemoryError, ValueError):
         raise ExpressionError("expression too deeply nested or malformed") from None
-    count = 0
-    for _ in ast.walk(tree):
-        count += 1
+    for count, _ in enumerate(ast.walk(tree), start=1):
         if count > MAX_NODES:
             raise ExpressionError(f"more than {MAX_NODES} syntax nodes")
     compiler = _Compiler(known_banks)
@@ -383,6 +451,10 @@ def compile_expression(text: str, known_banks: Collection[str] | None = None) ->
     if kind != BOOL:
         raise _fail(tree.body, f"the condition is a {kind}, not true/false")
     return CompiledExpression(
-        text=text, evaluate=evaluate, detectors=frozenset(compiler.detectors),
-        fields=frozenset(compiler.fields), banks=frozenset(compiler.banks), guards=guards,
+        text=text,
+        evaluate=evaluate,
+        detectors=frozenset(compiler.detectors),
+        fields=frozenset(compiler.fields),
+        banks=frozenset(compiler.banks),
+        guards=guards,
     )

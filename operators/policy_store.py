@@ -27,8 +27,9 @@ def canonical_json(record: Mapping[str, Any]) -> bytes:
     """The bytes a signature covers: the record without `signature`, keys sorted, separators
     `,` and `:`, no other whitespace, non-ASCII kept as UTF-8."""
     body = {key: value for key, value in record.items() if key != "signature"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      allow_nan=False).encode("utf-8")
+    return json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
 
 
 def sign(record: Mapping[str, Any], key: bytes) -> str:
@@ -53,7 +54,7 @@ def canary_bucket(content_id: str) -> int:
     return int.from_bytes(digest[:8], "big") % 10_000
 
 
-class Rejected(Exception):  # noqa: N818 - the record is what is rejected
+class Rejected(Exception):
     """A policy record the store refused; `error_class` is the DLQ class."""
 
     def __init__(self, error_class: str, message: str) -> None:
@@ -117,22 +118,33 @@ def _next(state: Snapshot, record: Mapping[str, Any], ts: int) -> Snapshot:
         return replace(state, ts=ts, paused=False)
     if command == "rollback":
         version = int(record["version"])
-        return replace(state, ts=ts, active=version,
-                       shadow=None if state.shadow == version else state.shadow,
-                       canary=None if state.canary == version else state.canary,
-                       canary_percent=0.0 if state.canary == version else state.canary_percent)
+        return replace(
+            state,
+            ts=ts,
+            active=version,
+            shadow=None if state.shadow == version else state.shadow,
+            canary=None if state.canary == version else state.canary,
+            canary_percent=0.0 if state.canary == version else state.canary_percent,
+        )
     version = int(record["version"])
     mode = record.get("mode")
     if mode == "shadow":
         return replace(state, ts=ts, shadow=version)
     if mode == "canary":
-        return replace(state, ts=ts, canary=version,
-                       canary_percent=float(record.get("canary_percent") or 0.0))
+        return replace(
+            state, ts=ts, canary=version, canary_percent=float(record.get("canary_percent") or 0.0)
+        )
     # An active version retires candidates it supersedes.
     shadow = state.shadow if state.shadow is not None and state.shadow > version else None
     canary = state.canary if state.canary is not None and state.canary > version else None
-    return replace(state, ts=ts, active=version, shadow=shadow, canary=canary,
-                   canary_percent=state.canary_percent if canary is not None else 0.0)
+    return replace(
+        state,
+        ts=ts,
+        active=version,
+        shadow=shadow,
+        canary=canary,
+        canary_percent=state.canary_percent if canary is not None else 0.0,
+    )
 
 
 class PolicyStore:
@@ -186,9 +198,14 @@ class PolicyStore:
     def install(self, document: Mapping[str, Any], ts: int = 0) -> CompiledPolicy:
         """Trust a document without a signature (replay's --policy file, tests): active from ts."""
         compiled = _compile(document)
-        record = {"event_id": f"installed:{compiled.policy_id}:{compiled.version}",
-                  "policy_id": compiled.policy_id, "version": compiled.version,
-                  "mode": "active", "ts": ts, "document": dict(document)}
+        record = {
+            "event_id": f"installed:{compiled.policy_id}:{compiled.version}",
+            "policy_id": compiled.policy_id,
+            "version": compiled.version,
+            "mode": "active",
+            "ts": ts,
+            "document": dict(document),
+        }
         self._accept(record, compiled)
         return compiled
 
@@ -208,8 +225,11 @@ class PolicyStore:
         if parsed.event_id in self._event_ids:
             return False
         if key is None or not verify(record, key):
-            raise Rejected("signature", f"policy.rules: signature of {parsed.policy_id} "
-                                        f"record {parsed.event_id!r} does not verify")
+            raise Rejected(
+                "signature",
+                f"policy.rules: signature of {parsed.policy_id} "
+                f"record {parsed.event_id!r} does not verify",
+            )
         policy = self._policies.get(parsed.policy_id)
         current = policy.latest() if policy else None
         active = current.active if current else None
@@ -217,26 +237,40 @@ class PolicyStore:
             if parsed.command == "rollback":
                 assert parsed.version is not None
                 if policy is None or parsed.version not in policy.versions:
-                    raise Rejected("policy", f"rollback of {parsed.policy_id} to version "
-                                             f"{parsed.version}, which was never seen")
+                    raise Rejected(
+                        "policy",
+                        f"rollback of {parsed.policy_id} to version "
+                        f"{parsed.version}, which was never seen",
+                    )
                 if active is not None and parsed.version >= active:
-                    raise Rejected("policy", f"rollback of {parsed.policy_id} to version "
-                                             f"{parsed.version}: not older than active {active}")
+                    raise Rejected(
+                        "policy",
+                        f"rollback of {parsed.policy_id} to version "
+                        f"{parsed.version}: not older than active {active}",
+                    )
             self._accept(record, None)
             return True
         try:
             compiled = _compile(parsed.document)
         except PolicyError as error:
-            raise Rejected("policy", f"policy {parsed.policy_id} v{parsed.version}: "
-                                     f"{'; '.join(error.problems)[:700]}") from None
+            raise Rejected(
+                "policy",
+                f"policy {parsed.policy_id} v{parsed.version}: {'; '.join(error.problems)[:700]}",
+            ) from None
         if (compiled.policy_id, compiled.version) != (parsed.policy_id, parsed.version):
-            raise Rejected("policy", f"record says {parsed.policy_id} v{parsed.version} but its "
-                                     f"document says {compiled.policy_id} v{compiled.version}")
+            raise Rejected(
+                "policy",
+                f"record says {parsed.policy_id} v{parsed.version} but its "
+                f"document says {compiled.policy_id} v{compiled.version}",
+            )
         if policy is not None and parsed.version in policy.versions:
             raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} was already seen")
         if active is not None and parsed.version <= active:
-            raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} is not greater than "
-                                     f"the active version {active}")
+            raise Rejected(
+                "policy",
+                f"{parsed.policy_id} v{parsed.version} is not greater than "
+                f"the active version {active}",
+            )
         self._accept(record, compiled)
         return True
 
@@ -252,8 +286,9 @@ class PolicyStore:
 
     # Broadcast state: the accepted records, re-applied without re-verification.
     def to_records(self) -> list[dict[str, Any]]:
-        everything = [(seq, record) for policy in self._policies.values()
-                      for _, seq, record in policy.events]
+        everything = [
+            (seq, record) for policy in self._policies.values() for _, seq, record in policy.events
+        ]
         return [record for _, record in sorted(everything, key=lambda item: item[0])]
 
     @classmethod
@@ -270,18 +305,36 @@ def _compile(document: Mapping[str, Any]) -> CompiledPolicy:
 
 
 __all__ = [
-    "PolicyStore", "Rejected", "Resolution", "SchemaError", "Snapshot", "canary_bucket",
-    "canonical_json", "sign", "verify",
+    "PolicyStore",
+    "Rejected",
+    "Resolution",
+    "SchemaError",
+    "Snapshot",
+    "canary_bucket",
+    "canonical_json",
+    "sign",
+    "verify",
 ]
 
 
 def dead_letter_for(
-    raw: bytes | str, error: Rejected | SchemaError, *, ts: int, key: str | None = None,
+    raw: bytes | str,
+    error: Rejected | SchemaError,
+    *,
+    ts: int,
+    key: str | None = None,
     source_topic: str = "policy.rules",
 ) -> Any:
     """The DLQ record for a policy record the store refused (class schema, signature or policy)."""
     from schemas import dead_letter
 
     error_class = error.error_class if isinstance(error, Rejected) else "schema"
-    return dead_letter(source_topic, key, raw, error, ts=ts, error_class=error_class,  # type: ignore[arg-type]
-                       operator="policy_store")
+    return dead_letter(
+        source_topic,
+        key,
+        raw,
+        error,
+        ts=ts,
+        error_class=error_class,  # type: ignore[arg-type]
+        operator="policy_store",
+    )

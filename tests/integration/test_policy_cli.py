@@ -20,7 +20,10 @@ pytestmark = pytest.mark.integration
 
 
 def test_push_show_rollback_pause_on_the_broker(
-    stack: Settings, kafka: Kafka, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    stack: Settings,
+    kafka: Kafka,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     topic = f"it-{uuid.uuid4().hex[:10]}.policy.rules"
@@ -46,31 +49,94 @@ def test_push_show_rollback_pause_on_the_broker(
         return code, captured.out + captured.err
 
     # Active needs an approval from someone other than the author.
-    code, out = run("policy", "push", str(files[1]), "--author", "alice",
-                    "--approvals", str(approvals), *broker)
+    code, out = run(
+        "policy", "push", str(files[1]), "--author", "alice", "--approvals", str(approvals), *broker
+    )
     assert code == 1 and "no approval from someone other than its author 'alice'" in out
-    code, out = run("policy", "approve", "1", "--approver", "alice", "--file", str(files[1]),
-                    "--approvals", str(approvals))
-    code, out = run("policy", "push", str(files[1]), "--author", "alice",
-                    "--approvals", str(approvals), *broker)
+    code, out = run(
+        "policy",
+        "approve",
+        "1",
+        "--approver",
+        "alice",
+        "--file",
+        str(files[1]),
+        "--approvals",
+        str(approvals),
+    )
+    code, out = run(
+        "policy", "push", str(files[1]), "--author", "alice", "--approvals", str(approvals), *broker
+    )
     assert code == 1, "the author's own approval must not count"
-    run("policy", "approve", "1", "--approver", "bob", "--file", str(files[1]),
-        "--approvals", str(approvals))
-    code, out = run("policy", "push", str(files[1]), "--author", "alice",
-                    "--approvals", str(approvals), "--ts", "1000", *broker)
+    run(
+        "policy",
+        "approve",
+        "1",
+        "--approver",
+        "bob",
+        "--file",
+        str(files[1]),
+        "--approvals",
+        str(approvals),
+    )
+    code, out = run(
+        "policy",
+        "push",
+        str(files[1]),
+        "--author",
+        "alice",
+        "--approvals",
+        str(approvals),
+        "--ts",
+        "1000",
+        *broker,
+    )
     assert code == 0, out
     assert "global: active v1 (since ts 1000)" in out
 
-    code, out = run("policy", "push", str(files[2]), "--mode", "shadow", "--author", "alice",
-                    "--approvals", str(approvals), "--ts", "2000", *broker)
+    code, out = run(
+        "policy",
+        "push",
+        str(files[2]),
+        "--mode",
+        "shadow",
+        "--author",
+        "alice",
+        "--approvals",
+        str(approvals),
+        "--ts",
+        "2000",
+        *broker,
+    )
     assert code == 0, out
     assert "active v1, shadow v2" in out
-    code, out = run("policy", "push", str(files[3]), "--author", "bob", "--ts", "3000",
-                    "--approvals", str(approvals), "--no-require-approval", *broker)
+    code, out = run(
+        "policy",
+        "push",
+        str(files[3]),
+        "--author",
+        "bob",
+        "--ts",
+        "3000",
+        "--approvals",
+        str(approvals),
+        "--no-require-approval",
+        *broker,
+    )
     assert code == 0, out
     assert "global: active v3 (since ts 3000)" in out
-    code, out = run("policy", "push", str(files[2]), "--author", "alice", "--mode", "shadow",
-                    "--approvals", str(approvals), *broker)
+    code, out = run(
+        "policy",
+        "push",
+        str(files[2]),
+        "--author",
+        "alice",
+        "--mode",
+        "shadow",
+        "--approvals",
+        str(approvals),
+        *broker,
+    )
     assert code == 1 and "already on" in out
 
     # A record signed with another key lands on the topic but is ignored, and said so.
@@ -99,4 +165,5 @@ def test_push_show_rollback_pause_on_the_broker(
     assert [r.key for r in records] == [b"global"] * 7
     values = [json.loads(r.value) for r in records]
     assert [verify(v, b"deploy-key") for v in values] == [
-        v["event_id"] != forged["event_id"] for v in values]
+        v["event_id"] != forged["event_id"] for v in values
+    ]

@@ -62,7 +62,11 @@ def test_sign_prints_a_record_that_verifies(keys: Path, capsys: pytest.CaptureFi
     record = json.loads(capsys.readouterr().out)
     assert verify(record, b"deploy-key")
     assert (record["version"], record["mode"], record["ts"], record["author"]) == (
-        1, "active", 5, "alice")
+        1,
+        "active",
+        5,
+        "alice",
+    )
 
 
 def test_sign_without_the_deployment_key_fails_clearly(
@@ -78,12 +82,40 @@ def test_approvals_count_only_for_someone_else_with_a_valid_own_signature(
 ) -> None:
     approvals = tmp_path / "approvals"
     document = global_document(1)
-    assert main(["policy", "approve", "1", "--approver", "alice", "--file", str(GLOBAL_YAML),
-                 "--approvals", str(approvals)]) == 0
+    assert (
+        main(
+            [
+                "policy",
+                "approve",
+                "1",
+                "--approver",
+                "alice",
+                "--file",
+                str(GLOBAL_YAML),
+                "--approvals",
+                str(approvals),
+            ]
+        )
+        == 0
+    )
     assert valid_approvals(document, "alice", approvals) == []  # the author's own approval
     assert [a["approver"] for a in valid_approvals(document, "carol", approvals)] == ["alice"]
-    assert main(["policy", "approve", "1", "--approver", "bob", "--file", str(GLOBAL_YAML),
-                 "--approvals", str(approvals)]) == 0
+    assert (
+        main(
+            [
+                "policy",
+                "approve",
+                "1",
+                "--approver",
+                "bob",
+                "--file",
+                str(GLOBAL_YAML),
+                "--approvals",
+                str(approvals),
+            ]
+        )
+        == 0
+    )
     assert [a["approver"] for a in valid_approvals(document, "alice", approvals)] == ["bob"]
     # A forged approval (signed with the wrong key) and one for another document do not count.
     forged = json.loads((approvals / "global-v1-bob.json").read_text())
@@ -97,6 +129,20 @@ def test_approvals_count_only_for_someone_else_with_a_valid_own_signature(
 def test_approve_refuses_a_version_the_file_does_not_hold(
     keys: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["policy", "approve", "9", "--approver", "bob", "--file", str(GLOBAL_YAML),
-                 "--approvals", str(tmp_path)]) == 1
+    assert (
+        main(
+            [
+                "policy",
+                "approve",
+                "9",
+                "--approver",
+                "bob",
+                "--file",
+                str(GLOBAL_YAML),
+                "--approvals",
+                str(tmp_path),
+            ]
+        )
+        == 1
+    )
     assert "holds version 1, not 9" in capsys.readouterr().err

@@ -22,33 +22,58 @@ def global_document(version: int = 1, **overrides: Any) -> dict[str, Any]:
     return document
 
 
-def minimal_document(version: int = 1, rules: list[dict[str, Any]] | None = None,
-                     **overrides: Any) -> dict[str, Any]:
+def minimal_document(
+    version: int = 1, rules: list[dict[str, Any]] | None = None, **overrides: Any
+) -> dict[str, Any]:
     document: dict[str, Any] = {
-        "policy_id": "global", "version": version,
+        "policy_id": "global",
+        "version": version,
         "detectors": {"image": {"required": ["nsfw_image"], "deadline_ms": 30000}},
-        "rules": rules or [], "default": "ALLOW",
+        "rules": rules or [],
+        "default": "ALLOW",
     }
     document.update(overrides)
     return document
 
 
-def version_record(document: dict[str, Any], *, ts: int = T0, mode: str = "active",
-                   key: bytes = KEY, event_id: str | None = None, **extra: Any) -> dict[str, Any]:
+def version_record(
+    document: dict[str, Any],
+    *,
+    ts: int = T0,
+    mode: str = "active",
+    key: bytes = KEY,
+    event_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     record: dict[str, Any] = {
         "event_id": event_id or f"pv-{document['version']}-{mode}-{ts}",
-        "policy_id": document["policy_id"], "version": document["version"],
-        "parent_version": None, "mode": mode, "author": "alice", "ts": ts,
-        "document": document, **extra,
+        "policy_id": document["policy_id"],
+        "version": document["version"],
+        "parent_version": None,
+        "mode": mode,
+        "author": "alice",
+        "ts": ts,
+        "document": document,
+        **extra,
     }
     record["signature"] = sign(record, key)
     return record
 
 
-def control(command: str, *, ts: int = T0, version: int | None = None, key: bytes = KEY,
-            policy_id: str = "global") -> dict[str, Any]:
-    record: dict[str, Any] = {"event_id": f"ctl-{command}-{version}-{ts}", "policy_id": policy_id,
-                              "command": command, "ts": ts}
+def control(
+    command: str,
+    *,
+    ts: int = T0,
+    version: int | None = None,
+    key: bytes = KEY,
+    policy_id: str = "global",
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": f"ctl-{command}-{version}-{ts}",
+        "policy_id": policy_id,
+        "command": command,
+        "ts": ts,
+    }
     if version is not None:
         record["version"] = version
     record["signature"] = sign(record, key)

@@ -21,16 +21,26 @@ from tests.conftest import T0
 from tests.operators.policy_builders import global_document, minimal_document
 
 POLICY = load_policy(global_document())
-PUBLIC_IMAGE = ContentFacts(modality="image", surface="public_post", mime_type="image/jpeg",
-                            size_bytes=50_000, region="DE", audience="all", account_risk=0.1)
-COMMENT_IMAGE = ContentFacts(modality="image", surface="comment", mime_type="image/jpeg",
-                             size_bytes=50_000)
-COMMENT_TEXT = ContentFacts(modality="text", surface="comment", mime_type="text/plain",
-                            size_bytes=80)
+PUBLIC_IMAGE = ContentFacts(
+    modality="image",
+    surface="public_post",
+    mime_type="image/jpeg",
+    size_bytes=50_000,
+    region="DE",
+    audience="all",
+    account_risk=0.1,
+)
+COMMENT_IMAGE = ContentFacts(
+    modality="image", surface="comment", mime_type="image/jpeg", size_bytes=50_000
+)
+COMMENT_TEXT = ContentFacts(
+    modality="text", surface="comment", mime_type="text/plain", size_bytes=80
+)
 
 
-def evidence(outstanding: bool = False, unknown: frozenset[str] = frozenset(),
-             **scores: float) -> EvidenceView:
+def evidence(
+    outstanding: bool = False, unknown: frozenset[str] = frozenset(), **scores: float
+) -> EvidenceView:
     keyed = {tuple(name.split("__")): value for name, value in scores.items()}
     return EvidenceView(scores=keyed, unknown=unknown, outstanding=outstanding)  # type: ignore[arg-type]
 
@@ -45,23 +55,56 @@ def test_most_severe_follows_the_contract_order() -> None:
 @pytest.mark.parametrize(
     ("facts", "view", "outcome", "rules", "reasons"),
     [
-        (PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.97, media_check__malware=0.0), "BLOCK",
-         ("nsfw-block-public", "nsfw-age-gate"), ("sexual_content", "mature_content")),
-        (COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.8, media_check__malware=0.0), "RESTRICT",
-         ("nsfw-age-gate",), ("mature_content",)),
+        (
+            PUBLIC_IMAGE,
+            evidence(nsfw_image__nsfw=0.97, media_check__malware=0.0),
+            "BLOCK",
+            ("nsfw-block-public", "nsfw-age-gate"),
+            ("sexual_content", "mature_content"),
+        ),
+        (
+            COMMENT_IMAGE,
+            evidence(nsfw_image__nsfw=0.8, media_check__malware=0.0),
+            "RESTRICT",
+            ("nsfw-age-gate",),
+            ("mature_content",),
+        ),
         (COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.1, media_check__malware=0.0), "ALLOW", (), ()),
-        (COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.1, media_check__malware=1.0), "BLOCK",
-         ("malware",), ("malware",)),
-        (PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.6), "PENDING", ("nsfw-borderline-review",),
-         ("sexual_content",)),
-        (COMMENT_TEXT, evidence(offensive_text__offensive=0.9), "RESTRICT", ("offensive-limit",),
-         ("harassment",)),
-        (COMMENT_TEXT, evidence(offensive_text__offensive=0.99), "BLOCK",
-         ("offensive-block", "offensive-limit"), ("harassment",)),
+        (
+            COMMENT_IMAGE,
+            evidence(nsfw_image__nsfw=0.1, media_check__malware=1.0),
+            "BLOCK",
+            ("malware",),
+            ("malware",),
+        ),
+        (
+            PUBLIC_IMAGE,
+            evidence(nsfw_image__nsfw=0.6),
+            "PENDING",
+            ("nsfw-borderline-review",),
+            ("sexual_content",),
+        ),
+        (
+            COMMENT_TEXT,
+            evidence(offensive_text__offensive=0.9),
+            "RESTRICT",
+            ("offensive-limit",),
+            ("harassment",),
+        ),
+        (
+            COMMENT_TEXT,
+            evidence(offensive_text__offensive=0.99),
+            "BLOCK",
+            ("offensive-block", "offensive-limit"),
+            ("harassment",),
+        ),
     ],
 )
 def test_matched_rules_most_severe_outcome_and_reasons(
-    facts: ContentFacts, view: EvidenceView, outcome: str, rules: tuple[str, ...],
+    facts: ContentFacts,
+    view: EvidenceView,
+    outcome: str,
+    rules: tuple[str, ...],
     reasons: tuple[str, ...],
 ) -> None:
     verdict = POLICY.evaluate(facts, view, ts=T0)
@@ -74,7 +117,8 @@ def test_restrict_carries_its_restriction_and_review_requests() -> None:
     verdict = POLICY.evaluate(COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.8), ts=T0)
     assert verdict.restriction == "age_gate"
     assert [(ask.queue, ask.priority, ask.rule_id) for ask in verdict.review] == [
-        ("adult", 2, "nsfw-age-gate")]
+        ("adult", 2, "nsfw-age-gate")
+    ]
     blocked = POLICY.evaluate(PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.99), ts=T0)
     assert blocked.restriction is None  # only a RESTRICT outcome has one
 
@@ -86,8 +130,9 @@ def test_while_scanning_never_allow_and_the_floor_depends_on_the_surface() -> No
     assert low.expires_ts == T0 + 3_600_000
     assert high.reasons == ("scanning",)
     # Partial evidence that already matches something severe decides now.
-    early = POLICY.evaluate(COMMENT_IMAGE, evidence(outstanding=True, media_check__malware=1.0),
-                            ts=T0)
+    early = POLICY.evaluate(
+        COMMENT_IMAGE, evidence(outstanding=True, media_check__malware=1.0), ts=T0
+    )
     assert early.outcome == "BLOCK"
 
 
@@ -95,8 +140,10 @@ def test_absent_scanning_and_unknown_sections_fail_closed() -> None:
     policy = load_policy(minimal_document())
     facts = ContentFacts(modality="image", surface="comment")
     assert policy.evaluate(facts, evidence(outstanding=True), ts=T0).outcome == "PENDING"
-    assert policy.evaluate(facts, evidence(unknown=frozenset({"nsfw_image"})), ts=T0
-                           ).outcome == "PENDING"
+    assert (
+        policy.evaluate(facts, evidence(unknown=frozenset({"nsfw_image"})), ts=T0).outcome
+        == "PENDING"
+    )
     assert policy.evaluate(facts, evidence(nsfw_image__nsfw=0.1), ts=T0).outcome == "ALLOW"
 
 
@@ -119,23 +166,31 @@ def test_broken_scores_make_the_detector_unknown(bad: Any) -> None:
 
 
 def test_hash_bank_match_decides_without_waiting() -> None:
-    verdict = POLICY.evaluate(PUBLIC_IMAGE, evidence(outstanding=True), ts=T0,
-                              hash_matches=["known_bad", "not_in_policy"])
+    verdict = POLICY.evaluate(
+        PUBLIC_IMAGE, evidence(outstanding=True), ts=T0, hash_matches=["known_bad", "not_in_policy"]
+    )
     assert verdict.outcome == "BLOCK"
     assert verdict.matched_rules == ("hash_bank:known_bad",)
     assert verdict.reasons == ("known_match",)
-    spam = POLICY.evaluate(COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.0), ts=T0,
-                           hash_matches=["spam_campaign"])
+    spam = POLICY.evaluate(
+        COMMENT_IMAGE, evidence(nsfw_image__nsfw=0.0), ts=T0, hash_matches=["spam_campaign"]
+    )
     assert (spam.outcome, spam.restriction) == ("RESTRICT", "reduced_reach")
 
 
 @pytest.mark.parametrize(
     ("facts", "reason"),
     [
-        (ContentFacts(modality="image", surface="comment", mime_type="image/bmp", size_bytes=10),
-         "limit_mime_type"),
-        (ContentFacts(modality="image", surface="comment", mime_type="image/png",
-                      size_bytes=30_000_000), "limit_size"),
+        (
+            ContentFacts(modality="image", surface="comment", mime_type="image/bmp", size_bytes=10),
+            "limit_mime_type",
+        ),
+        (
+            ContentFacts(
+                modality="image", surface="comment", mime_type="image/png", size_bytes=30_000_000
+            ),
+            "limit_size",
+        ),
     ],
 )
 def test_failed_limits_are_pending_before_any_model(facts: ContentFacts, reason: str) -> None:
@@ -145,32 +200,37 @@ def test_failed_limits_are_pending_before_any_model(facts: ContentFacts, reason:
 
 
 def test_a_human_outcome_overrides_rules() -> None:
-    verdict = POLICY.evaluate(PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.99), ts=T0,
-                              human_outcome=("ALLOW", "reviewed_ok"))
+    verdict = POLICY.evaluate(
+        PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.99), ts=T0, human_outcome=("ALLOW", "reviewed_ok")
+    )
     assert (verdict.outcome, verdict.reasons, verdict.matched_rules) == (
-        "ALLOW", ("reviewed_ok",), ())
+        "ALLOW",
+        ("reviewed_ok",),
+        (),
+    )
 
 
 def test_pause_makes_every_new_decision_at_least_pending() -> None:
     calm = evidence(nsfw_image__nsfw=0.0, media_check__malware=0.0)
     assert POLICY.evaluate(COMMENT_IMAGE, calm, ts=T0, paused=True).outcome == "PENDING"
-    assert POLICY.evaluate(COMMENT_IMAGE, calm, ts=T0, paused=True).reasons[-1] == \
-        "publication_paused"
+    assert (
+        POLICY.evaluate(COMMENT_IMAGE, calm, ts=T0, paused=True).reasons[-1] == "publication_paused"
+    )
     blocked = POLICY.evaluate(PUBLIC_IMAGE, evidence(nsfw_image__nsfw=0.99), ts=T0, paused=True)
     assert blocked.outcome == "BLOCK"
 
 
 def test_reports_over_the_threshold_ask_for_review_but_do_not_change_the_outcome() -> None:
-    facts = ContentFacts(modality="text", surface="comment", mime_type="text/plain",
-                         report_count=3)
+    facts = ContentFacts(modality="text", surface="comment", mime_type="text/plain", report_count=3)
     verdict = POLICY.evaluate(facts, evidence(offensive_text__offensive=0.1), ts=T0)
     assert verdict.outcome == "ALLOW"
     assert [ask.queue for ask in verdict.review] == ["reports"]
 
 
 def test_only_candidate_rules_are_evaluated() -> None:
-    rules = [{"id": f"r{i}", "when": f"score('d{i}', 'x') >= 0.5", "outcome": "BLOCK"}
-             for i in range(50)]
+    rules = [
+        {"id": f"r{i}", "when": f"score('d{i}', 'x') >= 0.5", "outcome": "BLOCK"} for i in range(50)
+    ]
     rules.append({"id": "always", "when": "surface == 'dm'", "outcome": "PENDING"})
     policy = load_policy(minimal_document(rules=rules))
     from operators.policy_expr import EvalContext
@@ -182,32 +242,66 @@ def test_only_candidate_rules_are_evaluated() -> None:
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        ({"rules": [{"id": "a", "when": "surface.x", "outcome": "BLOCK"}]},
-         "rule 'a' (rules[0]).when: line 1, column 1: attribute access not allowed"),
-        ({"rules": [{"id": "a", "when": "true", "outcome": "NUKE"}]},
-         "rule 'a' (rules[0]).outcome: Input should be"),
-        ({"rules": [{"id": "a", "when": "true", "outcome": "RESTRICT"}]},
-         "rule 'a' (rules[0]): Value error, outcome RESTRICT needs a restriction"),
-        ({"rules": [{"id": "a", "when": "true", "outcome": "BLOCK", "restriction": "x"}]},
-         "restriction is only allowed with outcome RESTRICT"),
-        ({"rules": [{"id": "a", "when": "true", "outcome": "BLOCK"},
-                    {"id": "a", "when": "false", "outcome": "BLOCK"}]},
-         "rule 'a' (rules[1]): duplicate rule id"),
-        ({"rules": [{"id": "a", "when": "hash_match('nope')", "outcome": "BLOCK"}]},
-         "rule 'a' (rules[0]).when: line 1, column 12: unknown hash bank 'nope'"),
-        ({"rules": [{"id": "a", "when": "true", "outcome": "BLOCK", "colour": "red"}]},
-         "rule 'a' (rules[0]).colour: Extra inputs are not permitted"),
+        (
+            {"rules": [{"id": "a", "when": "surface.x", "outcome": "BLOCK"}]},
+            "rule 'a' (rules[0]).when: line 1, column 1: attribute access not allowed",
+        ),
+        (
+            {"rules": [{"id": "a", "when": "true", "outcome": "NUKE"}]},
+            "rule 'a' (rules[0]).outcome: Input should be",
+        ),
+        (
+            {"rules": [{"id": "a", "when": "true", "outcome": "RESTRICT"}]},
+            "rule 'a' (rules[0]): Value error, outcome RESTRICT needs a restriction",
+        ),
+        (
+            {"rules": [{"id": "a", "when": "true", "outcome": "BLOCK", "restriction": "x"}]},
+            "restriction is only allowed with outcome RESTRICT",
+        ),
+        (
+            {
+                "rules": [
+                    {"id": "a", "when": "true", "outcome": "BLOCK"},
+                    {"id": "a", "when": "false", "outcome": "BLOCK"},
+                ]
+            },
+            "rule 'a' (rules[1]): duplicate rule id",
+        ),
+        (
+            {"rules": [{"id": "a", "when": "hash_match('nope')", "outcome": "BLOCK"}]},
+            "rule 'a' (rules[0]).when: line 1, column 12: unknown hash bank 'nope'",
+        ),
+        (
+            {"rules": [{"id": "a", "when": "true", "outcome": "BLOCK", "colour": "red"}]},
+            "rule 'a' (rules[0]).colour: Extra inputs are not permitted",
+        ),
         ({"default": "MAYBE"}, "default: Input should be"),
         ({"detectors": {"smell": {"required": ["x"], "deadline_ms": 1}}}, "detectors.smell"),
         ({"detectors": {"image": {"required": [], "deadline_ms": 1}}}, "detectors.image.required"),
         ({"version": "3"}, "version: Input should be a valid integer"),
-        ({"strikes": {"reasons": ["x"], "window_days": 90,
-                      "sanctions": [{"at": 5, "sanction": "account_suspended"},
-                                    {"at": 3, "sanction": "posting_suspended"}]}},
-         "ascending"),
-        ({"strikes": {"reasons": ["x"], "window_days": 90,
-                      "sanctions": [{"at": 3, "sanction": "shadow_ban"}]}},
-         "strikes.sanctions.0.sanction"),
+        (
+            {
+                "strikes": {
+                    "reasons": ["x"],
+                    "window_days": 90,
+                    "sanctions": [
+                        {"at": 5, "sanction": "account_suspended"},
+                        {"at": 3, "sanction": "posting_suspended"},
+                    ],
+                }
+            },
+            "ascending",
+        ),
+        (
+            {
+                "strikes": {
+                    "reasons": ["x"],
+                    "window_days": 90,
+                    "sanctions": [{"at": 3, "sanction": "shadow_ban"}],
+                }
+            },
+            "strikes.sanctions.0.sanction",
+        ),
         ({"notices": {"x": ""}}, "notices.x"),
         ({"scanning": {"high_risk": "MAYBE"}}, "scanning.high_risk"),
         ({"phash_max_distance": 65}, "phash_max_distance"),
@@ -221,11 +315,13 @@ def test_validation_errors_name_the_rule_or_section(change: dict[str, Any], expe
 
 
 def test_every_problem_is_listed_at_once() -> None:
-    document = minimal_document(rules=[
-        {"id": "a", "when": "x.y", "outcome": "BLOCK"},
-        {"id": "b", "when": "true", "outcome": "NOPE"},
-        {"id": "c", "when": "score('a')", "outcome": "BLOCK"},
-    ])
+    document = minimal_document(
+        rules=[
+            {"id": "a", "when": "x.y", "outcome": "BLOCK"},
+            {"id": "b", "when": "true", "outcome": "NOPE"},
+            {"id": "c", "when": "score('a')", "outcome": "BLOCK"},
+        ]
+    )
     with pytest.raises(PolicyError) as caught:
         load_policy(document)
     assert len(caught.value.problems) >= 3
@@ -239,13 +335,19 @@ def test_required_sections_and_warnings() -> None:
         load_policy(["not", "a", "mapping"])
     document = load_policy(global_document()).document
     assert warnings(document) == []
-    sparse = load_policy(minimal_document(rules=[
-        {"id": "a", "when": "true", "outcome": "BLOCK", "reason": "x"}])).document
+    sparse = load_policy(
+        minimal_document(rules=[{"id": "a", "when": "true", "outcome": "BLOCK", "reason": "x"}])
+    ).document
     assert "notices: no notice for reason 'x' (authors get a generic message)" in warnings(sparse)
 
 
-_score_values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-3, 3),
-                          st.none(), st.text(max_size=3), st.booleans())
+_score_values = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(-3, 3),
+    st.none(),
+    st.text(max_size=3),
+    st.booleans(),
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -253,24 +355,45 @@ _score_values = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.int
     modality=st.sampled_from(["text", "image", "audio", "video", "hologram", ""]),
     surface=st.sampled_from(["public_post", "comment", "dm", "profile", ""]),
     scores=st.dictionaries(
-        st.tuples(st.sampled_from(["nsfw_image", "offensive_text", "media_check", "other"]),
-                  st.sampled_from(["nsfw", "offensive", "malware", "corrupt", "x"])),
-        _score_values, max_size=8),
+        st.tuples(
+            st.sampled_from(["nsfw_image", "offensive_text", "media_check", "other"]),
+            st.sampled_from(["nsfw", "offensive", "malware", "corrupt", "x"]),
+        ),
+        _score_values,
+        max_size=8,
+    ),
     unknown=st.frozensets(st.sampled_from(["nsfw_image", "offensive_text", "media_check"])),
-    outstanding=st.booleans(), paused=st.booleans(),
+    outstanding=st.booleans(),
+    paused=st.booleans(),
     banks=st.lists(st.sampled_from(["known_bad", "spam_campaign", "zzz"]), max_size=2),
     account_risk=st.floats(allow_nan=True, allow_infinity=True),
     report_count=st.integers(0, 10),
 )
 def test_evaluation_is_total_and_never_allows_what_is_incomplete(
-    modality: str, surface: str, scores: dict[tuple[str, str], Any], unknown: frozenset[str],
-    outstanding: bool, paused: bool, banks: list[str], account_risk: float, report_count: int,
+    modality: str,
+    surface: str,
+    scores: dict[tuple[str, str], Any],
+    unknown: frozenset[str],
+    outstanding: bool,
+    paused: bool,
+    banks: list[str],
+    account_risk: float,
+    report_count: int,
 ) -> None:
-    facts = ContentFacts(modality=modality, surface=surface, account_risk=account_risk,
-                         mime_type="image/jpeg", report_count=report_count)
-    verdict = POLICY.evaluate(facts, EvidenceView(scores=scores, unknown=unknown,
-                                                  outstanding=outstanding),
-                              ts=T0, hash_matches=banks, paused=paused)
+    facts = ContentFacts(
+        modality=modality,
+        surface=surface,
+        account_risk=account_risk,
+        mime_type="image/jpeg",
+        report_count=report_count,
+    )
+    verdict = POLICY.evaluate(
+        facts,
+        EvidenceView(scores=scores, unknown=unknown, outstanding=outstanding),
+        ts=T0,
+        hash_matches=banks,
+        paused=paused,
+    )
     assert verdict.outcome in ("ALLOW", "PROVISIONAL_ALLOW", "PENDING", "RESTRICT", "BLOCK")
     if outstanding or unknown or paused:
         assert verdict.outcome != "ALLOW"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import math
 
 import pytest
@@ -17,10 +16,17 @@ from operators.policy_expr import (
 )
 
 CONTEXT = EvalContext(
-    modality="image", surface="public_post", region="DE", audience="minor",
-    mime_type="image/jpeg", account_risk=0.4, size_bytes=2048, report_count=2,
+    modality="image",
+    surface="public_post",
+    region="DE",
+    audience="minor",
+    mime_type="image/jpeg",
+    account_risk=0.4,
+    size_bytes=2048,
+    report_count=2,
     scores={("nsfw_image", "nsfw"): 0.91, ("offensive_text", "offensive"): 0.2},
-    unknown=frozenset({"media_check"}), hash_matches=frozenset({"known_bad"}),
+    unknown=frozenset({"media_check"}),
+    hash_matches=frozenset({"known_bad"}),
 )
 
 
@@ -138,10 +144,18 @@ _ops = st.sampled_from(["<", "<=", ">", ">=", "==", "!="])
 _atoms = st.one_of(
     st.sampled_from(["true", "false"]),
     st.builds(lambda a, op, b: f"{a} {op} {b}", _number_term(), _ops, _number_term()),
-    st.builds(lambda f, op, s: f"{f} {op} {s!r}", st.sampled_from(_text_fields),
-              st.sampled_from(["==", "!="]), _strings),
-    st.builds(lambda f, neg, vals: f"{f} {'not in' if neg else 'in'} ({', '.join(map(repr, vals))},)",
-              st.sampled_from(_text_fields), st.booleans(), st.lists(_strings, min_size=1, max_size=3)),
+    st.builds(
+        lambda f, op, s: f"{f} {op} {s!r}",
+        st.sampled_from(_text_fields),
+        st.sampled_from(["==", "!="]),
+        _strings,
+    ),
+    st.builds(
+        lambda f, neg, vals: f"{f} {'not in' if neg else 'in'} ({', '.join(map(repr, vals))},)",
+        st.sampled_from(_text_fields),
+        st.booleans(),
+        st.lists(_strings, min_size=1, max_size=3),
+    ),
     st.builds(lambda d: f"unknown({d!r})", _detectors),
     st.just("hash_match('known_bad')"),
 )
@@ -149,18 +163,27 @@ _expressions = st.recursive(
     _atoms,
     lambda inner: st.one_of(
         inner.map(lambda e: f"not ({e})"),
-        st.builds(lambda a, b, op: f"({a}) {op} ({b})", inner, inner, st.sampled_from(["and", "or"])),
+        st.builds(
+            lambda a, b, op: f"({a}) {op} ({b})", inner, inner, st.sampled_from(["and", "or"])
+        ),
     ),
     max_leaves=12,
 )
 _contexts = st.builds(
     EvalContext,
-    modality=_strings, surface=_strings, region=_strings, audience=_strings, mime_type=_strings,
+    modality=_strings,
+    surface=_strings,
+    region=_strings,
+    audience=_strings,
+    mime_type=_strings,
     account_risk=st.floats(allow_nan=True, allow_infinity=True),
-    size_bytes=st.integers(0, 10**10), report_count=st.integers(0, 100),
-    scores=st.dictionaries(st.tuples(_detectors, _labels),
-                           st.floats(allow_nan=True, allow_infinity=True), max_size=6),
-    unknown=st.frozensets(_detectors), hash_matches=st.frozensets(st.just("known_bad")),
+    size_bytes=st.integers(0, 10**10),
+    report_count=st.integers(0, 100),
+    scores=st.dictionaries(
+        st.tuples(_detectors, _labels), st.floats(allow_nan=True, allow_infinity=True), max_size=6
+    ),
+    unknown=st.frozensets(_detectors),
+    hash_matches=st.frozensets(st.just("known_bad")),
 )
 
 
@@ -182,12 +205,14 @@ def test_index_guards_never_hide_a_match(text: str, context: EvalContext) -> Non
     context.scores = clean
     if compiled.guards is None or not compiled.evaluate(context):
         return
+
     def holds(guard: tuple) -> bool:
         if guard[0] == "score":
             return context.scores.get(guard[1], 0.0) >= guard[2]
         if guard[0] == "modality":
             return context.modality == guard[1]
         return guard[1] in context.hash_matches
+
     assert any(holds(guard) for guard in compiled.guards), (text, compiled.guards)
 
 
@@ -195,8 +220,22 @@ _SIDE_EFFECTS: list[str] = []
 
 
 def _snippet_calls() -> st.SearchStrategy[str]:
-    names = st.sampled_from(["print", "exec", "eval", "open", "getattr", "globals", "vars",
-                             "__import__", "compile", "breakpoint", "input", "_record"])
+    names = st.sampled_from(
+        [
+            "print",
+            "exec",
+            "eval",
+            "open",
+            "getattr",
+            "globals",
+            "vars",
+            "__import__",
+            "compile",
+            "breakpoint",
+            "input",
+            "_record",
+        ]
+    )
     return st.builds(lambda f, arg: f"{f}({arg!r})", names, st.text(max_size=8))
 
 
@@ -232,7 +271,8 @@ def test_python_outside_the_grammar_is_refused_without_running(text: str) -> Non
 
 def test_guards_pick_the_most_selective_conjunct() -> None:
     compiled = compile_expression(
-        "surface == 'dm' and score('a', 'x') >= 0.5 and score('b', 'y') >= 0.9")
+        "surface == 'dm' and score('a', 'x') >= 0.5 and score('b', 'y') >= 0.9"
+    )
     assert compiled.guards == (("score", ("b", "y"), 0.9),)
     either = compile_expression("score('a', 'x') >= 0.5 or hash_match('bank')")
     assert either.guards == (("score", ("a", "x"), 0.5), ("bank", "bank"))

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from operators.policy_store import (
@@ -52,9 +52,19 @@ def test_sign_verify_round_trip_and_tampering() -> None:
     assert record["signature"] == f"hmac-sha256:{expected}"
 
 
-@given(record=st.dictionaries(st.text(max_size=5), st.one_of(
-    st.integers(), st.text(max_size=10), st.booleans(), st.none(),
-    st.lists(st.integers(), max_size=3)), max_size=6))
+@given(
+    record=st.dictionaries(
+        st.text(max_size=5),
+        st.one_of(
+            st.integers(),
+            st.text(max_size=10),
+            st.booleans(),
+            st.none(),
+            st.lists(st.integers(), max_size=3),
+        ),
+        max_size=6,
+    )
+)
 def test_any_record_signs_and_verifies(record: dict[str, Any]) -> None:
     record = {key: value for key, value in record.items() if key != "signature"}
     record["signature"] = sign(record, KEY)
@@ -130,8 +140,9 @@ def test_a_version_applies_from_its_ts_on_whatever_the_arrival_order() -> None:
 
 
 def test_rollback_to_an_older_seen_version_only() -> None:
-    store = store_with(version_record(global_document(1), ts=T0),
-                       version_record(global_document(2), ts=T0 + 10))
+    store = store_with(
+        version_record(global_document(1), ts=T0), version_record(global_document(2), ts=T0 + 10)
+    )
     with pytest.raises(Rejected, match="never seen") as caught:
         store.apply(control("rollback", version=7, ts=T0 + 20), KEY)
     assert caught.value.error_class == "policy"
@@ -151,8 +162,9 @@ def test_shadow_and_canary_candidates() -> None:
         version_record(global_document(2), ts=T0 + 10, mode="shadow"),
         version_record(global_document(3), ts=T0 + 20, mode="canary", canary_percent=30.0),
     )
-    decided = {cid: store.resolve("global", T0 + 20, cid) for cid in
-               (f"content-{i}" for i in range(2000))}
+    decided = {
+        cid: store.resolve("global", T0 + 20, cid) for cid in (f"content-{i}" for i in range(2000))
+    }
     in_canary = [cid for cid, r in decided.items() if r.decide.version == 3]  # type: ignore[union-attr]
     assert 0.25 < len(in_canary) / len(decided) < 0.35
     for cid, resolution in decided.items():
@@ -172,9 +184,11 @@ def test_shadow_and_canary_candidates() -> None:
 
 
 def test_broadcast_state_round_trip() -> None:
-    store = store_with(version_record(global_document(1), ts=T0),
-                       version_record(global_document(2), ts=T0 + 10, mode="shadow"),
-                       control("pause_publication", ts=T0 + 5))
+    store = store_with(
+        version_record(global_document(1), ts=T0),
+        version_record(global_document(2), ts=T0 + 10, mode="shadow"),
+        control("pause_publication", ts=T0 + 5),
+    )
     copy = PolicyStore.from_records(json.loads(json.dumps(store.to_records())))
     for ts in (T0, T0 + 5, T0 + 10):
         assert copy.snapshot("global", ts) == store.snapshot("global", ts)
