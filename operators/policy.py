@@ -160,6 +160,27 @@ class EvidenceView:
     unknown: frozenset[str] = frozenset()
     outstanding: bool = False
 
+    @classmethod
+    def from_segments(
+        cls,
+        segments: Mapping[str, Mapping[int | None, Mapping[str, Any]]],
+        unknown: Iterable[str] = (),
+        outstanding: bool = False,
+    ) -> EvidenceView:
+        """Build the view from per-detector, per-segment label scores: `score()` reads the
+        highest of each label over segments; a value that is not a number in [0, 1] makes its
+        detector unknown instead (NaN is never a score)."""
+        best: dict[tuple[str, str], float] = {}
+        broken: set[str] = set(unknown)
+        for detector, by_segment in segments.items():
+            for labels in by_segment.values():
+                clean, bad = _clean_scores({(detector, label): v for label, v in labels.items()})
+                broken |= bad
+                for key, value in clean.items():
+                    if value > best.get(key, -1.0):
+                        best[key] = value
+        return cls(scores=best, unknown=frozenset(broken), outstanding=outstanding)
+
 
 @dataclass(frozen=True)
 class ContentFacts:
