@@ -403,9 +403,12 @@ def test_evaluation_is_total_and_never_allows_what_is_incomplete(
 
 def test_evidence_view_takes_the_highest_score_over_segments() -> None:
     view = EvidenceView.from_segments(
-        {"nsfw_image": {0: {"nsfw": 0.2}, 1: {"nsfw": 0.96}, 2: {"nsfw": 0.5}},
-         "media_check": {None: {"malware": 0.0, "corrupt": math.nan}}},
-        unknown=["offensive_text"], outstanding=False,
+        {
+            "nsfw_image": {0: {"nsfw": 0.2}, 1: {"nsfw": 0.96}, 2: {"nsfw": 0.5}},
+            "media_check": {None: {"malware": 0.0, "corrupt": math.nan}},
+        },
+        unknown=["offensive_text"],
+        outstanding=False,
     )
     assert view.scores == {("nsfw_image", "nsfw"): 0.96, ("media_check", "malware"): 0.0}
     assert view.unknown == {"offensive_text", "media_check"}
