@@ -163,7 +163,7 @@ class EvidenceView:
     @classmethod
     def from_segments(
         cls,
-        segments: Mapping[str, Mapping[int | None, Mapping[str, Any]]],
+        segments: Mapping[str, Mapping[Any, Mapping[str, Any]]],
         unknown: Iterable[str] = (),
         outstanding: bool = False,
     ) -> EvidenceView:

@@ -1,0 +1,369 @@
+"""The moderation step for one content version: evidence join, completeness, deadlines,
+human review, appeals, reports, deletes, and decisions that change only when they must.
+
+Pure Python over plain dict state (compact, JSON-serializable, no pickled objects): the Flink
+adapter (jobs/moderation.py) loads the state of a `(content_id, content_version)` key, calls
+`step` or `on_timer` with the input in event-time order and the policy resolution for its `ts`,
+stores the returned state, registers the returned timers and emits the returned outputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
+from operators.policy_store import Resolution
+
+VISIBILITY = {"ALLOW": "public", "PROVISIONAL_ALLOW": "public", "RESTRICT": "limited",
+              "PENDING": "pending", "BLOCK": "hidden"}
+HUMAN_STATE = {"BLOCK": "blocked", "RESTRICT": "restricted", "ALLOW": "approved",
+               "PROVISIONAL_ALLOW": "approved", "PENDING": "pending_review"}
+# How long a decided version keeps its state for review, appeal and re-evaluation, and how long
+# a deleted version (or evidence whose upsert never came) is remembered. docs/moderation.md.
+STATE_TTL_MS = 30 * 86_400_000
+TOMBSTONE_TTL_MS = 86_400_000
+ORPHAN_TTL_MS = 86_400_000
+
+Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
+State = dict[str, Any]
+
+
+def sha256_hex(*parts: object) -> str:
+    return hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the adapter knows at the event's time: policies and the content's bank matches."""
+
+    resolution: Resolution
+    hash_matches: frozenset[str] = frozenset()
+
+
+@dataclass
+class StepResult:
+    state: State | None
+    outputs: list[Output] = field(default_factory=list)
+    timers: list[int] = field(default_factory=list)
+    dead_letters: list[tuple[str, str]] = field(default_factory=list)  # (error_class, message)
+
+
+def new_state(content_id: str, content_version: int) -> State:
+    return {"cid": content_id, "ver": content_version, "content": None, "events": [],
+            "evidence": {}, "reporters": [], "human": None, "appeal": None, "rev": 0,
+            "last": None, "tasks": [], "open_tasks": [], "deadline": None, "deleted": False,
+            "shadow": {}, "ttl": None}
+
+
+def _segment(state: State, segment_id: int | None) -> int | None:
+    segments = (state["content"] or {}).get("segments", 1)
+    if segments == 1 and segment_id in (None, 0):
+        return 0
+    return segment_id
+
+
+def _required(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
+    return list(policy.required_detectors(content["modality"])) if policy else []
+
+
+def _evidence(state: State, policy: CompiledPolicy | None, ts: int
+              ) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
+    """The evidence view for `policy`, the completeness record, the provenance list, and
+    whether the deadline has passed with evidence still missing (state `expired`)."""
+    content = state["content"]
+    segments = content.get("segments", 1)
+    required = _required(policy, content)
+    wanted = {(d, s) for d in required for s in range(segments)}
+    received: set[tuple[str, int]] = set()
+    failed: set[str] = set()
+    # Scores per (segment, model version): score() reads the highest, so two model versions of
+    # a detector never make content look safer than either says.
+    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    provenance = []
+    for key in sorted(state["evidence"]):
+        result = state["evidence"][key]
+        detector = result["detector"]
+        segment = _segment(state, result["segment_id"])
+        covered = range(segments) if segment is None else [segment]
+        received.update((detector, s) for s in covered if (detector, s) in wanted)
+        if result["status"] != "ok":
+            failed.add(detector)
+        else:
+            per_segment.setdefault(detector, {})[(segment, result["model_version"])] = (
+                result["scores"] or {})
+        provenance.append({"detector": detector, "model_version": result["model_version"],
+                           "segment_id": result["segment_id"],
+                           "evidence_ref": result.get("evidence_ref")})
+    missing = {detector for detector, _ in wanted - received}
+    expired = bool(missing) and state["deadline"] is not None and ts >= state["deadline"]
+    view = EvidenceView.from_segments(
+        per_segment, unknown=failed | (missing if expired else set()),
+        outstanding=bool(missing) and not expired,
+    )
+    completeness = {"required": len(wanted), "received": len(received),
+                    "unknown": sorted(view.unknown)}
+    return view, completeness, provenance, expired
+
+
+def _state_name(state: State, verdict: Verdict, view: EvidenceView, expired: bool) -> str:
+    if state["deleted"]:
+        return "deleted"
+    if verdict.limit_failed:
+        return "failed"
+    if state["human"] is not None:
+        return HUMAN_STATE[verdict.outcome]
+    if expired:
+        return "expired"
+    if verdict.outcome == "BLOCK":
+        return "blocked"
+    if state["open_tasks"]:
+        return "pending_review"
+    if view.outstanding:
+        return "scanning"
+    return {"RESTRICT": "restricted", "PENDING": "pending_review"}.get(verdict.outcome, "approved")
+
+
+@dataclass(frozen=True)
+class _Evaluation:
+    verdict: Verdict
+    view: EvidenceView
+    completeness: dict[str, Any]
+    provenance: list[dict[str, Any]]
+    expired: bool
+
+
+def _evaluate(state: State, policy: CompiledPolicy | None, ctx: Context, ts: int,
+              fast_gate: bool = False) -> _Evaluation:
+    content = state["content"]
+    view, completeness, provenance, expired = _evidence(state, policy, ts)
+    if fast_gate and completeness["required"]:
+        view = EvidenceView(outstanding=True)  # the gate waits for no model
+    facts = ContentFacts(
+        modality=content["modality"], surface=content["surface"], region=content["region"],
+        audience=content["audience"], account_risk=content["account_risk"],
+        size_bytes=content["size_bytes"], mime_type=content["mime_type"],
+        report_count=len(state["reporters"]),
+    )
+    human = state["human"]
+    if policy is None:
+        verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
+    else:
+        verdict = policy.evaluate(
+            facts, view, ts=ts, hash_matches=ctx.hash_matches,
+            human_outcome=(human["outcome"], human["reason"]) if human else None,
+            paused=ctx.resolution.paused,
+        )
+    return _Evaluation(verdict, view, completeness, provenance,
+                       expired and not verdict.limit_failed)
+
+
+def _decide(state: State, ctx: Context, ts: int, trigger: str, *, fast_gate: bool = False
+            ) -> list[Output]:
+    """Evaluate; emit a decision revision (with an action when visibility changes) only when
+    outcome, restriction or state changed; open the review tasks the policy asks for."""
+    if state["content"] is None:
+        return []
+    policy = ctx.resolution.decide
+    evaluation = _evaluate(state, policy, ctx, ts, fast_gate)
+    verdict = evaluation.verdict
+    cid, ver = state["cid"], state["ver"]
+    new_tasks = []
+    if state["human"] is None:
+        for ask in verdict.review:
+            task_id = f"review-{sha256_hex(cid, ver, ask.queue)[:20]}"
+            if task_id not in state["tasks"]:
+                state["tasks"].append(task_id)
+                state["open_tasks"].append(task_id)
+                new_tasks.append((task_id, ask))
+    name = _state_name(state, verdict, evaluation.view, evaluation.expired)
+    outputs: list[Output] = []
+    last = state["last"]
+    current = {"outcome": verdict.outcome, "restriction": verdict.restriction, "state": name}
+    if last is None or any(last[k] != current[k] for k in current):
+        state["rev"] += 1
+        revision = state["rev"]
+        outputs.append(("moderation.decisions", cid, _decision_record(
+            state, evaluation, name, trigger, ts, policy)))
+        visibility = "hidden" if name == "deleted" else VISIBILITY[verdict.outcome]
+        if last is None or (last["visibility"], last["restriction"]) != (
+                visibility, verdict.restriction):
+            action: dict[str, Any] = {
+                "action_id": sha256_hex(cid, ver, revision), "content_id": cid,
+                "content_version": ver, "decision_revision": revision,
+                "outcome": verdict.outcome, "visibility": visibility,
+                "policy_version": policy.version if policy else 0, "ts": ts,
+            }
+            if verdict.restriction:
+                action["restriction"] = verdict.restriction
+            outputs.append(("moderation.actions", cid, action))
+        state["last"] = {**current, "visibility": visibility}
+    for task_id, ask in new_tasks:
+        outputs.append(("review.tasks", cid, _task(
+            state, task_id, "review", ask.queue, ask.priority, verdict.reasons,
+            evaluation.provenance, policy, ts)))
+    outputs += _shadows(state, ctx, ts, trigger)
+    return outputs
+
+
+def _decision_record(state: State, evaluation: _Evaluation, name: str, trigger: str, ts: int,
+                     policy: CompiledPolicy | None, revision: int | None = None
+                     ) -> dict[str, Any]:
+    cid, ver = state["cid"], state["ver"]
+    revision = revision or state["rev"]
+    verdict = evaluation.verdict
+    record: dict[str, Any] = {
+        "decision_id": sha256_hex("decision", cid, ver, revision), "content_id": cid,
+        "content_version": ver, "decision_revision": revision, "outcome": verdict.outcome,
+        "reasons": list(verdict.reasons), "matched_rules": list(verdict.matched_rules),
+        "policy_id": policy.policy_id if policy else "none",
+        "policy_version": policy.version if policy else 0, "evidence": evaluation.provenance,
+        "completeness": evaluation.completeness, "trigger": trigger, "state": name, "ts": ts,
+    }
+    if verdict.restriction:
+        record["restriction"] = verdict.restriction
+    if verdict.expires_ts is not None:
+        record["expires_ts"] = verdict.expires_ts
+    return record
+
+
+def _task(state: State, task_id: str, kind: str, queue: str, priority: int,
+          reasons: Iterable[str], provenance: list[dict[str, Any]],
+          policy: CompiledPolicy | None, ts: int) -> dict[str, Any]:
+    return {"task_id": task_id, "kind": kind, "content_id": state["cid"],
+            "content_version": state["ver"], "decision_revision": max(state["rev"], 1),
+            "policy_version": policy.version if policy else 0, "queue": queue,
+            "priority": priority, "reasons": list(reasons),
+            "evidence": [p["evidence_ref"] for p in provenance if p.get("evidence_ref")],
+            "ts": ts}
+
+
+def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:
+    """Shadow and canary candidates on the same input, into moderation.shadow."""
+    outputs: list[Output] = []
+    for policy in ctx.resolution.shadows:
+        evaluation = _evaluate(state, policy, ctx, ts)
+        name = _state_name(state, evaluation.verdict, evaluation.view, evaluation.expired)
+        key = str(policy.version)
+        last = state["shadow"].get(key)
+        current = [evaluation.verdict.outcome, evaluation.verdict.restriction, name]
+        if last is not None and last[:3] == current:
+            continue
+        revision = (last[3] if last else 0) + 1
+        state["shadow"][key] = [*current, revision]
+        record = _decision_record(state, evaluation, name, trigger, ts, policy,
+                                  revision=revision)
+        record["shadow"] = True
+        outputs.append(("moderation.shadow", state["cid"], record))
+    return outputs
+
+
+def _deadline_timer(state: State, policy: CompiledPolicy | None) -> list[int]:
+    content = state["content"]
+    deadline = policy.deadline_ms(content["modality"]) if policy else None
+    if deadline is None:
+        return []
+    state["deadline"] = content["ts"] + deadline
+    return [state["deadline"]]
+
+
+def _ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
+    """Keep the state until `ttl_ms` after the latest input; later timers supersede."""
+    state["ttl"] = ts + ttl_ms if replace else max(state["ttl"] or 0, ts + ttl_ms)
+    return [state["ttl"]]
+
+
+def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) -> StepResult:
+    """Apply one input of this content version at event time `ts` (its own `ts`)."""
+    if state is None:
+        state = new_state(record.content_id, record.content_version)
+    result = StepResult(state)
+    if record.event_id in state["events"]:
+        return result  # a duplicate changes nothing and emits nothing
+    if state["deleted"]:
+        state["events"].append(record.event_id)
+        return result  # late input for a deleted version is ignored
+    state["events"].append(record.event_id)
+
+    if topic == "content.versions":
+        if record.type == "delete":
+            state["deleted"] = True
+            if state["content"] is not None:
+                result.outputs += _decide(state, ctx, ts, "delete")
+            _compact_tombstone(state)
+            result.timers += _ttl(state, ts, TOMBSTONE_TTL_MS, replace=True)
+            return result
+        if state["content"] is not None:
+            return result  # the same version uploaded twice: the first one counts
+        content: dict[str, Any] = record.model_dump(
+            include={"modality", "surface", "region", "audience", "account_risk",
+                     "size_bytes", "mime_type", "sha256", "phash", "segments", "author_id",
+                     "ts"})
+        state["content"] = content
+        result.timers += _deadline_timer(state, ctx.resolution.decide)
+        result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
+        if state["evidence"] or not _required(ctx.resolution.decide, content):
+            result.outputs += _decide(state, ctx, ts, "evidence")
+    elif topic == "detector.results":
+        key = f"{record.detector}|{record.model_version}|{record.segment_id}"
+        normalized = f"{record.detector}|{record.model_version}|" \
+                     f"{0 if record.segment_id is None else record.segment_id}"
+        if key in state["evidence"] or normalized in state["evidence"]:
+            return result  # the same evidence key again
+        state["evidence"][normalized] = {
+            "detector": record.detector, "model_version": record.model_version,
+            "segment_id": record.segment_id, "status": record.status,
+            "scores": dict(record.scores) if record.scores else None,
+            "evidence_ref": record.evidence_ref, "ts": record.ts,
+        }
+        result.outputs += _decide(state, ctx, ts, "evidence")
+    elif topic == "moderation.reports":
+        if record.reporter_id not in state["reporters"]:
+            state["reporters"].append(record.reporter_id)
+            result.outputs += _decide(state, ctx, ts, "report")
+    elif topic == "review.decisions":
+        appeal = state["appeal"]
+        trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
+        state["human"] = {"outcome": record.outcome, "reason": record.reason, "ts": ts}
+        state["open_tasks"] = []
+        if trigger == "appeal":
+            state["appeal"] = None
+        result.outputs += _decide(state, ctx, ts, trigger)
+    elif topic == "moderation.appeals":
+        if state["appeal"] is not None:
+            result.dead_letters.append(("conflict", f"appeal {record.appeal_id}: appeal "
+                                        f"{state['appeal']} is still active for this version"))
+            return result
+        state["appeal"] = record.appeal_id
+        task_id = f"appeal-{record.appeal_id}"
+        state["tasks"].append(task_id)
+        state["open_tasks"].append(task_id)
+        policy = ctx.resolution.decide
+        result.outputs.append(("review.tasks", state["cid"], _task(
+            state, task_id, "appeal", "appeals", 1, ["appeal"], [], policy, ts)))
+    elif topic == "moderation.reevaluate":
+        result.outputs += _decide(state, ctx, ts, "reevaluation")
+    ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS
+    result.timers += _ttl(state, ts, ttl)
+    return result
+
+
+def _compact_tombstone(state: State) -> None:
+    """A deleted version keeps only what ignores late input: its event ids and revision."""
+    for key in ("evidence", "reporters", "tasks", "open_tasks"):
+        state[key] = [] if isinstance(state[key], list) else {}
+    state["shadow"] = {}
+
+
+def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
+    """A deadline or a state TTL fired at event time `ts`."""
+    if state is None:
+        return StepResult(None)
+    if state["ttl"] is not None and ts >= state["ttl"]:
+        return StepResult(None)  # every final state clears its keyed state
+    result = StepResult(state)
+    if state["deadline"] is not None and ts == state["deadline"] and not state["deleted"]:
+        result.outputs += _decide(state, ctx, ts, "deadline")
+    return result

@@ -1,0 +1,448 @@
+"""The moderation step: every contract rule on one content version, and its properties."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.moderation import (
+    ORPHAN_TTL_MS,
+    STATE_TTL_MS,
+    TOMBSTONE_TTL_MS,
+    Context,
+    Output,
+    StepResult,
+    on_timer,
+    sha256_hex,
+    step,
+)
+from operators.policy_store import PolicyStore
+from schemas import parse
+from tests.conftest import T0, delete, evidence, upload
+from tests.operators.policy_builders import global_document
+
+ONE_SECOND = 1000
+
+
+def context(*, paused: bool = False, banks: Iterable[str] = (), shadow: bool = False,
+            **document_changes: Any) -> Context:
+    store = PolicyStore()
+    store.install(global_document(1, **document_changes), ts=0)
+    resolution = store.resolve("global", T0, "x")
+    if shadow:
+        shadow_store = PolicyStore()
+        shadow_store.install(global_document(2, default="PENDING", unknown={
+            "high_risk": "BLOCK", "default": "BLOCK"}), ts=0)
+        resolution = type(resolution)(resolution.decide,
+                                      (shadow_store.resolve("global", T0, "x").decide,), paused)
+    elif paused:
+        resolution = type(resolution)(resolution.decide, (), True)
+    return Context(resolution=resolution, hash_matches=frozenset(banks))
+
+
+CTX = context()
+TOPIC_OF = {"upsert": "content.versions", "delete": "content.versions"}
+
+
+class Version:
+    """Drives one (content_id, content_version) key through `step` / `on_timer` like Flink."""
+
+    def __init__(self, ctx: Context = CTX) -> None:
+        self.ctx = ctx
+        self.state: dict[str, Any] | None = None
+        self.outputs: list[Output] = []
+        self.timers: set[int] = set()
+        self.dead_letters: list[tuple[str, str]] = []
+
+    def _take(self, result: StepResult) -> StepResult:
+        # The state must survive a JSON round trip: it is what Flink stores.
+        self.state = json.loads(json.dumps(result.state)) if result.state is not None else None
+        self.outputs += result.outputs
+        self.timers |= set(result.timers)
+        self.dead_letters += result.dead_letters
+        return result
+
+    def send(self, topic: str, record: dict[str, Any]) -> StepResult:
+        parsed = parse(topic, json.dumps(record))
+        return self._take(step(self.state, topic, parsed, record["ts"], self.ctx))
+
+    def upload(self, **fields: Any) -> StepResult:
+        return self.send("content.versions", upload(**fields))
+
+    def evidence(self, **fields: Any) -> StepResult:
+        return self.send("detector.results", evidence(**fields))
+
+    def fire(self, ts: int) -> StepResult:
+        self.timers.discard(ts)
+        return self._take(on_timer(self.state, ts, self.ctx))
+
+    def fire_until(self, ts: int) -> None:
+        for timer in sorted(t for t in self.timers if t <= ts):
+            self.fire(timer)
+
+    def of(self, topic: str) -> list[dict[str, Any]]:
+        return [record for name, _, record in self.outputs if name == topic]
+
+    @property
+    def decisions(self) -> list[dict[str, Any]]:
+        return self.of("moderation.decisions")
+
+    @property
+    def last(self) -> dict[str, Any]:
+        return self.decisions[-1]
+
+
+def image(**fields: Any) -> dict[str, Any]:
+    return {"modality": "image", "mime_type": "image/jpeg", "size_bytes": 50_000, **fields}
+
+
+def image_evidence(content_id: str, at: int, *, nsfw: float = 0.01, malware: float = 0.0,
+                   segment_id: int | None = None) -> list[dict[str, Any]]:
+    return [
+        evidence(content_id, at, event_id=f"n-{content_id}-{at}-{segment_id}",
+                 detector="nsfw_image", model_version="open_nsfw-1", segment_id=segment_id,
+                 scores={"nsfw": nsfw}),
+        evidence(content_id, at + 1, event_id=f"m-{content_id}-{at}-{segment_id}",
+                 detector="media_check", model_version="media-1", segment_id=segment_id,
+                 scores={"malware": malware, "corrupt": 0.0, "mime_mismatch": 0.0}),
+    ]
+
+
+def test_fast_gate_then_evidence_then_approved_with_provenance() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    gate = version.last
+    assert (gate["trigger"], gate["outcome"], gate["state"], gate["decision_revision"]) == (
+        "fast_gate", "PROVISIONAL_ALLOW", "scanning", 1)
+    assert gate["expires_ts"] == T0 + 3_600_000
+    assert gate["completeness"] == {"required": 2, "received": 0, "unknown": []}
+    for record in image_evidence("c-1", T0 + ONE_SECOND):
+        version.send("detector.results", record)
+    final = version.last
+    assert (final["trigger"], final["outcome"], final["state"], final["decision_revision"]) == (
+        "evidence", "ALLOW", "approved", 2)
+    assert final["completeness"] == {"required": 2, "received": 2, "unknown": []}
+    assert {e["detector"] for e in final["evidence"]} == {"nsfw_image", "media_check"}
+    assert final["policy_id"] == "global" and final["policy_version"] == 1
+    assert final["decision_id"] == sha256_hex("decision", "c-1", 1, 2)
+    # PROVISIONAL_ALLOW -> ALLOW keeps the visibility `public`: one action only.
+    actions = version.of("moderation.actions")
+    assert [(a["decision_revision"], a["visibility"]) for a in actions] == [(1, "public")]
+    assert actions[0]["action_id"] == sha256_hex("c-1", 1, 1)
+
+
+def test_high_risk_surface_waits_pending_and_never_allows_before_complete() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    assert (version.last["outcome"], version.last["state"]) == ("PENDING", "scanning")
+    version.send("detector.results", image_evidence("c-1", T0 + 1)[0])
+    assert len(version.decisions) == 1  # half the evidence: nothing changed
+    version.send("detector.results", image_evidence("c-1", T0 + 1)[1])
+    assert version.last["outcome"] == "ALLOW"
+    assert [a["visibility"] for a in version.of("moderation.actions")] == ["pending", "public"]
+
+
+def test_duplicates_change_nothing() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    version.upload(**image(surface="comment"))  # same event id
+    version.send("content.versions", upload(event_id="other", **image(surface="dm")))
+    first = image_evidence("c-1", T0 + 1)[0]
+    version.send("detector.results", first)
+    before = list(version.outputs)
+    version.send("detector.results", first)  # same event id
+    version.send("detector.results", {**first, "event_id": "new-id", "scores": {"nsfw": 0.99}})
+    assert version.outputs == before
+
+
+def test_evidence_before_the_upsert_is_kept_and_joined() -> None:
+    version = Version()
+    for record in image_evidence("c-1", T0 - 5 * ONE_SECOND, nsfw=0.8):
+        version.send("detector.results", record)
+    assert version.decisions == []
+    version.upload(**image(surface="comment"))
+    assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
+    assert (version.last["outcome"], version.last["restriction"]) == ("RESTRICT", "age_gate")
+    tasks = version.of("review.tasks")
+    assert [(t["queue"], t["kind"], t["priority"]) for t in tasks] == [("adult", "review", 2)]
+    assert version.last["state"] == "pending_review"
+
+
+def test_segments_complete_only_when_every_segment_reported() -> None:
+    version = Version()
+    version.upload(**image(modality="video", mime_type="video/mp4", surface="comment",
+                           segments=3))
+    for segment in (0, 1):
+        for record in image_evidence("c-1", T0 + segment * 10, segment_id=segment):
+            version.send("detector.results", record)
+    assert version.last["state"] == "scanning"
+    assert version.last["completeness"]["required"] == 6
+    # media_check first, so the decision that changes comes with the last piece of evidence.
+    for record in reversed(image_evidence("c-1", T0 + 50, segment_id=2, nsfw=0.99)):
+        version.send("detector.results", record)
+    assert version.last["completeness"] == {"required": 6, "received": 6, "unknown": []}
+    assert version.last["outcome"] == "RESTRICT"  # comment: age gate, not the public block
+
+
+def test_single_segment_null_and_zero_are_the_same_segment() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    nsfw, media = image_evidence("c-1", T0 + 1)
+    version.send("detector.results", nsfw)
+    version.send("detector.results", {**media, "segment_id": 0})
+    assert version.last["completeness"]["received"] == 2
+
+
+def test_deadline_with_missing_evidence_expires_naming_the_detector() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    version.send("detector.results", image_evidence("c-1", T0 + 1)[1])
+    deadline = T0 + 30_000
+    assert deadline in version.timers
+    version.fire(deadline)
+    last = version.last
+    assert (last["trigger"], last["state"], last["ts"], last["outcome"]) == (
+        "deadline", "expired", deadline, "PENDING")
+    assert last["completeness"]["unknown"] == ["nsfw_image"]
+    assert "unknown-high-risk-visual" in last["matched_rules"]
+
+
+def test_timeout_and_error_are_unknown_never_safe() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    nsfw, media = image_evidence("c-1", T0 + 1)
+    version.send("detector.results", {**nsfw, "status": "timeout", "scores": None})
+    version.send("detector.results", media)
+    assert version.last["outcome"] == "PROVISIONAL_ALLOW"
+    assert version.last["completeness"]["unknown"] == ["nsfw_image"]
+
+
+def test_hash_bank_match_blocks_at_the_fast_gate() -> None:
+    version = Version(context(banks=["known_bad"]))
+    version.upload(**image(surface="comment"))
+    assert (version.last["trigger"], version.last["outcome"], version.last["state"]) == (
+        "fast_gate", "BLOCK", "blocked")
+    assert version.last["matched_rules"] == ["hash_bank:known_bad"]
+    assert version.of("moderation.actions")[0]["visibility"] == "hidden"
+
+
+def test_a_failed_limit_is_failed_pending() -> None:
+    version = Version()
+    version.upload(**image(surface="comment", mime_type="image/bmp"))
+    assert (version.last["outcome"], version.last["state"], version.last["reasons"]) == (
+        "PENDING", "failed", ["limit_mime_type"])
+
+
+def test_human_review_is_sticky_until_another_human_decides() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    review = {"event_id": "rv-1", "task_id": "t-ext", "content_id": "c-1",
+              "content_version": 1, "reviewer_id": "r1", "outcome": "BLOCK",
+              "reason": "sexual_content", "ts": T0 + 10}
+    version.send("review.decisions", review)
+    assert (version.last["trigger"], version.last["outcome"], version.last["state"]) == (
+        "review", "BLOCK", "blocked")
+    count = len(version.decisions)
+    for record in image_evidence("c-1", T0 + 20, nsfw=0.0):
+        version.send("detector.results", record)
+    version.send("moderation.reevaluate", {"event_id": "re-1", "content_id": "c-1",
+                                           "content_version": 1, "reason": "x", "ts": T0 + 30})
+    assert len(version.decisions) == count
+    version.send("review.decisions", {**review, "event_id": "rv-2", "outcome": "ALLOW",
+                                      "reason": "ok", "ts": T0 + 40})
+    assert (version.last["outcome"], version.last["state"]) == ("ALLOW", "approved")
+
+
+def test_appeal_opens_one_task_conflicts_go_to_the_dlq_and_the_review_closes_it() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    for record in image_evidence("c-1", T0 + 1, nsfw=0.99):
+        version.send("detector.results", record)
+    assert version.last["outcome"] == "BLOCK"
+    appeal = {"event_id": "ap-1", "appeal_id": "a1", "content_id": "c-1", "content_version": 1,
+              "decision_revision": 1, "user_id": "author-1", "ts": T0 + 100}
+    version.send("moderation.appeals", appeal)
+    task = version.of("review.tasks")[-1]
+    assert (task["task_id"], task["kind"]) == ("appeal-a1", "appeal")
+    version.send("moderation.appeals", {**appeal, "event_id": "ap-2", "appeal_id": "a2"})
+    assert version.dead_letters and version.dead_letters[0][0] == "conflict"
+    version.send("review.decisions", {"event_id": "rv", "task_id": "appeal-a1",
+                                      "content_id": "c-1", "content_version": 1,
+                                      "reviewer_id": "r", "outcome": "ALLOW",
+                                      "reason": "appeal_granted", "ts": T0 + 200})
+    assert (version.last["trigger"], version.last["outcome"]) == ("appeal", "ALLOW")
+    version.send("moderation.appeals", {**appeal, "event_id": "ap-3", "appeal_id": "a3"})
+    assert version.of("review.tasks")[-1]["task_id"] == "appeal-a3"  # closed, so a new one
+
+
+def test_reports_open_a_review_at_the_threshold_and_never_change_the_outcome() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    outcome = version.last["outcome"]
+    for index, reporter in enumerate(["u1", "u2", "u2", "u3"]):
+        version.send("moderation.reports", {"event_id": f"rp-{index}", "report_id": f"r{index}",
+                                            "content_id": "c-1", "content_version": 1,
+                                            "reporter_id": reporter, "reason": "spam",
+                                            "ts": T0 + 10 + index})
+    tasks = version.of("review.tasks")
+    assert [t["queue"] for t in tasks] == ["reports"]
+    assert (version.last["trigger"], version.last["state"], version.last["outcome"]) == (
+        "report", "pending_review", outcome)
+
+
+def test_delete_hides_ignores_late_input_and_clears_state() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    version.send("content.versions", delete(at=T0 + 5))
+    assert (version.last["trigger"], version.last["state"]) == ("delete", "deleted")
+    assert version.of("moderation.actions")[-1]["visibility"] == "hidden"
+    count = len(version.outputs)
+    for record in image_evidence("c-1", T0 + 10, nsfw=0.99):
+        version.send("detector.results", record)
+    assert len(version.outputs) == count
+    version.fire_until(T0 + 5 + TOMBSTONE_TTL_MS)
+    assert version.state is None
+
+
+def test_state_and_timers_are_cleared_after_the_ttl() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    version.fire_until(T0 + STATE_TTL_MS - 1)
+    assert version.state is not None  # still there for review, appeal, re-evaluation
+    version.fire_until(max(version.timers))
+    assert version.state is None
+    assert version.state is None and max(version.timers, default=0) <= T0 + 2 + STATE_TTL_MS
+    orphan = Version()
+    orphan.send("detector.results", image_evidence("c-9", T0)[0])
+    orphan.fire_until(T0 + ORPHAN_TTL_MS)
+    assert orphan.state is None
+
+
+def test_pause_floors_new_decisions_at_pending() -> None:
+    version = Version(context(paused=True))
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    assert version.last["outcome"] == "PENDING"
+    assert "publication_paused" in version.last["reasons"]
+
+
+def test_shadow_policy_decisions_go_to_moderation_shadow_only() -> None:
+    version = Version(context(shadow=True))
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    assert version.last["outcome"] == "ALLOW"
+    shadows = version.of("moderation.shadow")
+    assert shadows and all(s["shadow"] is True and s["policy_version"] == 2 for s in shadows)
+    assert shadows[-1]["outcome"] == "PENDING"
+    assert [s["decision_revision"] for s in shadows] == list(range(1, len(shadows) + 1))
+
+
+def test_outputs_match_the_contract_schemas() -> None:
+    version = Version(context(shadow=True))
+    version.upload(**image(surface="public_post"))
+    for record in image_evidence("c-1", T0 + 1, nsfw=0.8):
+        version.send("detector.results", record)
+    version.fire(T0 + 30_000)
+    for topic, _, record in version.outputs:
+        parse(topic, json.dumps(record))  # raises on any field the contract does not have
+
+
+# Properties.
+_evidence_records = st.lists(
+    st.tuples(st.sampled_from(["nsfw_image", "media_check", "offensive_text"]),
+              st.sampled_from([None, 0, 1, 2]), st.sampled_from(["ok", "timeout"]),
+              st.floats(0, 1), st.sampled_from(["m1", "m2"])),
+    min_size=0, max_size=10,
+)
+
+
+def _records(items: list[tuple[str, int | None, str, float, str]]) -> list[dict[str, Any]]:
+    label = {"nsfw_image": "nsfw", "media_check": "malware", "offensive_text": "offensive"}
+    records = []
+    for index, (detector, segment, status, score, model) in enumerate(items):
+        records.append(evidence("c-1", T0 + 100 + index, event_id=f"e{index}",
+                                detector=detector, model_version=model, segment_id=segment,
+                                status=status,
+                                scores={label[detector]: score} if status == "ok" else None))
+    # The contract: one evidence key, one result (a repeat is a duplicate).
+    unique: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for record in records:
+        key = (record["detector"], record["model_version"], record["segment_id"] or 0)
+        unique.setdefault(key, record)
+    return list(unique.values())
+
+
+def _final(records: list[dict[str, Any]], surface: str) -> tuple[Any, ...]:
+    version = Version()
+    version.upload(**image(surface=surface, modality="video", mime_type="video/mp4", segments=3))
+    for record in records:
+        version.send("detector.results", record)
+    last = version.last
+    # Completeness is that of the last emitted revision, which depends on arrival order; the
+    # decision itself must not.
+    return last["outcome"], last.get("restriction"), last["state"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(items=_evidence_records, data=st.data(),
+       surface=st.sampled_from(["comment", "public_post"]))
+def test_any_permutation_and_duplication_of_evidence_gives_the_same_final_decision(
+    items: list[tuple[str, int | None, str, float, str]], data: st.DataObject, surface: str
+) -> None:
+    records = _records(items)
+    shuffled = data.draw(st.permutations(records))
+    duplicated = shuffled + data.draw(st.lists(st.sampled_from(records), max_size=5)) \
+        if records else shuffled
+    assert _final(records, surface) == _final(duplicated, surface)
+
+
+@settings(max_examples=100, deadline=None)
+@given(items=_evidence_records, reviews=st.lists(st.sampled_from(
+    ["ALLOW", "BLOCK", "RESTRICT", "PENDING"]), max_size=2))
+def test_revisions_strictly_increase_and_each_decision_differs_from_the_previous(
+    items: list[tuple[str, int | None, str, float, str]], reviews: list[str]
+) -> None:
+    version = Version()
+    version.upload(**image(surface="public_post", modality="video", mime_type="video/mp4",
+                           segments=3))
+    for record in _records(items):
+        version.send("detector.results", record)
+    for index, outcome in enumerate(reviews):
+        version.send("review.decisions", {
+            "event_id": f"rv{index}", "task_id": "t", "content_id": "c-1",
+            "content_version": 1, "reviewer_id": "r", "outcome": outcome,
+            "reason": "sexual_content", "ts": T0 + 10_000 + index})
+    version.fire_until(T0 + 120_000)
+    revisions = [d["decision_revision"] for d in version.decisions]
+    assert revisions == list(range(1, len(revisions) + 1))
+    keys = [(d["outcome"], d.get("restriction"), d["state"]) for d in version.decisions]
+    assert all(a != b for a, b in zip(keys, keys[1:], strict=False))
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=_evidence_records)
+def test_evidence_of_another_version_never_changes_a_version(
+    items: list[tuple[str, int | None, str, float, str]]
+) -> None:
+    alone = Version()
+    alone.upload(**image(surface="comment"))
+    beside = Version()
+    beside.upload(**image(surface="comment"))
+    other = Version()  # version 2 of the same content, its own key as in the job
+    other.send("content.versions", upload(content_version=2, event_id="v2", **image(
+        surface="comment")))
+    for record in _records(items):
+        other.send("detector.results", {**record, "content_version": 2})
+    assert alone.outputs == beside.outputs
+    assert all(r["content_version"] == 2 for _, _, r in other.outputs)
