@@ -55,6 +55,9 @@ class JobConfig:
     parallelism: int = 1
     restore_from: str | None = None
     log_dir: Path | None = None
+    # None: Flink's default (exponential back-off, for long-running jobs); "none" for replay,
+    # where a failure must end the run instead of retrying forever.
+    restart_strategy: str | None = None
     topics: dict[str, str] = field(default_factory=dict)
 
     def topic(self, name: str) -> str:
@@ -110,6 +113,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     conf.set_string("execution.checkpointing.num-retained", "3")
     if config.restore_from:
         conf.set_string("execution.state-recovery.path", config.restore_from)
+    if config.restart_strategy:
+        conf.set_string("restart-strategy.type", config.restart_strategy)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(config.parallelism)
     return env

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from collections.abc import Callable
 
 from modstream.config import Settings
@@ -73,6 +74,12 @@ def _cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     raise AssertionError(args.job)
 
 
+def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import replay
+
+    return replay.run(args.input, args.policy, args.out, parallelism=args.parallelism)
+
+
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
@@ -113,6 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
     sub.add_argument("job", choices=["ingest-check"])
     sub.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's own options")
+    sub = add("replay", _cmd_replay, "run the moderation job on a JSON-lines file (CONTRACT.md)")
+    sub.add_argument("--input", type=Path, required=True, help="EVENTS.jsonl")
+    sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")
+    sub.add_argument("--out", type=Path, required=True, help="directory for <topic>.jsonl")
+    sub.add_argument("--parallelism", type=int, default=1)
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, _policy_handler)

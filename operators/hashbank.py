@@ -26,8 +26,9 @@ class HashBanks:
         self._seen.add(record.event_id)
         self._sequence += 1
         key = (record.hash_type, record.hash.lower())
-        insort(self._entries.setdefault(key, []), (record.ts, self._sequence, record.op,
-                                                    record.bank))
+        insort(
+            self._entries.setdefault(key, []), (record.ts, self._sequence, record.op, record.bank)
+        )
         return True
 
     def _banks_at(self, key: tuple[str, str], ts: int) -> set[str]:
@@ -41,8 +42,9 @@ class HashBanks:
                 banks.discard(bank)
         return banks
 
-    def matches(self, sha256: str | None, phash: str | None, ts: int, max_distance: int
-                ) -> frozenset[str]:
+    def matches(
+        self, sha256: str | None, phash: str | None, ts: int, max_distance: int
+    ) -> frozenset[str]:
         found: set[str] = set()
         if sha256:
             found |= self._banks_at(("sha256", sha256.lower()), ts)
@@ -57,17 +59,26 @@ class HashBanks:
         out = []
         for (hash_type, value), entries in self._entries.items():
             for ts, sequence, op, bank in entries:
-                out.append({"hash_type": hash_type, "hash": value, "ts": ts, "seq": sequence,
-                            "op": op, "bank": bank})
+                out.append(
+                    {
+                        "hash_type": hash_type,
+                        "hash": value,
+                        "ts": ts,
+                        "seq": sequence,
+                        "op": op,
+                        "bank": bank,
+                    }
+                )
         return sorted(out, key=lambda r: r["seq"])
 
     @classmethod
-    def from_records(cls, records: Iterable[dict[str, Any]], seen: Iterable[str] = ()
-                     ) -> HashBanks:
+    def from_records(cls, records: Iterable[dict[str, Any]], seen: Iterable[str] = ()) -> HashBanks:
         banks = cls()
         for r in records:
             banks._sequence = max(banks._sequence, r["seq"])
-            insort(banks._entries.setdefault((r["hash_type"], r["hash"]), []),
-                   (r["ts"], r["seq"], r["op"], r["bank"]))
+            insort(
+                banks._entries.setdefault((r["hash_type"], r["hash"]), []),
+                (r["ts"], r["seq"], r["op"], r["bank"]),
+            )
         banks._seen = set(seen)
         return banks

@@ -17,10 +17,20 @@ from typing import Any
 from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
 from operators.policy_store import Resolution
 
-VISIBILITY = {"ALLOW": "public", "PROVISIONAL_ALLOW": "public", "RESTRICT": "limited",
-              "PENDING": "pending", "BLOCK": "hidden"}
-HUMAN_STATE = {"BLOCK": "blocked", "RESTRICT": "restricted", "ALLOW": "approved",
-               "PROVISIONAL_ALLOW": "approved", "PENDING": "pending_review"}
+VISIBILITY = {
+    "ALLOW": "public",
+    "PROVISIONAL_ALLOW": "public",
+    "RESTRICT": "limited",
+    "PENDING": "pending",
+    "BLOCK": "hidden",
+}
+HUMAN_STATE = {
+    "BLOCK": "blocked",
+    "RESTRICT": "restricted",
+    "ALLOW": "approved",
+    "PROVISIONAL_ALLOW": "approved",
+    "PENDING": "pending_review",
+}
 # How long a decided version keeps its state for review, appeal and re-evaluation, and how long
 # a deleted version (or evidence whose upsert never came) is remembered. docs/moderation.md.
 STATE_TTL_MS = 30 * 86_400_000
@@ -52,10 +62,24 @@ class StepResult:
 
 
 def new_state(content_id: str, content_version: int) -> State:
-    return {"cid": content_id, "ver": content_version, "content": None, "events": [],
-            "evidence": {}, "reporters": [], "human": None, "appeal": None, "rev": 0,
-            "last": None, "tasks": [], "open_tasks": [], "deadline": None, "deleted": False,
-            "shadow": {}, "ttl": None}
+    return {
+        "cid": content_id,
+        "ver": content_version,
+        "content": None,
+        "events": [],
+        "evidence": {},
+        "reporters": [],
+        "human": None,
+        "appeal": None,
+        "rev": 0,
+        "last": None,
+        "tasks": [],
+        "open_tasks": [],
+        "deadline": None,
+        "deleted": False,
+        "shadow": {},
+        "ttl": None,
+    }
 
 
 def _segment(state: State, segment_id: int | None) -> int | None:
@@ -69,8 +93,9 @@ def _required(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[st
     return list(policy.required_detectors(content["modality"])) if policy else []
 
 
-def _evidence(state: State, policy: CompiledPolicy | None, ts: int
-              ) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
+def _evidence(
+    state: State, policy: CompiledPolicy | None, ts: int
+) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
     """The evidence view for `policy`, the completeness record, the provenance list, and
     whether the deadline has passed with evidence still missing (state `expired`)."""
     content = state["content"]
@@ -93,18 +118,28 @@ def _evidence(state: State, policy: CompiledPolicy | None, ts: int
             failed.add(detector)
         else:
             per_segment.setdefault(detector, {})[(segment, result["model_version"])] = (
-                result["scores"] or {})
-        provenance.append({"detector": detector, "model_version": result["model_version"],
-                           "segment_id": result["segment_id"],
-                           "evidence_ref": result.get("evidence_ref")})
+                result["scores"] or {}
+            )
+        provenance.append(
+            {
+                "detector": detector,
+                "model_version": result["model_version"],
+                "segment_id": result["segment_id"],
+                "evidence_ref": result.get("evidence_ref"),
+            }
+        )
     missing = {detector for detector, _ in wanted - received}
     expired = bool(missing) and state["deadline"] is not None and ts >= state["deadline"]
     view = EvidenceView.from_segments(
-        per_segment, unknown=failed | (missing if expired else set()),
+        per_segment,
+        unknown=failed | (missing if expired else set()),
         outstanding=bool(missing) and not expired,
     )
-    completeness = {"required": len(wanted), "received": len(received),
-                    "unknown": sorted(view.unknown)}
+    completeness = {
+        "required": len(wanted),
+        "received": len(received),
+        "unknown": sorted(view.unknown),
+    }
     return view, completeness, provenance, expired
 
 
@@ -135,16 +170,21 @@ class _Evaluation:
     expired: bool
 
 
-def _evaluate(state: State, policy: CompiledPolicy | None, ctx: Context, ts: int,
-              fast_gate: bool = False) -> _Evaluation:
+def _evaluate(
+    state: State, policy: CompiledPolicy | None, ctx: Context, ts: int, fast_gate: bool = False
+) -> _Evaluation:
     content = state["content"]
     view, completeness, provenance, expired = _evidence(state, policy, ts)
     if fast_gate and completeness["required"]:
         view = EvidenceView(outstanding=True)  # the gate waits for no model
     facts = ContentFacts(
-        modality=content["modality"], surface=content["surface"], region=content["region"],
-        audience=content["audience"], account_risk=content["account_risk"],
-        size_bytes=content["size_bytes"], mime_type=content["mime_type"],
+        modality=content["modality"],
+        surface=content["surface"],
+        region=content["region"],
+        audience=content["audience"],
+        account_risk=content["account_risk"],
+        size_bytes=content["size_bytes"],
+        mime_type=content["mime_type"],
         report_count=len(state["reporters"]),
     )
     human = state["human"]
@@ -152,16 +192,21 @@ def _evaluate(state: State, policy: CompiledPolicy | None, ctx: Context, ts: int
         verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
     else:
         verdict = policy.evaluate(
-            facts, view, ts=ts, hash_matches=ctx.hash_matches,
+            facts,
+            view,
+            ts=ts,
+            hash_matches=ctx.hash_matches,
             human_outcome=(human["outcome"], human["reason"]) if human else None,
             paused=ctx.resolution.paused,
         )
-    return _Evaluation(verdict, view, completeness, provenance,
-                       expired and not verdict.limit_failed)
+    return _Evaluation(
+        verdict, view, completeness, provenance, expired and not verdict.limit_failed
+    )
 
 
-def _decide(state: State, ctx: Context, ts: int, trigger: str, *, fast_gate: bool = False
-            ) -> list[Output]:
+def _decide(
+    state: State, ctx: Context, ts: int, trigger: str, *, fast_gate: bool = False
+) -> list[Output]:
     """Evaluate; emit a decision revision (with an action when visibility changes) only when
     outcome, restriction or state changed; open the review tasks the policy asks for."""
     if state["content"] is None:
@@ -185,42 +230,81 @@ def _decide(state: State, ctx: Context, ts: int, trigger: str, *, fast_gate: boo
     if last is None or any(last[k] != current[k] for k in current):
         state["rev"] += 1
         revision = state["rev"]
-        outputs.append(("moderation.decisions", cid, _decision_record(
-            state, evaluation, name, trigger, ts, policy)))
+        outputs.append(
+            (
+                "moderation.decisions",
+                cid,
+                _decision_record(state, evaluation, name, trigger, ts, policy),
+            )
+        )
         visibility = "hidden" if name == "deleted" else VISIBILITY[verdict.outcome]
         if last is None or (last["visibility"], last["restriction"]) != (
-                visibility, verdict.restriction):
+            visibility,
+            verdict.restriction,
+        ):
             action: dict[str, Any] = {
-                "action_id": sha256_hex(cid, ver, revision), "content_id": cid,
-                "content_version": ver, "decision_revision": revision,
-                "outcome": verdict.outcome, "visibility": visibility,
-                "policy_version": policy.version if policy else 0, "ts": ts,
+                "action_id": sha256_hex(cid, ver, revision),
+                "content_id": cid,
+                "content_version": ver,
+                "decision_revision": revision,
+                "outcome": verdict.outcome,
+                "visibility": visibility,
+                "policy_version": policy.version if policy else 0,
+                "ts": ts,
             }
             if verdict.restriction:
                 action["restriction"] = verdict.restriction
             outputs.append(("moderation.actions", cid, action))
         state["last"] = {**current, "visibility": visibility}
     for task_id, ask in new_tasks:
-        outputs.append(("review.tasks", cid, _task(
-            state, task_id, "review", ask.queue, ask.priority, verdict.reasons,
-            evaluation.provenance, policy, ts)))
+        outputs.append(
+            (
+                "review.tasks",
+                cid,
+                _task(
+                    state,
+                    task_id,
+                    "review",
+                    ask.queue,
+                    ask.priority,
+                    verdict.reasons,
+                    evaluation.provenance,
+                    policy,
+                    ts,
+                ),
+            )
+        )
     outputs += _shadows(state, ctx, ts, trigger)
     return outputs
 
 
-def _decision_record(state: State, evaluation: _Evaluation, name: str, trigger: str, ts: int,
-                     policy: CompiledPolicy | None, revision: int | None = None
-                     ) -> dict[str, Any]:
+def _decision_record(
+    state: State,
+    evaluation: _Evaluation,
+    name: str,
+    trigger: str,
+    ts: int,
+    policy: CompiledPolicy | None,
+    revision: int | None = None,
+) -> dict[str, Any]:
     cid, ver = state["cid"], state["ver"]
     revision = revision or state["rev"]
     verdict = evaluation.verdict
     record: dict[str, Any] = {
-        "decision_id": sha256_hex("decision", cid, ver, revision), "content_id": cid,
-        "content_version": ver, "decision_revision": revision, "outcome": verdict.outcome,
-        "reasons": list(verdict.reasons), "matched_rules": list(verdict.matched_rules),
+        "decision_id": sha256_hex("decision", cid, ver, revision),
+        "content_id": cid,
+        "content_version": ver,
+        "decision_revision": revision,
+        "outcome": verdict.outcome,
+        "reasons": list(verdict.reasons),
+        "matched_rules": list(verdict.matched_rules),
         "policy_id": policy.policy_id if policy else "none",
-        "policy_version": policy.version if policy else 0, "evidence": evaluation.provenance,
-        "completeness": evaluation.completeness, "trigger": trigger, "state": name, "ts": ts,
+        "policy_version": policy.version if policy else 0,
+        "evidence": evaluation.provenance,
+        "completeness": evaluation.completeness,
+        "trigger": trigger,
+        "state": name,
+        "ts": ts,
     }
     if verdict.restriction:
         record["restriction"] = verdict.restriction
@@ -229,15 +313,30 @@ def _decision_record(state: State, evaluation: _Evaluation, name: str, trigger: 
     return record
 
 
-def _task(state: State, task_id: str, kind: str, queue: str, priority: int,
-          reasons: Iterable[str], provenance: list[dict[str, Any]],
-          policy: CompiledPolicy | None, ts: int) -> dict[str, Any]:
-    return {"task_id": task_id, "kind": kind, "content_id": state["cid"],
-            "content_version": state["ver"], "decision_revision": max(state["rev"], 1),
-            "policy_version": policy.version if policy else 0, "queue": queue,
-            "priority": priority, "reasons": list(reasons),
-            "evidence": [p["evidence_ref"] for p in provenance if p.get("evidence_ref")],
-            "ts": ts}
+def _task(
+    state: State,
+    task_id: str,
+    kind: str,
+    queue: str,
+    priority: int,
+    reasons: Iterable[str],
+    provenance: list[dict[str, Any]],
+    policy: CompiledPolicy | None,
+    ts: int,
+) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "kind": kind,
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": max(state["rev"], 1),
+        "policy_version": policy.version if policy else 0,
+        "queue": queue,
+        "priority": priority,
+        "reasons": list(reasons),
+        "evidence": [p["evidence_ref"] for p in provenance if p.get("evidence_ref")],
+        "ts": ts,
+    }
 
 
 def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:
@@ -253,8 +352,7 @@ def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:
             continue
         revision = (last[3] if last else 0) + 1
         state["shadow"][key] = [*current, revision]
-        record = _decision_record(state, evaluation, name, trigger, ts, policy,
-                                  revision=revision)
+        record = _decision_record(state, evaluation, name, trigger, ts, policy, revision=revision)
         record["shadow"] = True
         outputs.append(("moderation.shadow", state["cid"], record))
     return outputs
@@ -298,9 +396,21 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         if state["content"] is not None:
             return result  # the same version uploaded twice: the first one counts
         content: dict[str, Any] = record.model_dump(
-            include={"modality", "surface", "region", "audience", "account_risk",
-                     "size_bytes", "mime_type", "sha256", "phash", "segments", "author_id",
-                     "ts"})
+            include={
+                "modality",
+                "surface",
+                "region",
+                "audience",
+                "account_risk",
+                "size_bytes",
+                "mime_type",
+                "sha256",
+                "phash",
+                "segments",
+                "author_id",
+                "ts",
+            }
+        )
         state["content"] = content
         result.timers += _deadline_timer(state, ctx.resolution.decide)
         result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
@@ -308,15 +418,20 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
             result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "detector.results":
         key = f"{record.detector}|{record.model_version}|{record.segment_id}"
-        normalized = f"{record.detector}|{record.model_version}|" \
-                     f"{0 if record.segment_id is None else record.segment_id}"
+        normalized = (
+            f"{record.detector}|{record.model_version}|"
+            f"{0 if record.segment_id is None else record.segment_id}"
+        )
         if key in state["evidence"] or normalized in state["evidence"]:
             return result  # the same evidence key again
         state["evidence"][normalized] = {
-            "detector": record.detector, "model_version": record.model_version,
-            "segment_id": record.segment_id, "status": record.status,
+            "detector": record.detector,
+            "model_version": record.model_version,
+            "segment_id": record.segment_id,
+            "status": record.status,
             "scores": dict(record.scores) if record.scores else None,
-            "evidence_ref": record.evidence_ref, "ts": record.ts,
+            "evidence_ref": record.evidence_ref,
+            "ts": record.ts,
         }
         result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "moderation.reports":
@@ -333,16 +448,26 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         result.outputs += _decide(state, ctx, ts, trigger)
     elif topic == "moderation.appeals":
         if state["appeal"] is not None:
-            result.dead_letters.append(("conflict", f"appeal {record.appeal_id}: appeal "
-                                        f"{state['appeal']} is still active for this version"))
+            result.dead_letters.append(
+                (
+                    "conflict",
+                    f"appeal {record.appeal_id}: appeal "
+                    f"{state['appeal']} is still active for this version",
+                )
+            )
             return result
         state["appeal"] = record.appeal_id
         task_id = f"appeal-{record.appeal_id}"
         state["tasks"].append(task_id)
         state["open_tasks"].append(task_id)
         policy = ctx.resolution.decide
-        result.outputs.append(("review.tasks", state["cid"], _task(
-            state, task_id, "appeal", "appeals", 1, ["appeal"], [], policy, ts)))
+        result.outputs.append(
+            (
+                "review.tasks",
+                state["cid"],
+                _task(state, task_id, "appeal", "appeals", 1, ["appeal"], [], policy, ts),
+            )
+        )
     elif topic == "moderation.reevaluate":
         result.outputs += _decide(state, ctx, ts, "reevaluation")
     ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS

@@ -29,17 +29,27 @@ from tests.operators.policy_builders import global_document
 ONE_SECOND = 1000
 
 
-def context(*, paused: bool = False, banks: Iterable[str] = (), shadow: bool = False,
-            **document_changes: Any) -> Context:
+def context(
+    *,
+    paused: bool = False,
+    banks: Iterable[str] = (),
+    shadow: bool = False,
+    **document_changes: Any,
+) -> Context:
     store = PolicyStore()
     store.install(global_document(1, **document_changes), ts=0)
     resolution = store.resolve("global", T0, "x")
     if shadow:
         shadow_store = PolicyStore()
-        shadow_store.install(global_document(2, default="PENDING", unknown={
-            "high_risk": "BLOCK", "default": "BLOCK"}), ts=0)
-        resolution = type(resolution)(resolution.decide,
-                                      (shadow_store.resolve("global", T0, "x").decide,), paused)
+        shadow_store.install(
+            global_document(
+                2, default="PENDING", unknown={"high_risk": "BLOCK", "default": "BLOCK"}
+            ),
+            ts=0,
+        )
+        resolution = type(resolution)(
+            resolution.decide, (shadow_store.resolve("global", T0, "x").decide,), paused
+        )
     elif paused:
         resolution = type(resolution)(resolution.decide, (), True)
     return Context(resolution=resolution, hash_matches=frozenset(banks))
@@ -101,15 +111,33 @@ def image(**fields: Any) -> dict[str, Any]:
     return {"modality": "image", "mime_type": "image/jpeg", "size_bytes": 50_000, **fields}
 
 
-def image_evidence(content_id: str, at: int, *, nsfw: float = 0.01, malware: float = 0.0,
-                   segment_id: int | None = None) -> list[dict[str, Any]]:
+def image_evidence(
+    content_id: str,
+    at: int,
+    *,
+    nsfw: float = 0.01,
+    malware: float = 0.0,
+    segment_id: int | None = None,
+) -> list[dict[str, Any]]:
     return [
-        evidence(content_id, at, event_id=f"n-{content_id}-{at}-{segment_id}",
-                 detector="nsfw_image", model_version="open_nsfw-1", segment_id=segment_id,
-                 scores={"nsfw": nsfw}),
-        evidence(content_id, at + 1, event_id=f"m-{content_id}-{at}-{segment_id}",
-                 detector="media_check", model_version="media-1", segment_id=segment_id,
-                 scores={"malware": malware, "corrupt": 0.0, "mime_mismatch": 0.0}),
+        evidence(
+            content_id,
+            at,
+            event_id=f"n-{content_id}-{at}-{segment_id}",
+            detector="nsfw_image",
+            model_version="open_nsfw-1",
+            segment_id=segment_id,
+            scores={"nsfw": nsfw},
+        ),
+        evidence(
+            content_id,
+            at + 1,
+            event_id=f"m-{content_id}-{at}-{segment_id}",
+            detector="media_check",
+            model_version="media-1",
+            segment_id=segment_id,
+            scores={"malware": malware, "corrupt": 0.0, "mime_mismatch": 0.0},
+        ),
     ]
 
 
@@ -118,14 +146,22 @@ def test_fast_gate_then_evidence_then_approved_with_provenance() -> None:
     version.upload(**image(surface="comment"))
     gate = version.last
     assert (gate["trigger"], gate["outcome"], gate["state"], gate["decision_revision"]) == (
-        "fast_gate", "PROVISIONAL_ALLOW", "scanning", 1)
+        "fast_gate",
+        "PROVISIONAL_ALLOW",
+        "scanning",
+        1,
+    )
     assert gate["expires_ts"] == T0 + 3_600_000
     assert gate["completeness"] == {"required": 2, "received": 0, "unknown": []}
     for record in image_evidence("c-1", T0 + ONE_SECOND):
         version.send("detector.results", record)
     final = version.last
     assert (final["trigger"], final["outcome"], final["state"], final["decision_revision"]) == (
-        "evidence", "ALLOW", "approved", 2)
+        "evidence",
+        "ALLOW",
+        "approved",
+        2,
+    )
     assert final["completeness"] == {"required": 2, "received": 2, "unknown": []}
     assert {e["detector"] for e in final["evidence"]} == {"nsfw_image", "media_check"}
     assert final["policy_id"] == "global" and final["policy_version"] == 1
@@ -175,8 +211,7 @@ def test_evidence_before_the_upsert_is_kept_and_joined() -> None:
 
 def test_segments_complete_only_when_every_segment_reported() -> None:
     version = Version()
-    version.upload(**image(modality="video", mime_type="video/mp4", surface="comment",
-                           segments=3))
+    version.upload(**image(modality="video", mime_type="video/mp4", surface="comment", segments=3))
     for segment in (0, 1):
         for record in image_evidence("c-1", T0 + segment * 10, segment_id=segment):
             version.send("detector.results", record)
@@ -207,7 +242,11 @@ def test_deadline_with_missing_evidence_expires_naming_the_detector() -> None:
     version.fire(deadline)
     last = version.last
     assert (last["trigger"], last["state"], last["ts"], last["outcome"]) == (
-        "deadline", "expired", deadline, "PENDING")
+        "deadline",
+        "expired",
+        deadline,
+        "PENDING",
+    )
     assert last["completeness"]["unknown"] == ["nsfw_image"]
     assert "unknown-high-risk-visual" in last["matched_rules"]
 
@@ -226,7 +265,10 @@ def test_hash_bank_match_blocks_at_the_fast_gate() -> None:
     version = Version(context(banks=["known_bad"]))
     version.upload(**image(surface="comment"))
     assert (version.last["trigger"], version.last["outcome"], version.last["state"]) == (
-        "fast_gate", "BLOCK", "blocked")
+        "fast_gate",
+        "BLOCK",
+        "blocked",
+    )
     assert version.last["matched_rules"] == ["hash_bank:known_bad"]
     assert version.of("moderation.actions")[0]["visibility"] == "hidden"
 
@@ -235,26 +277,49 @@ def test_a_failed_limit_is_failed_pending() -> None:
     version = Version()
     version.upload(**image(surface="comment", mime_type="image/bmp"))
     assert (version.last["outcome"], version.last["state"], version.last["reasons"]) == (
-        "PENDING", "failed", ["limit_mime_type"])
+        "PENDING",
+        "failed",
+        ["limit_mime_type"],
+    )
 
 
 def test_human_review_is_sticky_until_another_human_decides() -> None:
     version = Version()
     version.upload(**image(surface="comment"))
-    review = {"event_id": "rv-1", "task_id": "t-ext", "content_id": "c-1",
-              "content_version": 1, "reviewer_id": "r1", "outcome": "BLOCK",
-              "reason": "sexual_content", "ts": T0 + 10}
+    review = {
+        "event_id": "rv-1",
+        "task_id": "t-ext",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reviewer_id": "r1",
+        "outcome": "BLOCK",
+        "reason": "sexual_content",
+        "ts": T0 + 10,
+    }
     version.send("review.decisions", review)
     assert (version.last["trigger"], version.last["outcome"], version.last["state"]) == (
-        "review", "BLOCK", "blocked")
+        "review",
+        "BLOCK",
+        "blocked",
+    )
     count = len(version.decisions)
     for record in image_evidence("c-1", T0 + 20, nsfw=0.0):
         version.send("detector.results", record)
-    version.send("moderation.reevaluate", {"event_id": "re-1", "content_id": "c-1",
-                                           "content_version": 1, "reason": "x", "ts": T0 + 30})
+    version.send(
+        "moderation.reevaluate",
+        {
+            "event_id": "re-1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reason": "x",
+            "ts": T0 + 30,
+        },
+    )
     assert len(version.decisions) == count
-    version.send("review.decisions", {**review, "event_id": "rv-2", "outcome": "ALLOW",
-                                      "reason": "ok", "ts": T0 + 40})
+    version.send(
+        "review.decisions",
+        {**review, "event_id": "rv-2", "outcome": "ALLOW", "reason": "ok", "ts": T0 + 40},
+    )
     assert (version.last["outcome"], version.last["state"]) == ("ALLOW", "approved")
 
 
@@ -264,17 +329,33 @@ def test_appeal_opens_one_task_conflicts_go_to_the_dlq_and_the_review_closes_it(
     for record in image_evidence("c-1", T0 + 1, nsfw=0.99):
         version.send("detector.results", record)
     assert version.last["outcome"] == "BLOCK"
-    appeal = {"event_id": "ap-1", "appeal_id": "a1", "content_id": "c-1", "content_version": 1,
-              "decision_revision": 1, "user_id": "author-1", "ts": T0 + 100}
+    appeal = {
+        "event_id": "ap-1",
+        "appeal_id": "a1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "decision_revision": 1,
+        "user_id": "author-1",
+        "ts": T0 + 100,
+    }
     version.send("moderation.appeals", appeal)
     task = version.of("review.tasks")[-1]
     assert (task["task_id"], task["kind"]) == ("appeal-a1", "appeal")
     version.send("moderation.appeals", {**appeal, "event_id": "ap-2", "appeal_id": "a2"})
     assert version.dead_letters and version.dead_letters[0][0] == "conflict"
-    version.send("review.decisions", {"event_id": "rv", "task_id": "appeal-a1",
-                                      "content_id": "c-1", "content_version": 1,
-                                      "reviewer_id": "r", "outcome": "ALLOW",
-                                      "reason": "appeal_granted", "ts": T0 + 200})
+    version.send(
+        "review.decisions",
+        {
+            "event_id": "rv",
+            "task_id": "appeal-a1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reviewer_id": "r",
+            "outcome": "ALLOW",
+            "reason": "appeal_granted",
+            "ts": T0 + 200,
+        },
+    )
     assert (version.last["trigger"], version.last["outcome"]) == ("appeal", "ALLOW")
     version.send("moderation.appeals", {**appeal, "event_id": "ap-3", "appeal_id": "a3"})
     assert version.of("review.tasks")[-1]["task_id"] == "appeal-a3"  # closed, so a new one
@@ -287,14 +368,25 @@ def test_reports_open_a_review_at_the_threshold_and_never_change_the_outcome() -
         version.send("detector.results", record)
     outcome = version.last["outcome"]
     for index, reporter in enumerate(["u1", "u2", "u2", "u3"]):
-        version.send("moderation.reports", {"event_id": f"rp-{index}", "report_id": f"r{index}",
-                                            "content_id": "c-1", "content_version": 1,
-                                            "reporter_id": reporter, "reason": "spam",
-                                            "ts": T0 + 10 + index})
+        version.send(
+            "moderation.reports",
+            {
+                "event_id": f"rp-{index}",
+                "report_id": f"r{index}",
+                "content_id": "c-1",
+                "content_version": 1,
+                "reporter_id": reporter,
+                "reason": "spam",
+                "ts": T0 + 10 + index,
+            },
+        )
     tasks = version.of("review.tasks")
     assert [t["queue"] for t in tasks] == ["reports"]
     assert (version.last["trigger"], version.last["state"], version.last["outcome"]) == (
-        "report", "pending_review", outcome)
+        "report",
+        "pending_review",
+        outcome,
+    )
 
 
 def test_delete_hides_ignores_late_input_and_clears_state() -> None:
@@ -360,10 +452,15 @@ def test_outputs_match_the_contract_schemas() -> None:
 
 # Properties.
 _evidence_records = st.lists(
-    st.tuples(st.sampled_from(["nsfw_image", "media_check", "offensive_text"]),
-              st.sampled_from([None, 0, 1, 2]), st.sampled_from(["ok", "timeout"]),
-              st.floats(0, 1), st.sampled_from(["m1", "m2"])),
-    min_size=0, max_size=10,
+    st.tuples(
+        st.sampled_from(["nsfw_image", "media_check", "offensive_text"]),
+        st.sampled_from([None, 0, 1, 2]),
+        st.sampled_from(["ok", "timeout"]),
+        st.floats(0, 1),
+        st.sampled_from(["m1", "m2"]),
+    ),
+    min_size=0,
+    max_size=10,
 )
 
 
@@ -371,10 +468,18 @@ def _records(items: list[tuple[str, int | None, str, float, str]]) -> list[dict[
     label = {"nsfw_image": "nsfw", "media_check": "malware", "offensive_text": "offensive"}
     records = []
     for index, (detector, segment, status, score, model) in enumerate(items):
-        records.append(evidence("c-1", T0 + 100 + index, event_id=f"e{index}",
-                                detector=detector, model_version=model, segment_id=segment,
-                                status=status,
-                                scores={label[detector]: score} if status == "ok" else None))
+        records.append(
+            evidence(
+                "c-1",
+                T0 + 100 + index,
+                event_id=f"e{index}",
+                detector=detector,
+                model_version=model,
+                segment_id=segment,
+                status=status,
+                scores={label[detector]: score} if status == "ok" else None,
+            )
+        )
     # The contract: one evidence key, one result (a repeat is a duplicate).
     unique: dict[tuple[Any, ...], dict[str, Any]] = {}
     for record in records:
@@ -395,34 +500,48 @@ def _final(records: list[dict[str, Any]], surface: str) -> tuple[Any, ...]:
 
 
 @settings(max_examples=150, deadline=None)
-@given(items=_evidence_records, data=st.data(),
-       surface=st.sampled_from(["comment", "public_post"]))
+@given(items=_evidence_records, data=st.data(), surface=st.sampled_from(["comment", "public_post"]))
 def test_any_permutation_and_duplication_of_evidence_gives_the_same_final_decision(
     items: list[tuple[str, int | None, str, float, str]], data: st.DataObject, surface: str
 ) -> None:
     records = _records(items)
     shuffled = data.draw(st.permutations(records))
-    duplicated = shuffled + data.draw(st.lists(st.sampled_from(records), max_size=5)) \
-        if records else shuffled
+    duplicated = (
+        shuffled + data.draw(st.lists(st.sampled_from(records), max_size=5))
+        if records
+        else shuffled
+    )
     assert _final(records, surface) == _final(duplicated, surface)
 
 
 @settings(max_examples=100, deadline=None)
-@given(items=_evidence_records, reviews=st.lists(st.sampled_from(
-    ["ALLOW", "BLOCK", "RESTRICT", "PENDING"]), max_size=2))
+@given(
+    items=_evidence_records,
+    reviews=st.lists(st.sampled_from(["ALLOW", "BLOCK", "RESTRICT", "PENDING"]), max_size=2),
+)
 def test_revisions_strictly_increase_and_each_decision_differs_from_the_previous(
     items: list[tuple[str, int | None, str, float, str]], reviews: list[str]
 ) -> None:
     version = Version()
-    version.upload(**image(surface="public_post", modality="video", mime_type="video/mp4",
-                           segments=3))
+    version.upload(
+        **image(surface="public_post", modality="video", mime_type="video/mp4", segments=3)
+    )
     for record in _records(items):
         version.send("detector.results", record)
     for index, outcome in enumerate(reviews):
-        version.send("review.decisions", {
-            "event_id": f"rv{index}", "task_id": "t", "content_id": "c-1",
-            "content_version": 1, "reviewer_id": "r", "outcome": outcome,
-            "reason": "sexual_content", "ts": T0 + 10_000 + index})
+        version.send(
+            "review.decisions",
+            {
+                "event_id": f"rv{index}",
+                "task_id": "t",
+                "content_id": "c-1",
+                "content_version": 1,
+                "reviewer_id": "r",
+                "outcome": outcome,
+                "reason": "sexual_content",
+                "ts": T0 + 10_000 + index,
+            },
+        )
     version.fire_until(T0 + 120_000)
     revisions = [d["decision_revision"] for d in version.decisions]
     assert revisions == list(range(1, len(revisions) + 1))
@@ -433,15 +552,16 @@ def test_revisions_strictly_increase_and_each_decision_differs_from_the_previous
 @settings(max_examples=60, deadline=None)
 @given(items=_evidence_records)
 def test_evidence_of_another_version_never_changes_a_version(
-    items: list[tuple[str, int | None, str, float, str]]
+    items: list[tuple[str, int | None, str, float, str]],
 ) -> None:
     alone = Version()
     alone.upload(**image(surface="comment"))
     beside = Version()
     beside.upload(**image(surface="comment"))
     other = Version()  # version 2 of the same content, its own key as in the job
-    other.send("content.versions", upload(content_version=2, event_id="v2", **image(
-        surface="comment")))
+    other.send(
+        "content.versions", upload(content_version=2, event_id="v2", **image(surface="comment"))
+    )
     for record in _records(items):
         other.send("detector.results", {**record, "content_version": 2})
     assert alone.outputs == beside.outputs

@@ -1,0 +1,295 @@
+"""moderation: the keyed evidence join and decision job (logic in operators/moderation.py).
+
+Wiring: inputs (content versions, evidence, reports, reviews, appeals, re-evaluation requests)
+are decoded and validated once, stamped with their event time `ts`, keyed by
+`(content_id, content_version)` and buffered per key until the watermark passes their `ts`;
+then the pure step runs with the policy and hash banks as of that `ts`, read from broadcast
+state. Everything the job writes (decisions, actions, review tasks, shadow decisions, DLQ) is a
+`Row(topic, key, value)` for one exactly-once sink, or for replay's files.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyflink.common import Duration, Row, Types, WatermarkStrategy
+from pyflink.common.watermark_strategy import TimestampAssigner
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream.functions import (
+    FlatMapFunction,
+    KeyedBroadcastProcessFunction,
+    RuntimeContext,
+)
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+
+from jobs import runtime
+from operators import moderation
+from operators.hashbank import HashBanks
+from operators.policy_store import PolicyStore, Rejected, dead_letter_for
+from schemas import SchemaError, dead_letter, parse
+from schemas.signals import HashBankEntry
+
+KEYED_TOPICS = (
+    "content.versions",
+    "detector.results",
+    "moderation.reports",
+    "review.decisions",
+    "moderation.appeals",
+    "moderation.reevaluate",
+)
+BROADCAST_TOPICS = ("policy.rules", "hash.bank")
+# Row(kind, key, topic, value, ts): kind "keyed" | "broadcast" | "dlq".
+DECODED_ROW = Types.ROW(
+    [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()]
+)
+BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
+
+
+@dataclass(frozen=True)
+class ModerationConfig:
+    policy_id: str = "global"
+    out_of_orderness_ms: int = 5_000
+    idleness_ms: int = 10_000
+    policy_key: str | None = None  # the deployment's HMAC key (MODSTREAM_POLICY_KEY)
+    trusted_policy: dict[str, Any] | None = None  # replay's --policy document
+    topics: dict[str, str] | None = None
+
+    def contract_topic(self, physical: str) -> str:
+        for name, mapped in (self.topics or {}).items():
+            if mapped == physical:
+                return name
+        return physical
+
+    def physical_topic(self, name: str) -> str:
+        return (self.topics or {}).get(name, name)
+
+
+class Decode(FlatMapFunction):
+    """Row(topic, key, value, record_ts) -> a validated, keyed Row, or a DLQ row."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        self.config = config
+
+    def flat_map(self, value: Row) -> Iterator[Row]:
+        physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
+        topic = self.config.contract_topic(physical)
+        if topic in BROADCAST_TOPICS:
+            ts = _event_time(raw, record_ts)
+            yield Row("broadcast", topic, topic, raw or "", ts)
+            return
+        try:
+            if topic not in KEYED_TOPICS:
+                raise SchemaError(topic, f"{topic!r} is not an input of the moderation job")
+            record = parse(topic, raw if raw is not None else "")
+        except SchemaError as error:
+            letter = dead_letter(
+                physical, key, raw, error, ts=_event_time(raw, record_ts), operator="moderation"
+            )
+            yield Row(
+                "dlq",
+                key,
+                self.config.physical_topic("moderation.dlq"),
+                letter.model_dump_json(),
+                record_ts,
+            )
+            return
+        ts = record.ts  # type: ignore[attr-defined]
+        version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
+        yield Row("keyed", version_key, topic, record.model_dump_json(), ts)
+
+
+def _event_time(raw: str | None, fallback: int) -> int:
+    try:
+        ts = json.loads(raw).get("ts") if raw else None
+    except (ValueError, AttributeError):
+        return fallback
+    return ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else fallback
+
+
+def subtask_index(runtime_context: RuntimeContext) -> int:
+    """This parallel instance's index. PyFlink 2.2's thread-mode RuntimeContext still calls
+    RuntimeContext.getIndexOfThisSubtask(), which Flink 2 moved to getTaskInfo()."""
+    java = getattr(runtime_context, "_runtime_context", None)
+    if java is not None:
+        return int(java.getTaskInfo().getIndexOfThisSubtask())
+    return runtime_context.get_index_of_this_subtask()
+
+
+class PayloadTime(TimestampAssigner):
+    def extract_timestamp(self, value: Row, record_timestamp: int) -> int:
+        return int(value[4])
+
+
+class Moderate(KeyedBroadcastProcessFunction):
+    """Adapter: buffers keyed input until the watermark passes its ts, then runs the pure step
+    with the policy and hash banks as of that ts; keeps them in broadcast state."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
+        self.buffer = runtime_context.get_map_state(
+            MapStateDescriptor("buffer", Types.LONG(), Types.STRING())
+        )
+        self.subtask = subtask_index(runtime_context)
+        self.key = self.config.policy_key.encode("utf-8") if self.config.policy_key else None
+        self.store: PolicyStore | None = None
+        self.banks: HashBanks | None = None
+        self.loaded_revision = -1
+
+    def _load(self, state: Any) -> tuple[PolicyStore, HashBanks]:
+        revision = int(state.get("revision") or 0)
+        if self.store is None or self.banks is None or revision != self.loaded_revision:
+            store = PolicyStore.from_records(json.loads(state.get("policies") or "[]"))
+            if self.config.trusted_policy is not None and not store.policy_ids():
+                store.install(self.config.trusted_policy, ts=0)
+            self.store = store
+            banks = json.loads(state.get("banks") or "{}")
+            self.banks = HashBanks.from_records(banks.get("entries", []), banks.get("seen", []))
+            self.loaded_revision = revision
+        return self.store, self.banks
+
+    def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        state = ctx.get_broadcast_state(BROADCAST_STATE)
+        store, banks = self._load(state)
+        topic, raw, ts = value[2], value[3], value[4]
+        try:
+            if topic == "policy.rules":
+                changed = store.apply(raw, self.key)
+            else:
+                entry = parse("hash.bank", raw)
+                assert isinstance(entry, HashBankEntry)
+                changed = banks.apply(entry)
+        except (Rejected, SchemaError) as error:
+            if self.subtask == 0:  # every subtask sees every broadcast record: one DLQ row
+                letter = dead_letter_for(raw, error, ts=ts, source_topic=topic)
+                yield Row(
+                    self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json()
+                )
+            return
+        if changed:
+            self.loaded_revision += 1
+            state.put("revision", str(self.loaded_revision))
+            state.put("policies", json.dumps(store.to_records()))
+            state.put(
+                "banks", json.dumps({"entries": banks.to_records(), "seen": sorted(banks._seen)})
+            )
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        ts = int(value[4])
+        pending = self.buffer.get(ts)
+        entries = json.loads(pending) if pending else []
+        entries.append([value[2], value[3]])
+        self.buffer.put(ts, json.dumps(entries))
+        ctx.timer_service().register_event_time_timer(ts)
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        store, banks = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
+        raw_state = self.version.value()
+        state = json.loads(raw_state) if raw_state else None
+        outputs: list[moderation.Output] = []
+        letters: list[tuple[str, str, str]] = []
+        timers: list[int] = []
+        pending = self.buffer.get(timestamp)
+        if pending:
+            self.buffer.remove(timestamp)
+            for topic, raw in json.loads(pending):
+                parsed: Any = parse(topic, raw)
+                context = self._context(store, banks, parsed.content_id, timestamp, state)
+                result = moderation.step(state, topic, parsed, timestamp, context)
+                state = result.state
+                outputs += result.outputs
+                timers += result.timers
+                letters += [
+                    (error_class, message, raw) for error_class, message in result.dead_letters
+                ]
+        if state is not None:
+            context = self._context(store, banks, state["cid"], timestamp, state)
+            result = moderation.on_timer(state, timestamp, context)
+            state = result.state
+            outputs += result.outputs
+            timers += result.timers
+        if state is None:
+            self.version.clear()
+        else:
+            self.version.update(json.dumps(state, separators=(",", ":")))
+        for timer in set(timers):
+            ctx.timer_service().register_event_time_timer(timer)
+        for topic, key, output in outputs:
+            yield Row(
+                self.config.physical_topic(topic),
+                key,
+                json.dumps(output, separators=(",", ":"), ensure_ascii=False),
+            )
+        for error_class, message, raw in letters:
+            letter = dead_letter(
+                "moderation.appeals",
+                None,
+                raw,
+                message,
+                ts=timestamp,
+                error_class=error_class,
+                operator="moderation",
+            )  # type: ignore[arg-type]
+            yield Row(self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json())
+
+    def _context(
+        self,
+        store: PolicyStore,
+        banks: HashBanks,
+        content_id: str,
+        ts: int,
+        state: dict[str, Any] | None,
+    ) -> moderation.Context:
+        resolution = store.resolve(self.config.policy_id, ts, content_id)
+        content = (state or {}).get("content") or {}
+        matches: frozenset[str] = frozenset()
+        if resolution.decide is not None and content:
+            matches = banks.matches(
+                content.get("sha256"),
+                content.get("phash"),
+                ts,
+                resolution.decide.document.phash_max_distance,
+            )
+        return moderation.Context(resolution, matches)
+
+
+def build(
+    env: StreamExecutionEnvironment,
+    source: DataStream,
+    sink: Callable[[DataStream], Any],
+    config: ModerationConfig,
+) -> None:
+    """Wire decode -> event time -> key -> broadcast join -> sink. `source` gives SOURCE_ROW
+    rows (topic, key, value, record_ts) of every input topic, keyed and broadcast alike."""
+    decoded = (
+        source.flat_map(Decode(config), output_type=DECODED_ROW)
+        .name("decode")
+        .uid("moderation_decode")
+    )
+    timed = decoded.assign_timestamps_and_watermarks(
+        WatermarkStrategy.for_bounded_out_of_orderness(
+            Duration.of_millis(config.out_of_orderness_ms)
+        )
+        .with_timestamp_assigner(PayloadTime())
+        .with_idleness(Duration.of_millis(config.idleness_ms))
+    )
+    dlq = timed.filter(lambda row: row[0] == "dlq").map(
+        lambda row: Row(row[2], row[1], row[3]), output_type=runtime.SINK_ROW
+    )
+    broadcast = timed.filter(lambda row: row[0] == "broadcast").broadcast(BROADCAST_STATE)
+    keyed = timed.filter(lambda row: row[0] == "keyed").key_by(
+        lambda row: row[1], key_type=Types.STRING()
+    )
+    decided = (
+        keyed.connect(broadcast)
+        .process(Moderate(config), output_type=runtime.SINK_ROW)
+        .name("moderate")
+        .uid("moderation_moderate")
+    )
+    sink(decided.union(dlq))
