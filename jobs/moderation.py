@@ -233,9 +233,9 @@ class Moderate(KeyedBroadcastProcessFunction):
                 raw,
                 message,
                 ts=timestamp,
-                error_class=error_class,
+                error_class=error_class,  # type: ignore[arg-type]
                 operator="moderation",
-            )  # type: ignore[arg-type]
+            )
             yield Row(self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json())
 
     def _context(

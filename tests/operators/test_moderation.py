@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable
 from typing import Any
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -546,7 +546,7 @@ def test_revisions_strictly_increase_and_each_decision_differs_from_the_previous
     revisions = [d["decision_revision"] for d in version.decisions]
     assert revisions == list(range(1, len(revisions) + 1))
     keys = [(d["outcome"], d.get("restriction"), d["state"]) for d in version.decisions]
-    assert all(a != b for a, b in zip(keys, keys[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(keys))
 
 
 @settings(max_examples=60, deadline=None)
