@@ -200,7 +200,12 @@ class Moderate(KeyedBroadcastProcessFunction):
             self.buffer.remove(timestamp)
             for topic, raw in json.loads(pending):
                 parsed: Any = parse(topic, raw)
-                context = self._context(store, banks, parsed.content_id, timestamp, state)
+                hashes = (state or {}).get("content") or (
+                    {"sha256": parsed.sha256, "phash": parsed.phash}
+                    if topic == "content.versions" and parsed.type == "upsert"
+                    else {}
+                )
+                context = self._context(store, banks, parsed.content_id, timestamp, hashes)
                 result = moderation.step(state, topic, parsed, timestamp, context)
                 state = result.state
                 outputs += result.outputs
@@ -209,7 +214,9 @@ class Moderate(KeyedBroadcastProcessFunction):
                     (error_class, message, raw) for error_class, message in result.dead_letters
                 ]
         if state is not None:
-            context = self._context(store, banks, state["cid"], timestamp, state)
+            context = self._context(
+                store, banks, state["cid"], timestamp, state.get("content") or {}
+            )
             result = moderation.on_timer(state, timestamp, context)
             state = result.state
             outputs += result.outputs
@@ -239,20 +246,15 @@ class Moderate(KeyedBroadcastProcessFunction):
             yield Row(self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json())
 
     def _context(
-        self,
-        store: PolicyStore,
-        banks: HashBanks,
-        content_id: str,
-        ts: int,
-        state: dict[str, Any] | None,
+        self, store: PolicyStore, banks: HashBanks, content_id: str, ts: int, hashes: dict[str, Any]
     ) -> moderation.Context:
+        """The policies and the content's hash-bank matches as of event time `ts`."""
         resolution = store.resolve(self.config.policy_id, ts, content_id)
-        content = (state or {}).get("content") or {}
         matches: frozenset[str] = frozenset()
-        if resolution.decide is not None and content:
+        if resolution.decide is not None and hashes:
             matches = banks.matches(
-                content.get("sha256"),
-                content.get("phash"),
+                hashes.get("sha256"),
+                hashes.get("phash"),
                 ts,
                 resolution.decide.document.phash_max_distance,
             )

@@ -1,0 +1,281 @@
+"""A seeded, contract-shaped workload for replay, the demo and benchmarks.
+
+Content versions of every modality (video with segments), evidence per required detector and
+segment with realistic delays, duplicates, evidence that carries an earlier `ts` than its
+upsert, missing and timed-out evidence (deadlines), edits, deletes, reports, a review, an
+appeal, a re-evaluation, a hash-bank entry with a matching upload, a signed policy version
+and malformed records. Same seed, same records.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from operators.policy_store import sign
+
+T0 = 1_764_460_800_000
+REQUIRED = {
+    "text": ["offensive_text"],
+    "image": ["media_check", "nsfw_image"],
+    "video": ["media_check", "nsfw_image"],
+    "audio": ["media_check"],
+}
+LABELS = {"offensive_text": "offensive", "nsfw_image": "nsfw", "media_check": "malware"}
+MIME = {"text": "text/plain", "image": "image/jpeg", "video": "video/mp4", "audio": "audio/mpeg"}
+Line = dict[str, Any]
+
+
+def _score(rng: random.Random) -> float:
+    roll = rng.random()
+    if roll < 0.85:
+        return round(rng.betavariate(1.2, 14), 4)
+    if roll < 0.95:
+        return round(rng.uniform(0.5, 0.9), 4)
+    return round(rng.uniform(0.9, 1.0), 4)
+
+
+def generate(
+    seed: int = 7,
+    versions: int = 200,
+    *,
+    start_ts: int = T0,
+    policy_document: dict[str, Any] | None = None,
+    policy_key: bytes | None = None,
+    malformed: bool = True,
+    extras: bool = True,
+) -> list[Line]:
+    """Lines `{"topic", "value"}` in delivery order (ts order; late evidence after its upsert)."""
+    rng = random.Random(seed)
+    timed: list[tuple[int, int, Line]] = []
+    sequence = 0
+
+    def emit(topic: str, value: Any, ts: int) -> None:
+        nonlocal sequence
+        sequence += 1
+        timed.append((ts, sequence, {"topic": topic, "value": value}))
+
+    uploads: list[dict[str, Any]] = []
+    for index in range(versions):
+        modality = rng.choice(["text", "text", "image", "image", "video", "audio"])
+        ts = start_ts + index * 200 + rng.randrange(0, 150)
+        content_id = f"c{seed}-{index}"
+        upsert = {
+            "event_id": f"up-{content_id}-1",
+            "type": "upsert",
+            "content_id": content_id,
+            "content_version": 1,
+            "ts": ts,
+            "author_id": f"u{rng.randrange(40)}",
+            "modality": modality,
+            "surface": rng.choice(["public_post", "comment", "comment", "profile", "dm"]),
+            "region": rng.choice(["DE", "US", "BR", "IN"]),
+            "audience": rng.choice(["all", "all", "adult", "minor"]),
+            "account_risk": round(rng.random(), 3),
+            "size_bytes": rng.randrange(100, 900_000),
+            "mime_type": MIME[modality],
+            "sha256": f"{rng.getrandbits(256):064x}",
+            "segments": 3 if modality == "video" else 1,
+        }
+        if modality == "text":
+            upsert["text"] = f"generated text {index}"
+            upsert["size_bytes"] = rng.randrange(10, 4000)
+        uploads.append(upsert)
+        emit("content.versions", upsert, ts)
+        missing = rng.random() < 0.05
+        for detector in REQUIRED[modality]:
+            for segment in range(upsert["segments"]):
+                if missing and detector == REQUIRED[modality][-1] and segment == 0:
+                    continue  # never arrives: the deadline decides
+                early = rng.random() < 0.05
+                delay = -rng.randrange(1, 50) if early else rng.randrange(50, 8_000)
+                status = "timeout" if rng.random() < 0.02 else "ok"
+                result = {
+                    "event_id": f"ev-{content_id}-{detector}-{segment}",
+                    "content_id": content_id,
+                    "content_version": 1,
+                    "detector": detector,
+                    "model_version": f"{detector}-1",
+                    "status": status,
+                    "ts": ts + delay,
+                    "segment_id": segment if upsert["segments"] > 1 else None,
+                    "scores": {LABELS[detector]: _score(rng)} if status == "ok" else None,
+                    "evidence_ref": f"evidence://{content_id}/{detector}/{segment}",
+                }
+                # Early evidence is delivered right after its upsert, carrying its earlier ts.
+                emit("detector.results", result, ts if early else ts + delay)
+                if rng.random() < 0.05:
+                    emit(
+                        "detector.results",
+                        dict(result, event_id=result["event_id"] + "-dup"),
+                        ts + max(delay, 0) + 10,
+                    )
+
+    if extras and uploads:
+        _extras(rng, uploads, emit, start_ts + versions * 200, policy_document, policy_key)
+    if malformed:
+        end = start_ts + versions * 200 + 5_000
+        emit("content.versions", {"event_id": "bad-1", "type": "upsert"}, end)
+        emit("content.versions", dict(uploads[0], event_id="bad-2", modality="hologram"), end)
+        emit("detector.results", dict(uploads[0], event_id="bad-3"), end)
+        emit("moderation.reports", "not json at all", end)
+    return [line for _, _, line in sorted(timed, key=lambda item: (item[0], item[1]))]
+
+
+def _extras(
+    rng: random.Random,
+    uploads: list[dict[str, Any]],
+    emit: Any,
+    ts: int,
+    policy_document: dict[str, Any] | None,
+    policy_key: bytes | None,
+) -> None:
+    # A known-bad hash, then an upload that matches it.
+    banked = f"{rng.getrandbits(256):064x}"
+    emit(
+        "hash.bank",
+        {
+            "event_id": "hb-1",
+            "bank": "known_bad",
+            "hash_type": "sha256",
+            "hash": banked,
+            "op": "add",
+            "ts": ts,
+        },
+        ts,
+    )
+    emit(
+        "content.versions",
+        dict(uploads[1], event_id="up-banked", content_id="banked-1", sha256=banked, ts=ts + 100),
+        ts + 100,
+    )
+    # Reports from three distinct reporters (one reports twice).
+    target = uploads[2]
+    for index, reporter in enumerate(["r1", "r2", "r2", "r3"]):
+        emit(
+            "moderation.reports",
+            {
+                "event_id": f"rep-{index}",
+                "report_id": f"rep-{index}",
+                "content_id": target["content_id"],
+                "content_version": 1,
+                "reporter_id": reporter,
+                "reason": "spam",
+                "ts": ts + 200 + index,
+            },
+            ts + 200 + index,
+        )
+    # A review, then an appeal and the review that closes it.
+    reviewed = uploads[3]
+    emit(
+        "review.decisions",
+        {
+            "event_id": "rv-1",
+            "task_id": "external",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "reviewer_id": "mod-1",
+            "outcome": "BLOCK",
+            "reason": "sexual_content",
+            "ts": ts + 300,
+        },
+        ts + 300,
+    )
+    emit(
+        "moderation.appeals",
+        {
+            "event_id": "ap-1",
+            "appeal_id": "a1",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "decision_revision": 1,
+            "user_id": reviewed["author_id"],
+            "ts": ts + 400,
+        },
+        ts + 400,
+    )
+    emit(
+        "moderation.appeals",
+        {
+            "event_id": "ap-2",
+            "appeal_id": "a2",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "decision_revision": 1,
+            "user_id": reviewed["author_id"],
+            "ts": ts + 450,
+        },
+        ts + 450,
+    )
+    emit(
+        "review.decisions",
+        {
+            "event_id": "rv-2",
+            "task_id": "appeal-a1",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "reviewer_id": "mod-2",
+            "outcome": "ALLOW",
+            "reason": "appeal_granted",
+            "ts": ts + 500,
+        },
+        ts + 500,
+    )
+    # An edit (version 2) and a delete.
+    edited = uploads[4]
+    emit(
+        "content.versions",
+        dict(edited, event_id="up-edit", content_version=2, ts=ts + 600),
+        ts + 600,
+    )
+    deleted = uploads[5]
+    emit(
+        "content.versions",
+        {
+            "event_id": "del-1",
+            "type": "delete",
+            "content_id": deleted["content_id"],
+            "content_version": 1,
+            "ts": ts + 700,
+        },
+        ts + 700,
+    )
+    emit(
+        "moderation.reevaluate",
+        {
+            "event_id": "re-1",
+            "content_id": uploads[6]["content_id"],
+            "content_version": 1,
+            "reason": "policy v2",
+            "ts": ts + 800,
+        },
+        ts + 800,
+    )
+    if policy_document is not None and policy_key is not None:
+        document = dict(
+            policy_document,
+            version=int(policy_document["version"]) + 1,
+            default="PROVISIONAL_ALLOW",
+        )
+        record = {
+            "event_id": "pol-next",
+            "policy_id": document["policy_id"],
+            "version": document["version"],
+            "parent_version": policy_document["version"],
+            "mode": "shadow",
+            "author": "workload",
+            "ts": ts + 900,
+            "document": document,
+        }
+        record["signature"] = sign(record, policy_key)
+        emit("policy.rules", record, ts + 900)
+
+
+def write(lines: list[Line], path: Any) -> None:
+    with open(path, "w", encoding="utf-8") as out:
+        for line in lines:
+            if isinstance(line["value"], str):
+                out.write(json.dumps({"topic": line["topic"], "value": line["value"]}) + "\n")
+            else:
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
