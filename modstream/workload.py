@@ -61,7 +61,8 @@ def generate(
         modality = rng.choice(["text", "text", "image", "image", "video", "audio"])
         ts = start_ts + index * 200 + rng.randrange(0, 150)
         content_id = f"c{seed}-{index}"
-        upsert = {
+        segments = 3 if modality == "video" else 1
+        upsert: dict[str, Any] = {
             "event_id": f"up-{content_id}-1",
             "type": "upsert",
             "content_id": content_id,
@@ -76,7 +77,7 @@ def generate(
             "size_bytes": rng.randrange(100, 900_000),
             "mime_type": MIME[modality],
             "sha256": f"{rng.getrandbits(256):064x}",
-            "segments": 3 if modality == "video" else 1,
+            "segments": segments,
         }
         if modality == "text":
             upsert["text"] = f"generated text {index}"
@@ -85,21 +86,22 @@ def generate(
         emit("content.versions", upsert, ts)
         missing = rng.random() < 0.05
         for detector in REQUIRED[modality]:
-            for segment in range(upsert["segments"]):
+            for segment in range(segments):
                 if missing and detector == REQUIRED[modality][-1] and segment == 0:
                     continue  # never arrives: the deadline decides
                 early = rng.random() < 0.05
                 delay = -rng.randrange(1, 50) if early else rng.randrange(50, 8_000)
                 status = "timeout" if rng.random() < 0.02 else "ok"
-                result = {
-                    "event_id": f"ev-{content_id}-{detector}-{segment}",
+                event_id = f"ev-{content_id}-{detector}-{segment}"
+                result: dict[str, Any] = {
+                    "event_id": event_id,
                     "content_id": content_id,
                     "content_version": 1,
                     "detector": detector,
                     "model_version": f"{detector}-1",
                     "status": status,
                     "ts": ts + delay,
-                    "segment_id": segment if upsert["segments"] > 1 else None,
+                    "segment_id": segment if segments > 1 else None,
                     "scores": {LABELS[detector]: _score(rng)} if status == "ok" else None,
                     "evidence_ref": f"evidence://{content_id}/{detector}/{segment}",
                 }
@@ -108,7 +110,7 @@ def generate(
                 if rng.random() < 0.05:
                     emit(
                         "detector.results",
-                        dict(result, event_id=result["event_id"] + "-dup"),
+                        dict(result, event_id=event_id + "-dup"),
                         ts + max(delay, 0) + 10,
                     )
 
