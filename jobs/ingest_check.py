@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 from pyflink.common import Row, WatermarkStrategy
@@ -72,55 +71,11 @@ def build(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ingest_check", description=__doc__)
-    parser.add_argument(
-        "--bootstrap-servers",
-        default=None,
-        help="Kafka bootstrap servers (default: the local stack's)",
-    )
-    parser.add_argument(
-        "--checkpoint-dir",
-        type=Path,
-        default=None,
-        help="where checkpoints go (default: RUN_DIR/checkpoints/ingest_check)",
-    )
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
-    parser.add_argument(
-        "--restore-from",
-        default=None,
-        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir",
-    )
-    parser.add_argument("--transactional-id-prefix", default="modstream-ingest-check")
-    parser.add_argument("--group-id", default="modstream-ingest-check")
-    parser.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="CONTRACT=PHYSICAL",
-        help="map a contract topic to another physical topic (repeatable)",
-    )
-    return parser.parse_args(argv)
+    return runtime.job_parser("ingest_check", __doc__).parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace, settings: Settings) -> runtime.JobConfig:
-    checkpoint_dir = args.checkpoint_dir or settings.run_dir / "checkpoints" / "ingest_check"
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    restore_from = args.restore_from
-    if restore_from == "latest":
-        restore_from = runtime.latest_checkpoint(checkpoint_dir)
-        if restore_from is None:
-            raise SystemExit(f"ingest_check: no completed checkpoint in {checkpoint_dir}")
-    topics = dict(item.split("=", 1) for item in args.topic)
-    return runtime.JobConfig(
-        name="ingest_check",
-        bootstrap_servers=args.bootstrap_servers or settings.bootstrap_servers,
-        checkpoint_dir=checkpoint_dir,
-        checkpoint_interval_ms=args.checkpoint_interval_ms,
-        restore_from=restore_from,
-        transactional_id_prefix=args.transactional_id_prefix,
-        group_id=args.group_id,
-        topics=topics,
-    )
+    return runtime.job_config("ingest_check", args, settings)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,10 +11,13 @@ state. Everything the job writes (decisions, actions, review tasks, shadow decis
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import yaml
 from pyflink.common import Duration, Row, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
@@ -26,6 +29,7 @@ from pyflink.datastream.functions import (
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from jobs import runtime
+from modstream.config import Settings
 from operators import moderation
 from operators.hashbank import HashBanks
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
@@ -295,3 +299,45 @@ def build(
         .uid("moderation_moderate")
     )
     sink(decided.union(dlq))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
+    parser = runtime.job_parser("moderation", __doc__)
+    parser.add_argument("--policy-id", default="global", help="the policy that decides")
+    parser.add_argument(
+        "--policy",
+        type=Path,
+        default=None,
+        help="a trusted policy YAML used until a policy.rules record arrives",
+    )
+    parser.add_argument("--out-of-orderness-ms", type=int, default=2_000)
+    parser.add_argument("--idleness-ms", type=int, default=5_000)
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    job = runtime.job_config("moderation", args, settings)
+    trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
+    config = ModerationConfig(
+        policy_id=args.policy_id,
+        out_of_orderness_ms=args.out_of_orderness_ms,
+        idleness_ms=args.idleness_ms,
+        policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
+        trusted_policy=trusted,
+        topics=job.topics,
+    )
+    env = runtime.create_env(job, settings)
+    topics = [job.topic(name) for name in (*KEYED_TOPICS, *BROADCAST_TOPICS)]
+    source = env.from_source(
+        runtime.kafka_source(job, topics),
+        WatermarkStrategy.no_watermarks(),
+        "inputs",
+        type_info=runtime.SOURCE_ROW,
+    ).uid("moderation_source")
+    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
+    if job.restore_from:
+        print(f"moderation: restoring from {job.restore_from}", flush=True)
+    return runtime.run(env, job.name)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -9,6 +9,7 @@ Kafka transaction. The (de)serializers are two small Java classes in deploy/flin
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import site
@@ -67,6 +68,61 @@ class JobConfig:
     def contract_names(self) -> dict[str, str]:
         """Physical topic -> contract topic, for the topics this config renames."""
         return {physical: name for name, physical in self.topics.items()}
+
+
+def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
+    """The options every modstream job takes (README, `modstream job NAME -- --help`)."""
+    slug = name.replace("_", "-")
+    parser = argparse.ArgumentParser(prog=name, description=description)
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="Kafka bootstrap servers (default: the local stack's)",
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
+    )
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--restore-from",
+        default=None,
+        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir",
+    )
+    parser.add_argument("--transactional-id-prefix", default=f"modstream-{slug}")
+    parser.add_argument("--group-id", default=f"modstream-{slug}")
+    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="CONTRACT=PHYSICAL",
+        help="map a contract topic to another physical topic (repeatable)",
+    )
+    return parser
+
+
+def job_config(name: str, args: argparse.Namespace, settings: Settings) -> JobConfig:
+    checkpoint_dir = args.checkpoint_dir or settings.run_dir / "checkpoints" / name
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    restore_from = args.restore_from
+    if restore_from == "latest":
+        restore_from = latest_checkpoint(checkpoint_dir)
+        if restore_from is None:
+            raise SystemExit(f"{name}: no completed checkpoint in {checkpoint_dir}")
+    return JobConfig(
+        name=name,
+        bootstrap_servers=args.bootstrap_servers or settings.bootstrap_servers,
+        checkpoint_dir=checkpoint_dir,
+        checkpoint_interval_ms=args.checkpoint_interval_ms,
+        restore_from=restore_from,
+        transactional_id_prefix=args.transactional_id_prefix,
+        group_id=args.group_id,
+        parallelism=args.parallelism,
+        topics=dict(item.split("=", 1) for item in args.topic),
+    )
 
 
 def _python_path() -> str:

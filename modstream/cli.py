@@ -71,6 +71,10 @@ def _cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         from jobs import ingest_check
 
         return ingest_check.main(args.job_args)
+    if args.job == "moderation":
+        from jobs import moderation
+
+        return moderation.main(args.job_args)
     raise AssertionError(args.job)
 
 
@@ -118,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("schemas", _cmd_schemas, "export the contract's JSON Schema, or check it is fresh")
     sub.add_argument("action", choices=["export", "check"])
     sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
-    sub.add_argument("job", choices=["ingest-check"])
+    sub.add_argument("job", choices=["ingest-check", "moderation"])
     sub.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's own options")
     sub = add("replay", _cmd_replay, "run the moderation job on a JSON-lines file (CONTRACT.md)")
     sub.add_argument("--input", type=Path, required=True, help="EVENTS.jsonl")

@@ -1,0 +1,134 @@
+"""The moderation job on the real broker: each action exactly once across a cancel and a
+restart from the last checkpoint, for a read_committed consumer."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modstream.workload import generate
+from tests.conftest import T0
+from tests.integration.conftest import (
+    JobProcess,
+    Kafka,
+    completed_checkpoints,
+    wait_for_checkpoint_after,
+)
+from tests.operators.policy_builders import GLOBAL_YAML
+
+pytestmark = pytest.mark.integration
+TOPICS = (
+    "content.versions",
+    "detector.results",
+    "moderation.reports",
+    "review.decisions",
+    "moderation.appeals",
+    "moderation.reevaluate",
+    "policy.rules",
+    "hash.bank",
+    "moderation.decisions",
+    "moderation.actions",
+    "review.tasks",
+    "moderation.shadow",
+    "moderation.dlq",
+)
+
+
+def produce_lines(kafka: Kafka, topics: dict[str, str], lines: list[dict[str, Any]]) -> None:
+    by_topic: dict[str, list[tuple[str | None, bytes]]] = {}
+    for line in lines:
+        value = line["value"]
+        text = value if isinstance(value, str) else json.dumps(value)
+        key = value.get("content_id") if isinstance(value, dict) else None
+        by_topic.setdefault(line["topic"], []).append((key, text.encode()))
+    for topic, records in by_topic.items():
+        kafka.produce(topics[topic], records)
+
+
+def tick(at: int) -> dict[str, Any]:
+    """An upload far ahead in event time: it moves the watermark past earlier deadlines."""
+    return {
+        "topic": "content.versions",
+        "value": {
+            "event_id": f"tick-{at}",
+            "type": "upsert",
+            "content_id": f"tick-{at}",
+            "content_version": 1,
+            "ts": at,
+            "author_id": "clock",
+            "modality": "text",
+            "surface": "dm",
+            "region": "DE",
+            "audience": "all",
+            "account_risk": 0.0,
+            "size_bytes": 1,
+            "mime_type": "text/plain",
+            "sha256": "0" * 64,
+        },
+    }
+
+
+def test_actions_exactly_once_across_cancel_and_restart(
+    kafka: Kafka, start_job: Any, tmp_path: Path
+) -> None:
+    import uuid
+
+    prefix = f"it-{uuid.uuid4().hex[:10]}"
+    topics = {name: f"{prefix}.{name}" for name in TOPICS}
+    kafka.create_topics(list(topics.values()))
+    args = [
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint-interval-ms",
+        "3000",
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+        "--policy",
+        str(GLOBAL_YAML),
+        "--out-of-orderness-ms",
+        "1000",
+    ]
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+
+    first = generate(seed=3, versions=40, extras=False, malformed=False)
+    second = generate(seed=4, versions=40, start_ts=T0 + 3_600_000, extras=False, malformed=False)
+    job: JobProcess = start_job("moderation", *args)
+    job.wait_running()
+    produce_lines(kafka, topics, [*first, tick(T0 + 1_800_000)])
+    actions = topics["moderation.actions"]
+    kafka.wait_for(
+        actions,
+        lambda v: {a["content_id"] for a in v} >= {line["value"]["content_id"] for line in first},
+        timeout_s=120,
+    )
+    # More input, processed but not all checkpointed, then cancel.
+    produce_lines(kafka, topics, second[: len(second) // 2])
+    kafka.wait_for(actions, lambda v: len(v) > 0, committed=False)
+    assert job.stop() == 0
+    produce_lines(kafka, topics, [*second[len(second) // 2 :], tick(T0 + 7_200_000)])
+
+    restarted: JobProcess = start_job("moderation", *args, "--restore-from", "latest")
+    restarted.wait_running()
+    assert "restoring from file:" in restarted.output()
+    wanted = {
+        line["value"]["content_id"]
+        for line in first + second
+        if line["topic"] == "content.versions"
+    }
+    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= wanted, timeout_s=180)
+    wait_for_checkpoint_after(tmp_path / "ckpt", completed_checkpoints(tmp_path / "ckpt"))
+    committed = kafka.values(actions)
+    counts = Counter(action["action_id"] for action in committed)
+    assert set(counts.values()) == {1}, counts.most_common(3)
+    decisions = kafka.values(topics["moderation.decisions"])
+    revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
+    assert set(revisions.values()) == {1}
+    expired = [d for d in decisions if d["trigger"] == "deadline"]
+    assert expired, "the tick moved the watermark past the deadlines of missing evidence"
