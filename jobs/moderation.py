@@ -326,13 +326,23 @@ def main(argv: list[str] | None = None) -> int:
         topics=job.topics,
     )
     env = runtime.create_env(job, settings)
-    topics = [job.topic(name) for name in (*KEYED_TOPICS, *BROADCAST_TOPICS)]
-    source = env.from_source(
-        runtime.kafka_source(job, topics),
+    # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
+    # from the beginning whenever the job starts without a checkpoint.
+    live = env.from_source(
+        runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
         WatermarkStrategy.no_watermarks(),
         "inputs",
         type_info=runtime.SOURCE_ROW,
     ).uid("moderation_source")
+    state = env.from_source(
+        runtime.kafka_source(
+            job, [job.topic(name) for name in BROADCAST_TOPICS], from_earliest=True
+        ),
+        WatermarkStrategy.no_watermarks(),
+        "policy and hash banks",
+        type_info=runtime.SOURCE_ROW,
+    ).uid("moderation_broadcast_source")
+    source = live.union(state)
     build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
     if job.restore_from:
         print(f"moderation: restoring from {job.restore_from}", flush=True)

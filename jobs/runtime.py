@@ -176,21 +176,27 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     return env
 
 
-def kafka_source(config: JobConfig, topics: list[str]) -> KafkaSource:
+def kafka_source(
+    config: JobConfig, topics: list[str], *, from_earliest: bool = False
+) -> KafkaSource:
     """Reads committed records of `topics` as Row(topic, key, value, timestamp_ms).
 
-    Starts from the group's committed offsets (earliest when it has none); on restore the
-    offsets come from the checkpoint. read_committed because inputs may be written by other
-    modstream jobs' transactions.
+    Starts from the group's committed offsets (earliest when it has none), or with
+    `from_earliest` always from the beginning (topics that are state, like policy.rules); on
+    restore the offsets come from the checkpoint. read_committed because inputs may be written
+    by other modstream jobs' transactions.
     """
+    offsets = (
+        KafkaOffsetsInitializer.earliest()
+        if from_earliest
+        else KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST)
+    )
     builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(config.bootstrap_servers)
         .set_topics(*topics)
         .set_group_id(config.group_id)
-        .set_starting_offsets(
-            KafkaOffsetsInitializer.committed_offsets(KafkaOffsetResetStrategy.EARLIEST)
-        )
+        .set_starting_offsets(offsets)
         .set_property("isolation.level", "read_committed")
         .set_property("partition.discovery.interval.ms", "60000")
         .set_property("client.id.prefix", config.group_id)
