@@ -270,21 +270,28 @@ def build(
     source: DataStream,
     sink: Callable[[DataStream], Any],
     config: ModerationConfig,
+    *,
+    source_has_event_time: bool = False,
 ) -> None:
     """Wire decode -> event time -> key -> broadcast join -> sink. `source` gives SOURCE_ROW
-    rows (topic, key, value, record_ts) of every input topic, keyed and broadcast alike."""
+    rows (topic, key, value, ts) of every input topic, keyed and broadcast alike; when
+    `source_has_event_time` its watermarks come from the source (Kafka, per partition),
+    otherwise they are assigned here from each record's `ts` (replay's ordered file)."""
     decoded = (
         source.flat_map(Decode(config), output_type=DECODED_ROW)
         .name("decode")
         .uid("moderation_decode")
     )
-    timed = decoded.assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_bounded_out_of_orderness(
-            Duration.of_millis(config.out_of_orderness_ms)
+    if source_has_event_time:
+        timed = decoded
+    else:
+        timed = decoded.assign_timestamps_and_watermarks(
+            WatermarkStrategy.for_bounded_out_of_orderness(
+                Duration.of_millis(config.out_of_orderness_ms)
+            )
+            .with_timestamp_assigner(PayloadTime())
+            .with_idleness(Duration.of_millis(config.idleness_ms))
         )
-        .with_timestamp_assigner(PayloadTime())
-        .with_idleness(Duration.of_millis(config.idleness_ms))
-    )
     dlq = timed.filter(lambda row: row[0] == "dlq").map(
         lambda row: Row(row[2], row[1], row[3]), output_type=runtime.SINK_ROW
     )
@@ -328,9 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.
+    event_time = runtime.payload_watermarks(args.out_of_orderness_ms, args.idleness_ms)
     live = env.from_source(
         runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
-        WatermarkStrategy.no_watermarks(),
+        event_time,
         "inputs",
         type_info=runtime.SOURCE_ROW,
     ).uid("moderation_source")
@@ -338,12 +346,18 @@ def main(argv: list[str] | None = None) -> int:
         runtime.kafka_source(
             job, [job.topic(name) for name in BROADCAST_TOPICS], from_earliest=True
         ),
-        WatermarkStrategy.no_watermarks(),
+        event_time,
         "policy and hash banks",
         type_info=runtime.SOURCE_ROW,
     ).uid("moderation_broadcast_source")
     source = live.union(state)
-    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
+    build(
+        env,
+        source,
+        lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"),
+        config,
+        source_has_event_time=True,
+    )
     if job.restore_from:
         print(f"moderation: restoring from {job.restore_from}", flush=True)
     return runtime.run(env, job.name)

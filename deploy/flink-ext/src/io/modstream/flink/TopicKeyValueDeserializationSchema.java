@@ -10,8 +10,9 @@ import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
 
 /**
- * Reads a Kafka record as {@code Row(topic, key, value, timestamp)}: three strings and the record's
- * timestamp in epoch milliseconds.
+ * Reads a Kafka record as {@code Row(topic, key, value, ts)}: three strings and the event time in
+ * epoch milliseconds: the value's top-level {@code ts} when it has one, else the Kafka record's
+ * timestamp ({@link PayloadTime}).
  *
  * <p>PyFlink's KafkaSource only offers value-only deserializers; modstream needs the source topic
  * (one source reads several topics), the key (a DLQ record names both) and the record timestamp
@@ -26,11 +27,12 @@ public final class TopicKeyValueDeserializationSchema implements KafkaRecordDese
     public void deserialize(ConsumerRecord<byte[], byte[]> record, Collector<Row> out) {
         byte[] key = record.key();
         byte[] value = record.value();
+        String text = value == null ? null : new String(value, StandardCharsets.UTF_8);
         out.collect(Row.of(
                 record.topic(),
                 key == null ? null : new String(key, StandardCharsets.UTF_8),
-                value == null ? null : new String(value, StandardCharsets.UTF_8),
-                record.timestamp()));
+                text,
+                PayloadTime.of(text, record.timestamp())));
     }
 
     @Override
