@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -108,3 +108,7 @@ clean: down
 bench: setup
 	@$(BIN)/pytest benchmarks/bench_policy.py -p no:cacheprovider --benchmark-only \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
+
+# The moderation job on the real broker (a stack on the default ports; `make up` first).
+bench-moderation: setup
+	@$(BIN)/python -m benchmarks.bench_moderation $(BENCH_ARGS)

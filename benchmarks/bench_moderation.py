@@ -1,0 +1,292 @@
+"""The moderation job on the real broker: sustained throughput and event-to-action latency.
+
+    make bench-moderation            # or: python -m benchmarks.bench_moderation --help
+
+Phase 1 (throughput): a generated backlog (content versions with all their evidence) is
+produced while the job runs; throughput is measured until a marker record, ordered after
+every backlog record in event time, has its action committed.
+Phase 2 (latency): versions and their evidence are produced at a fixed rate with `ts` = now; a
+read_committed consumer records when each action becomes visible; latency = that time - the
+action's event `ts` (so it includes the watermark delay and the checkpoint that commits it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+from kafka import KafkaConsumer
+
+from modstream import kafkaio
+from modstream.config import PROJECT_ROOT, Settings
+from modstream.topics import TopicSpec, create_topics
+from modstream.workload import generate
+
+TOPICS = (
+    "content.versions",
+    "detector.results",
+    "moderation.reports",
+    "review.decisions",
+    "moderation.appeals",
+    "moderation.reevaluate",
+    "policy.rules",
+    "hash.bank",
+    "moderation.decisions",
+    "moderation.actions",
+    "review.tasks",
+    "moderation.shadow",
+    "moderation.dlq",
+)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def by_topic(
+    lines: list[dict[str, Any]], topics: dict[str, str]
+) -> dict[str, list[tuple[str | None, bytes]]]:
+    grouped: dict[str, list[tuple[str | None, bytes]]] = {}
+    for line in lines:
+        value = line["value"]
+        grouped.setdefault(topics[line["topic"]], []).append(
+            (value.get("content_id"), json.dumps(value).encode())
+        )
+    return grouped
+
+
+def marker(ts: int) -> dict[str, Any]:
+    return {
+        "topic": "content.versions",
+        "value": {
+            "event_id": f"marker-{ts}",
+            "type": "upsert",
+            "content_id": f"marker-{ts}",
+            "content_version": 1,
+            "ts": ts,
+            "author_id": "bench",
+            "modality": "text",
+            "surface": "dm",
+            "region": "DE",
+            "audience": "all",
+            "account_risk": 0.0,
+            "size_bytes": 1,
+            "mime_type": "text/plain",
+            "sha256": "0" * 64,
+        },
+    }
+
+
+class ActionWatcher(threading.Thread):
+    """Reads committed actions as they appear and notes when each became visible."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.consumer = KafkaConsumer(
+            topic,
+            bootstrap_servers=bootstrap,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            group_id=None,
+        )
+        self.seen: list[tuple[int, dict[str, Any]]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for batch in self.consumer.poll(timeout_ms=100).values():
+                arrived = now_ms()
+                self.seen.extend((arrived, json.loads(r.value)) for r in batch)
+        self.consumer.close()
+
+    def wait_for(self, content_id: str, timeout_s: float) -> int:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for arrived, action in list(self.seen):
+                if action["content_id"] == content_id:
+                    return arrived
+            time.sleep(0.05)
+        raise TimeoutError(f"no committed action for {content_id} within {timeout_s}s")
+
+
+def percentile(values: list[int], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
+    return float(ordered[index])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--versions", type=int, default=3000, help="backlog content versions")
+    parser.add_argument("--rate", type=float, default=100.0, help="latency phase versions/s")
+    parser.add_argument("--duration", type=float, default=30.0, help="latency phase seconds")
+    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument("--out-of-orderness-ms", type=int, default=500)
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    bootstrap = settings.bootstrap_servers
+    prefix = f"bench-{uuid.uuid4().hex[:8]}"
+    topics = {name: f"{prefix}.{name}" for name in TOPICS}
+    create_topics(
+        bootstrap,
+        [TopicSpec(t, args.partitions if "policy" not in t else 1) for t in topics.values()],
+        say=lambda _: None,
+    )
+    run_dir = settings.run_dir / "bench" / prefix
+    run_dir.mkdir(parents=True, exist_ok=True)
+    command = [
+        sys.executable,
+        "-m",
+        "jobs.moderation",
+        "--checkpoint-dir",
+        str(run_dir / "ckpt"),
+        "--checkpoint-interval-ms",
+        str(args.checkpoint_interval_ms),
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+        "--parallelism",
+        str(args.parallelism),
+        "--out-of-orderness-ms",
+        str(args.out_of_orderness_ms),
+        "--idleness-ms",
+        "1000",
+        "--policy",
+        str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
+    ]
+    for name, physical in topics.items():
+        command += ["--topic", f"{name}={physical}"]
+    log = open(run_dir / "job.log", "wb")  # noqa: SIM115 - open for the job's lifetime
+    job = subprocess.Popen(
+        command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+    )
+    watcher = ActionWatcher(bootstrap, topics["moderation.actions"])
+    watcher.start()
+    try:
+        while b" running" not in (run_dir / "job.log").read_bytes():
+            if job.poll() is not None:
+                raise RuntimeError(f"job exited; see {run_dir / 'job.log'}")
+            time.sleep(0.2)
+        time.sleep(3)  # the sources are assigned their splits
+
+        # Phase 1: backlog throughput.
+        # The whole backlog, markers included, lies in the past: the steady phase that follows
+        # must not start behind the watermark.
+        start_ts = now_ms() - args.versions * 200 - 300_000
+        backlog = generate(
+            seed=5, versions=args.versions, start_ts=start_ts, extras=False, malformed=False
+        )
+        last_ts = max(line["value"]["ts"] for line in backlog)
+        end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
+        events = len(backlog)
+        started = now_ms()
+        for topic, records in by_topic(backlog + end, topics).items():
+            kafkaio.produce(bootstrap, topic, records)
+        produced_s = (now_ms() - started) / 1000
+        arrived = watcher.wait_for(end[0]["value"]["content_id"], timeout_s=900)
+        elapsed_s = (arrived - started) / 1000
+        throughput = {
+            "versions": args.versions,
+            "events": events,
+            "seconds": round(elapsed_s, 2),
+            "produce_seconds": round(produced_s, 2),
+            "versions_per_s": round(args.versions / elapsed_s, 1),
+            "events_per_s": round(events / elapsed_s, 1),
+        }
+        print(f"throughput: {json.dumps(throughput)}", flush=True)
+
+        # Phase 2: steady rate, latency from event ts to committed action.
+        seen_before = len(watcher.seen)
+        interval = 1.0 / args.rate
+        count = int(args.rate * args.duration)
+        next_at = time.monotonic()
+        producer = kafkaio_producer(bootstrap)
+        phase_started = now_ms()
+        for index in range(count):
+            ts = now_ms()
+            lines = generate(
+                seed=1000 + index, versions=1, start_ts=ts, extras=False, malformed=False
+            )
+            for line in lines:
+                line["value"]["ts"] = ts  # evidence in real time, with the upload
+                line["value"]["content_id"] = f"live-{index}"
+            for topic, records in by_topic(lines, topics).items():
+                for key, value in records:
+                    producer.send(topic, key=key.encode() if key else None, value=value)
+            next_at += interval
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        producer.flush()
+        # Records produced in the last second wait for the closing marker to move the watermark;
+        # their latency measures the benchmark's end, not the job: leave them out.
+        cutoff = now_ms() - 1000
+        time.sleep(5 + args.out_of_orderness_ms / 1000)
+        for topic, records in by_topic([marker(now_ms() + 5_000)], topics).items():
+            kafkaio.produce(bootstrap, topic, records)
+        time.sleep(3)
+        latencies = [
+            arrival - action["ts"]
+            for arrival, action in watcher.seen[seen_before:]
+            if action["content_id"].startswith("live-")
+        ]
+        latency = {
+            "rate_versions_per_s": args.rate,
+            "seconds": args.duration,
+            "actions": len(latencies),
+            "p50_ms": percentile(latencies, 0.50) if latencies else None,
+            "p99_ms": percentile(latencies, 0.99) if latencies else None,
+            "max_ms": max(latencies) if latencies else None,
+        }
+        print(f"latency: {json.dumps(latency)}", flush=True)
+        result = {
+            "throughput": throughput,
+            "latency": latency,
+            "layout": {
+                "parallelism": args.parallelism,
+                "taskmanagers": 1,
+                "partitions": args.partitions,
+                "checkpoint_interval_ms": args.checkpoint_interval_ms,
+                "out_of_orderness_ms": args.out_of_orderness_ms,
+                "execution_mode": "thread",
+            },
+        }
+        (run_dir / "result.json").write_text(json.dumps(result, indent=2))
+        print(f"result: {run_dir / 'result.json'}")
+        return 0
+    finally:
+        watcher.stop.set()
+        if job.poll() is None:
+            job.send_signal(signal.SIGTERM)
+            job.wait(timeout=90)
+
+
+_PRODUCER: Any = None
+
+
+def kafkaio_producer(bootstrap: str) -> Any:
+    """One shared producer for the steady-rate phase (a new one per record would dominate)."""
+    global _PRODUCER
+    if _PRODUCER is None:
+        from kafka import KafkaProducer
+
+        _PRODUCER = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=1)
+    return _PRODUCER
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
