@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         latencies = [
             arrival - action["ts"]
             for arrival, action in watcher.seen[seen_before:]
-            if action["content_id"].startswith("live-")
+            if action["content_id"].startswith("live-") and phase_started <= action["ts"] < cutoff
         ]
         latency = {
             "rate_versions_per_s": args.rate,
