@@ -58,7 +58,7 @@ def by_topic(
     for line in lines:
         value = line["value"]
         grouped.setdefault(topics[line["topic"]], []).append(
-            (value.get("content_id"), json.dumps(value).encode())
+            (kafkaio.contract_key(line["topic"], value), json.dumps(value).encode())
         )
     return grouped
 

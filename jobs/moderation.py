@@ -148,9 +148,9 @@ class Moderate(KeyedBroadcastProcessFunction):
     def _load(self, state: Any) -> tuple[PolicyStore, HashBanks]:
         revision = int(state.get("revision") or 0)
         if self.store is None or self.banks is None or revision != self.loaded_revision:
-            store = PolicyStore.from_records(json.loads(state.get("policies") or "[]"))
-            if self.config.trusted_policy is not None and not store.policy_ids():
-                store.install(self.config.trusted_policy, ts=0)
+            store = PolicyStore.from_records(
+                json.loads(state.get("policies") or "[]"), trusted=self.config.trusted_policy
+            )
             self.store = store
             banks = json.loads(state.get("banks") or "{}")
             self.banks = HashBanks.from_records(banks.get("entries", []), banks.get("seen", []))

@@ -1,15 +1,17 @@
-"""`modstream demo`: the stack, the topics, the ingest job on a generated workload, a summary.
+"""`modstream demo`: the stack, the topics, the moderation job on a generated workload, a summary.
 
-The workload is seeded (same seed, same records apart from the run id) and mixes valid uploads
-and deletes with malformed records of every kind the contract names. Records of this run carry
-its run id, so the summary counts only them even when earlier demos left records behind.
+The workload (modstream/workload.py) has text, images, video with segments and audio;
+evidence with duplicates, late and missing results; reports, a review, an appeal (and a
+conflicting second one), an edit, a delete, a re-evaluation, a hash-bank entry with a matching
+upload, a signed shadow policy version and malformed records. Detector results come from the
+generator until the real detectors run. Records of this run carry its run id, so the summary
+counts only them even when earlier demos left records behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -19,114 +21,45 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from modstream import kafkaio, stack, topics
 from modstream.config import Settings
-from schemas.common import MAX_RECORD_BYTES
+from modstream.workload import generate
 
-WAIT_TIMEOUT_S = 240.0
-MODALITIES = ("text", "image", "audio", "video")
-MIME = {"text": "text/plain", "image": "image/jpeg", "audio": "audio/mpeg", "video": "video/mp4"}
-SURFACES = ("public_post", "comment", "profile", "dm")
+WAIT_TIMEOUT_S = 300.0
+DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
 
 
-def generate(run_id: str, count: int, seed: int) -> tuple[list[tuple[str, bytes]], dict[str, int]]:
-    """(key, value) records for content.versions and how many of each kind they hold."""
-    rng = random.Random(seed)
-    kinds: Counter[str] = Counter()
-    records: list[tuple[str, bytes]] = []
-    base_ts = 1_764_460_800_000
-    for index in range(count):
-        content_id = f"demo-{run_id}-c{index}"
-        modality = rng.choice(MODALITIES)
-        ts = base_ts + index * 250
-        record: dict[str, Any] = {
-            "event_id": f"demo-{run_id}-e{index}",
-            "type": "upsert",
-            "content_id": content_id,
-            "content_version": 1,
-            "ts": ts,
-            "author_id": f"user-{rng.randrange(50)}",
-            "modality": modality,
-            "surface": rng.choice(SURFACES),
-            "region": rng.choice(("DE", "US", "BR", "IN", "JP")),
-            "audience": rng.choice(("all", "all", "adult", "minor")),
-            "account_risk": round(rng.random(), 3),
-            "size_bytes": rng.randrange(100, 5_000_000),
-            "mime_type": MIME[modality],
-            "sha256": f"{rng.getrandbits(256):064x}",
-            "segments": rng.choice((1, 1, 1, 4)) if modality == "video" else 1,
-        }
-        if modality == "text":
-            record["text"] = f"demo text {index}"
-        if modality == "image":
-            record["phash"] = f"{rng.getrandbits(64):016x}"
-        if rng.random() < 0.1:  # an author deletes it again
-            kinds["valid delete"] += 1
-            delete = {
-                "event_id": f"demo-{run_id}-d{index}",
-                "type": "delete",
-                "content_id": content_id,
-                "content_version": 1,
-                "ts": ts + 100,
-            }
-            records.append((content_id, json.dumps(record).encode()))
-            records.append((content_id, json.dumps(delete).encode()))
-        else:
-            records.append((content_id, json.dumps(record).encode()))
-        kinds["valid upsert"] += 1
+def _next_policy_version(settings: Settings, key: bytes, policy: dict[str, Any]) -> int:
+    from modstream.policy_cli import load_store
 
-    template = json.loads(records[0][1])
-    bad_count = max(1, count // 40)
-    for index in range(bad_count):
-        content_id = f"demo-{run_id}-bad{index}"
-        bad = dict(template, content_id=content_id, event_id=f"demo-{run_id}-b{index}")
-        malformed = {
-            "missing field": json.dumps({k: v for k, v in bad.items() if k != "author_id"}),
-            "wrong type": json.dumps(dict(bad, content_version=str(index + 1))),
-            "unknown enum": json.dumps(dict(bad, modality="hologram")),
-            "not JSON": f"<upload id={content_id}>",
-            "over-long": json.dumps(dict(bad, text="x" * (MAX_RECORD_BYTES + 1))),
-        }
-        for kind, value in malformed.items():
-            records.append((content_id, value.encode()))
-            kinds[f"malformed: {kind}"] += 1
-    rng.shuffle(records)
-    return records, dict(kinds)
+    store, _ = load_store(settings.bootstrap_servers, "policy.rules", key)
+    snapshot = store.snapshot(policy["policy_id"])
+    seen = [
+        record["version"] for record in store.records(policy["policy_id"]) if "document" in record
+    ]
+    return max([policy["version"], *(seen or [0]), snapshot.active or 0 if snapshot else 0])
 
 
-def _start_job(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "wb") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "jobs.ingest_check", "--checkpoint-interval-ms", "2000"],
-            cwd=settings.project_root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=dict(os.environ),
+def _produce(settings: Settings, lines: list[dict[str, Any]]) -> None:
+    grouped: dict[str, list[tuple[str | None, bytes]]] = {}
+    for line in lines:
+        value = line["value"]
+        text = value if isinstance(value, str) else json.dumps(value)
+        grouped.setdefault(line["topic"], []).append(
+            (kafkaio.contract_key(line["topic"], value), text.encode())
         )
+    for topic, records in grouped.items():
+        kafkaio.produce(settings.bootstrap_servers, topic, records)
 
 
-def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 180
-    while " running" not in log_path.read_text(errors="replace"):
-        if job.poll() is not None or time.monotonic() > deadline:
-            raise stack.StackError(f"ingest_check did not start; see {log_path}")
-        time.sleep(0.5)
-
-
-def _outputs(settings: Settings, run_id: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    marker = f"demo-{run_id}-"
-    valid = [
+def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
+    return [
         json.loads(r.value)
-        for r in kafkaio.read_to_end(settings.bootstrap_servers, "content.validated")
-        if marker in r.value.decode()
+        for r in kafkaio.read_to_end(settings.bootstrap_servers, topic)
+        if run_id in r.value.decode("utf-8", errors="replace")
     ]
-    letters = [
-        json.loads(r.value)
-        for r in kafkaio.read_to_end(settings.bootstrap_servers, "moderation.dlq")
-        if marker in r.value.decode()
-    ]
-    return valid, letters
 
 
 def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
@@ -134,60 +67,159 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     print("demo: starting the local stack")
     stack.up(settings)
     topics.create_topics(settings.bootstrap_servers, say=lambda _: None)
+    key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
+    policy_path = settings.project_root / "policy_rules" / "global.yaml"
+    policy = yaml.safe_load(policy_path.read_text())
+    shadow_base = dict(policy, version=_next_policy_version(settings, key.encode(), policy))
 
-    run_id = uuid.uuid4().hex[:8]
-    records, kinds = generate(run_id, count, seed)
-    valid_expected = sum(n for kind, n in kinds.items() if kind.startswith("valid"))
-    bad_expected = sum(n for kind, n in kinds.items() if kind.startswith("malformed"))
-    kafkaio.produce(settings.bootstrap_servers, "content.versions", records)
-    print(
-        f"demo: run {run_id}: sent {len(records)} records to content.versions "
-        f"({valid_expected} valid, {bad_expected} malformed)"
+    run_id = f"demo{uuid.uuid4().hex[:6]}-"
+    now = int(time.time() * 1000)
+    start_ts = now - count * 200 - 600_000
+    lines = generate(seed=seed, versions=count, start_ts=start_ts, prefix=run_id)
+    # A signed shadow candidate from the start: every decision is also made under it.
+    from operators.policy_store import sign
+
+    candidate = dict(shadow_base, version=shadow_base["version"] + 1, default="PENDING")
+    shadow_record: dict[str, Any] = {
+        "event_id": f"{run_id}shadow",
+        "policy_id": candidate["policy_id"],
+        "version": candidate["version"],
+        "parent_version": policy["version"],
+        "mode": "shadow",
+        "author": "demo",
+        "ts": start_ts - 1_000,
+        "document": candidate,
+    }
+    shadow_record["signature"] = sign(shadow_record, key.encode())
+    lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
+    last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
+    marker = f"{run_id}end"
+    lines.append(
+        {
+            "topic": "content.versions",
+            "value": {
+                "event_id": marker,
+                "type": "upsert",
+                "content_id": marker,
+                "content_version": 1,
+                "ts": last_ts + 300_000,
+                "author_id": "demo",
+                "modality": "text",
+                "surface": "dm",
+                "region": "DE",
+                "audience": "all",
+                "account_risk": 0.0,
+                "size_bytes": 1,
+                "mime_type": "text/plain",
+                "sha256": "0" * 64,
+            },
+        }
+    )
+    lines.append(
+        dict(
+            lines[-1],
+            value=dict(
+                lines[-1]["value"],
+                event_id=f"{marker}2",
+                content_id=f"{marker}2",
+                ts=last_ts + 400_000,
+            ),
+        )
     )
 
-    log_path = settings.run_dir / "demo" / f"ingest_check-{run_id}.log"
-    job = _start_job(settings, log_path)
+    log_path = settings.run_dir / "demo" / f"moderation-{run_id}log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MODSTREAM_POLICY_KEY": key}
+    with open(log_path, "wb") as log:
+        job = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobs.moderation",
+                "--policy",
+                str(policy_path),
+                "--checkpoint-interval-ms",
+                "2000",
+                "--out-of-orderness-ms",
+                "1000",
+                "--idleness-ms",
+                "2000",
+            ],
+            cwd=settings.project_root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
     try:
         _wait_running(job, log_path)
-        print(f"demo: ingest_check running (log {log_path}); waiting for committed output")
+        print(f"demo: moderation job running (log {log_path})")
+        _produce(settings, lines)
+        print(
+            f"demo: run {run_id[:-1]}: sent {len(lines)} records "
+            f"({count} content versions with their evidence and signals)"
+        )
         deadline = time.monotonic() + WAIT_TIMEOUT_S
         while True:
-            valid, letters = _outputs(settings, run_id)
-            if len(valid) >= valid_expected and len(letters) >= bad_expected:
+            decisions = _mine(settings, "moderation.decisions", run_id)
+            if any(d["content_id"] == marker for d in decisions):
                 break
             if time.monotonic() > deadline or job.poll() is not None:
-                print(
-                    f"demo: FAILED: {len(valid)}/{valid_expected} valid and "
-                    f"{len(letters)}/{bad_expected} dead letters committed; see {log_path}"
-                )
+                print(f"demo: FAILED: no committed decision for the end marker; see {log_path}")
                 return 1
-            print(f"demo:   committed so far: {len(valid)} valid, {len(letters)} dead letters")
-            time.sleep(2)
+            print(f"demo:   committed so far: {len(decisions)} decisions")
+            time.sleep(3)
     finally:
         if job.poll() is None:
             job.send_signal(signal.SIGTERM)
             job.wait(timeout=90)
 
-    duplicates = sum(n - 1 for n in Counter(v["event_id"] for v in valid).values())
-    by_class = Counter(letter["error_class"] for letter in letters)
-    print()
-    print(f"modstream demo summary (run {run_id}, seed {seed})")
-    print(f"  sent to content.versions     {len(records):>6}")
-    print(
-        f"  valid -> content.validated   {len(valid):>6}   "
-        + ", ".join(
-            f"{m} {n}"
-            for m, n in sorted(Counter(v.get("modality", "delete") for v in valid).items())
-        )
+    decisions = [
+        d
+        for d in _mine(settings, "moderation.decisions", run_id)
+        if not d["content_id"].startswith(marker)
+    ]
+    actions = _mine(settings, "moderation.actions", run_id)
+    tasks = _mine(settings, "review.tasks", run_id)
+    shadows = _mine(settings, "moderation.shadow", run_id)
+    letters = _mine(settings, "moderation.dlq", run_id)
+    revisions = Counter(
+        (d["content_id"], d["content_version"], d["decision_revision"]) for d in decisions
     )
-    print(f"  rejected -> moderation.dlq   {len(letters):>6}")
-    for error_class, n in sorted(by_class.items()):
-        print(f"    error_class {error_class:<16} {n:>4}")
-    for kind, n in sorted(kinds.items()):
-        if kind.startswith("malformed"):
-            print(f"      {kind[11:]:<24} {n:>4}")
-    print(f"  duplicates seen by read_committed consumer: {duplicates}")
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for decision in decisions:
+        version = (decision["content_id"], decision["content_version"])
+        if (
+            version not in latest
+            or decision["decision_revision"] > latest[version]["decision_revision"]
+        ):
+            latest[version] = decision
+
+    def line(title: str, counts: Counter[str]) -> None:
+        print(f"  {title:<28} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+
+    print()
+    print(f"modstream demo summary (run {run_id[:-1]}, seed {seed})")
+    print(f"  content versions decided      {len(latest)}")
+    print(f"  decision revisions            {len(decisions)}")
+    line("latest outcome", Counter(d["outcome"] for d in latest.values()))
+    line("latest state", Counter(d["state"] for d in latest.values()))
+    line("revisions by trigger", Counter(d["trigger"] for d in decisions))
+    line("actions by visibility", Counter(a["visibility"] for a in actions))
+    line("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in tasks))
+    print(f"  shadow decisions (policy v{shadow_base['version'] + 1})   {len(shadows)}")
+    line("dead letters by class", Counter(letter["error_class"] for letter in letters))
+    duplicates = sum(n - 1 for n in revisions.values())
+    print(f"  duplicate revisions seen by a read_committed consumer: {duplicates}")
     print(
         f"  elapsed {time.monotonic() - started:.1f}s; the stack is still up (`make down` stops it)"
     )
-    return 0 if duplicates == 0 and len(valid) == valid_expected else 1
+    return 0 if duplicates == 0 and latest else 1
+
+
+def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
+    deadline = time.monotonic() + 180
+    while " running" not in log_path.read_text(errors="replace"):
+        if job.poll() is not None or time.monotonic() > deadline:
+            raise stack.StackError(f"the moderation job did not start; see {log_path}")
+        time.sleep(0.5)
+    time.sleep(3)  # the sources are assigned their partitions

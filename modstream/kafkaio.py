@@ -26,15 +26,28 @@ def produce(
         max_block_ms=15_000,
         request_timeout_ms=15_000,
     )
-    sent = 0
+    futures = []
     try:
         for key, value in records:
-            producer.send(topic, key=key.encode() if key is not None else None, value=value)
-            sent += 1
+            futures.append(
+                producer.send(topic, key=key.encode() if key is not None else None, value=value)
+            )
         producer.flush(timeout=60)
+        for future in futures:
+            future.get(timeout=30)  # raises what the broker refused (no silent loss)
     finally:
         producer.close(timeout=10)
-    return sent
+    return len(futures)
+
+
+def contract_key(topic: str, value: object) -> str | None:
+    """The Kafka key the contract gives a record: policy_id on policy.rules, the hash on
+    hash.bank (both compacted, so a key is required), content_id everywhere else."""
+    if not isinstance(value, dict):
+        return None
+    field = {"policy.rules": "policy_id", "hash.bank": "hash"}.get(topic, "content_id")
+    key = value.get(field)
+    return key if isinstance(key, str) else None
 
 
 def read_to_end(

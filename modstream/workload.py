@@ -45,6 +45,7 @@ def generate(
     policy_key: bytes | None = None,
     malformed: bool = True,
     extras: bool = True,
+    prefix: str = "",
 ) -> list[Line]:
     """Lines `{"topic", "value"}` in delivery order (ts order; late evidence after its upsert)."""
     rng = random.Random(seed)
@@ -60,7 +61,7 @@ def generate(
     for index in range(versions):
         modality = rng.choice(["text", "text", "image", "image", "video", "audio"])
         ts = start_ts + index * 200 + rng.randrange(0, 150)
-        content_id = f"c{seed}-{index}"
+        content_id = f"{prefix}c{seed}-{index}"
         segments = 3 if modality == "video" else 1
         upsert: dict[str, Any] = {
             "event_id": f"up-{content_id}-1",
@@ -115,13 +116,17 @@ def generate(
                     )
 
     if extras and uploads:
-        _extras(rng, uploads, emit, start_ts + versions * 200, policy_document, policy_key)
+        _extras(rng, uploads, emit, start_ts + versions * 200, policy_document, policy_key, prefix)
     if malformed:
         end = start_ts + versions * 200 + 5_000
-        emit("content.versions", {"event_id": "bad-1", "type": "upsert"}, end)
-        emit("content.versions", dict(uploads[0], event_id="bad-2", modality="hologram"), end)
-        emit("detector.results", dict(uploads[0], event_id="bad-3"), end)
-        emit("moderation.reports", "not json at all", end)
+        emit("content.versions", {"event_id": f"{prefix}bad-1", "type": "upsert"}, end)
+        emit(
+            "content.versions",
+            dict(uploads[0], event_id=f"{prefix}bad-2", modality="hologram"),
+            end,
+        )
+        emit("detector.results", dict(uploads[0], event_id=f"{prefix}bad-3"), end)
+        emit("moderation.reports", f"not json at all {prefix}", end)
     return [line for _, _, line in sorted(timed, key=lambda item: (item[0], item[1]))]
 
 
@@ -132,13 +137,14 @@ def _extras(
     ts: int,
     policy_document: dict[str, Any] | None,
     policy_key: bytes | None,
+    prefix: str = "",
 ) -> None:
     # A known-bad hash, then an upload that matches it.
     banked = f"{rng.getrandbits(256):064x}"
     emit(
         "hash.bank",
         {
-            "event_id": "hb-1",
+            "event_id": f"{prefix}hb-1",
             "bank": "known_bad",
             "hash_type": "sha256",
             "hash": banked,
@@ -149,7 +155,13 @@ def _extras(
     )
     emit(
         "content.versions",
-        dict(uploads[1], event_id="up-banked", content_id="banked-1", sha256=banked, ts=ts + 100),
+        dict(
+            uploads[1],
+            event_id="up-banked",
+            content_id=f"{prefix}banked-1",
+            sha256=banked,
+            ts=ts + 100,
+        ),
         ts + 100,
     )
     # Reports from three distinct reporters (one reports twice).
@@ -159,7 +171,7 @@ def _extras(
             "moderation.reports",
             {
                 "event_id": f"rep-{index}",
-                "report_id": f"rep-{index}",
+                "report_id": f"{prefix}rep-{index}",
                 "content_id": target["content_id"],
                 "content_version": 1,
                 "reporter_id": reporter,
@@ -261,7 +273,7 @@ def _extras(
             default="PROVISIONAL_ALLOW",
         )
         record = {
-            "event_id": "pol-next",
+            "event_id": f"{prefix}pol-next",
             "policy_id": document["policy_id"],
             "version": document["version"],
             "parent_version": policy_document["version"],

@@ -292,9 +292,17 @@ class PolicyStore:
         return [record for _, record in sorted(everything, key=lambda item: item[0])]
 
     @classmethod
-    def from_records(cls, records: list[dict[str, Any]]) -> PolicyStore:
+    def from_records(
+        cls, records: list[dict[str, Any]], trusted: Mapping[str, Any] | None = None
+    ) -> PolicyStore:
+        """Rebuild from `to_records()`; a `trusted` document is installed first (active from
+        ts 0), so signed records on the topic build on it."""
         store = cls()
+        if trusted is not None:
+            store.install(trusted, ts=0)
         for record in records:
+            if str(record["event_id"]) in store._event_ids:
+                continue
             compiled = _compile(record["document"]) if "document" in record else None
             store._accept(dict(record), compiled)
         return store

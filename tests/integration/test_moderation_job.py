@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from modstream import kafkaio
 from modstream.workload import generate
 from tests.conftest import T0
 from tests.integration.conftest import (
@@ -43,8 +44,9 @@ def produce_lines(kafka: Kafka, topics: dict[str, str], lines: list[dict[str, An
     for line in lines:
         value = line["value"]
         text = value if isinstance(value, str) else json.dumps(value)
-        key = value.get("content_id") if isinstance(value, dict) else None
-        by_topic.setdefault(line["topic"], []).append((key, text.encode()))
+        by_topic.setdefault(line["topic"], []).append(
+            (kafkaio.contract_key(line["topic"], value), text.encode())
+        )
     for topic, records in by_topic.items():
         kafka.produce(topics[topic], records)
 
