@@ -20,10 +20,10 @@ from typing import Any
 import yaml
 from pyflink.common import Duration, Row, Types, WatermarkStrategy
 from pyflink.common.watermark_strategy import TimestampAssigner
-from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import (
-    FlatMapFunction,
     KeyedBroadcastProcessFunction,
+    ProcessFunction,
     RuntimeContext,
 )
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
@@ -60,6 +60,8 @@ class ModerationConfig:
     policy_key: str | None = None  # the deployment's HMAC key (MODSTREAM_POLICY_KEY)
     trusted_policy: dict[str, Any] | None = None  # replay's --policy document
     topics: dict[str, str] | None = None
+    # Parallelism of everything before key_by; replay uses 1 so file order survives.
+    pre_key_parallelism: int | None = None
 
     def contract_topic(self, physical: str) -> str:
         for name, mapped in (self.topics or {}).items():
@@ -71,18 +73,23 @@ class ModerationConfig:
         return (self.topics or {}).get(name, name)
 
 
-class Decode(FlatMapFunction):
-    """Row(topic, key, value, record_ts) -> a validated, keyed Row, or a DLQ row."""
+DLQ_TAG = OutputTag("dlq", runtime.SINK_ROW)
+BROADCAST_TAG = OutputTag("broadcast", DECODED_ROW)
+
+
+class Decode(ProcessFunction):
+    """Row(topic, key, value, ts) -> a validated keyed row; policy and hash-bank records to the
+    `broadcast` side output; anything invalid to the `dlq` side output. One pass per record."""
 
     def __init__(self, config: ModerationConfig) -> None:
         self.config = config
 
-    def flat_map(self, value: Row) -> Iterator[Row]:
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         topic = self.config.contract_topic(physical)
         if topic in BROADCAST_TOPICS:
             ts = _event_time(raw, record_ts)
-            yield Row("broadcast", topic, topic, raw or "", ts)
+            yield BROADCAST_TAG, Row("broadcast", topic, topic, raw or "", ts)
             return
         try:
             if topic not in KEYED_TOPICS:
@@ -92,12 +99,9 @@ class Decode(FlatMapFunction):
             letter = dead_letter(
                 physical, key, raw, error, ts=_event_time(raw, record_ts), operator="moderation"
             )
-            yield Row(
-                "dlq",
-                key,
-                self.config.physical_topic("moderation.dlq"),
-                letter.model_dump_json(),
-                record_ts,
+            yield (
+                DLQ_TAG,
+                Row(self.config.physical_topic("moderation.dlq"), key, letter.model_dump_json()),
             )
             return
         ts = record.ts  # type: ignore[attr-defined]
@@ -124,7 +128,7 @@ def subtask_index(runtime_context: RuntimeContext) -> int:
 
 class PayloadTime(TimestampAssigner):
     def extract_timestamp(self, value: Row, record_timestamp: int) -> int:
-        return int(value[4])
+        return int(value[3])
 
 
 class Moderate(KeyedBroadcastProcessFunction):
@@ -277,28 +281,27 @@ def build(
     rows (topic, key, value, ts) of every input topic, keyed and broadcast alike; when
     `source_has_event_time` its watermarks come from the source (Kafka, per partition),
     otherwise they are assigned here from each record's `ts` (replay's ordered file)."""
-    decoded = (
-        source.flat_map(Decode(config), output_type=DECODED_ROW)
-        .name("decode")
-        .uid("moderation_decode")
-    )
-    if source_has_event_time:
-        timed = decoded
-    else:
-        timed = decoded.assign_timestamps_and_watermarks(
+    if not source_has_event_time:
+        source = source.assign_timestamps_and_watermarks(
             WatermarkStrategy.for_bounded_out_of_orderness(
                 Duration.of_millis(config.out_of_orderness_ms)
             )
             .with_timestamp_assigner(PayloadTime())
             .with_idleness(Duration.of_millis(config.idleness_ms))
         )
-    dlq = timed.filter(lambda row: row[0] == "dlq").map(
-        lambda row: Row(row[2], row[1], row[3]), output_type=runtime.SINK_ROW
+        if config.pre_key_parallelism:
+            source = source.set_parallelism(config.pre_key_parallelism)
+    decoded = (
+        source.process(Decode(config), output_type=DECODED_ROW)
+        .name("decode")
+        .uid("moderation_decode")
     )
-    broadcast = timed.filter(lambda row: row[0] == "broadcast").broadcast(BROADCAST_STATE)
-    keyed = timed.filter(lambda row: row[0] == "keyed").key_by(
-        lambda row: row[1], key_type=Types.STRING()
-    )
+    if config.pre_key_parallelism:
+        # The order of the input is the order of equal-ts records: no reshuffle before key_by.
+        decoded = decoded.set_parallelism(config.pre_key_parallelism)
+    dlq = decoded.get_side_output(DLQ_TAG)
+    broadcast = decoded.get_side_output(BROADCAST_TAG).broadcast(BROADCAST_STATE)
+    keyed = decoded.key_by(lambda row: row[1], key_type=Types.STRING())
     decided = (
         keyed.connect(broadcast)
         .process(Moderate(config), output_type=runtime.SINK_ROW)

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from modstream import kafkaio
 from modstream.config import Settings
 
 OUTPUT_TOPICS = (
@@ -33,10 +34,10 @@ REPLAY_OUT_OF_ORDERNESS_MS = 7 * 86_400_000
 
 
 def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
-    """(topic, key, value, line number) rows; a line that is not a record becomes DLQ input."""
+    """(topic, key, value, ts) rows; a line that is not a record becomes DLQ input."""
     rows = []
     with open(input_path, encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
+        for line in lines:
             if not line.strip():
                 continue
             try:
@@ -44,10 +45,12 @@ def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
                 topic = envelope["topic"]
                 value = envelope["value"]
                 text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                key = value.get("content_id") if isinstance(value, dict) else None
+                key = kafkaio.contract_key(str(topic), value)
             except (ValueError, KeyError, TypeError, AttributeError):
-                topic, key, text = "replay.input", None, line.rstrip("\n")
-            rows.append((str(topic), key if isinstance(key, str) else None, text, number))
+                topic, key, text, value = "replay.input", None, line.rstrip("\n"), None
+            ts = value.get("ts") if isinstance(value, dict) else None
+            ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else 0
+            rows.append((str(topic), key if isinstance(key, str) else None, text, ts))
     return rows
 
 
@@ -79,10 +82,10 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
     env = runtime.create_env(job, settings)
     env.set_parallelism(parallelism)
     rows = _rows(input_path)
-    # The file's order is the stream's order: line numbers become the record timestamps'
-    # tie-breaker only through arrival, which a single-parallelism source keeps.
+    # The file's order is the stream's order: one source and everything before key_by at
+    # parallelism 1, so records with equal ts reach their key in file order.
     source = env.from_collection(
-        [Row(topic, key, text, 0) for topic, key, text, _ in rows],
+        [Row(topic, key, text, ts) for topic, key, text, ts in rows],
         type_info=runtime.SOURCE_ROW,
     ).set_parallelism(1)
     collected: list[Any] = []

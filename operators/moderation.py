@@ -175,8 +175,6 @@ def _evaluate(
 ) -> _Evaluation:
     content = state["content"]
     view, completeness, provenance, expired = _evidence(state, policy, ts)
-    if fast_gate and completeness["required"]:
-        view = EvidenceView(outstanding=True)  # the gate waits for no model
     facts = ContentFacts(
         modality=content["modality"],
         surface=content["surface"],
@@ -190,6 +188,16 @@ def _evaluate(
     human = state["human"]
     if policy is None:
         verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
+    elif fast_gate:
+        # The gate waits for no model: the state is `scanning` unless the gate decided.
+        view = EvidenceView(outstanding=bool(completeness["required"]))
+        verdict = policy.fast_gate(
+            facts,
+            ts=ts,
+            hash_matches=ctx.hash_matches,
+            human_outcome=(human["outcome"], human["reason"]) if human else None,
+            paused=ctx.resolution.paused,
+        )
     else:
         verdict = policy.evaluate(
             facts,
@@ -238,10 +246,7 @@ def _decide(
             )
         )
         visibility = "hidden" if name == "deleted" else VISIBILITY[verdict.outcome]
-        if last is None or (last["visibility"], last["restriction"]) != (
-            visibility,
-            verdict.restriction,
-        ):
+        if last is None or last["visibility"] != visibility:
             action: dict[str, Any] = {
                 "action_id": sha256_hex(cid, ver, revision),
                 "content_id": cid,

@@ -400,6 +400,44 @@ class CompiledPolicy:
             outcome, restriction, tuple(reasons), tuple(matched), tuple(review), ts, paused
         )
 
+    def fast_gate(
+        self,
+        facts: ContentFacts,
+        *,
+        ts: int,
+        hash_matches: Iterable[str] = (),
+        human_outcome: tuple[str, str | None] | None = None,
+        paused: bool = False,
+    ) -> Verdict:
+        """The first decision of every upsert, before any model (CONTRACT.md): the bank's
+        outcome on a hash-bank match, PENDING when a limit fails, else the scanning outcome."""
+        if human_outcome is not None:
+            outcome, reason = human_outcome
+            return self._finish(outcome, None, (reason or "human_review",), (), (), ts, paused)
+        banks = sorted(bank for bank in hash_matches if bank in self.document.hash_banks)
+        if banks:
+            rules = [self.document.hash_banks[bank] for bank in banks]
+            outcome = most_severe(rule.outcome for rule in rules) or "BLOCK"
+            restriction = next(
+                (r.restriction for r in rules if r.outcome == outcome and r.restriction), None
+            )
+            reasons = tuple(dict.fromkeys(rule.reason for rule in rules))
+            return self._finish(
+                outcome,
+                restriction if outcome == "RESTRICT" else None,
+                reasons,
+                tuple(f"hash_bank:{bank}" for bank in banks),
+                (),
+                ts,
+                paused,
+            )
+        failures = self.limit_failures(facts)
+        if failures:
+            return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
+        scanning = self.document.scanning
+        floor = scanning.high_risk if self.is_high_risk(facts.surface) else scanning.default
+        return self._finish(floor, None, ("scanning",), (), (), ts, paused)
+
     def _finish(
         self,
         outcome: str,

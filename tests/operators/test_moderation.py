@@ -566,3 +566,40 @@ def test_evidence_of_another_version_never_changes_a_version(
         other.send("detector.results", {**record, "content_version": 2})
     assert alone.outputs == beside.outputs
     assert all(r["content_version"] == 2 for _, _, r in other.outputs)
+
+
+def test_the_fast_gate_is_the_scanning_outcome_whatever_rules_could_match() -> None:
+    version = Version()
+    version.upload(**image(surface="comment", audience="minor", account_risk=0.99))
+    gate = version.last
+    assert (gate["trigger"], gate["outcome"], gate["matched_rules"]) == (
+        "fast_gate",
+        "PROVISIONAL_ALLOW",
+        [],
+    )
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    assert "risky-account-minor-audience" in version.last["matched_rules"]
+
+
+def test_an_action_only_when_the_visibility_changes() -> None:
+    version = Version()
+    version.upload(**image(surface="comment", modality="text", mime_type="text/plain"))
+    version.send("detector.results", evidence(scores={"offensive": 0.9}))
+    assert (version.last["outcome"], version.last["restriction"]) == ("RESTRICT", "reduced_reach")
+    visibilities = [a["visibility"] for a in version.of("moderation.actions")]
+    assert visibilities == ["public", "limited"]
+    version.send(
+        "review.decisions",
+        {
+            "event_id": "rv",
+            "task_id": "t",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reviewer_id": "r",
+            "outcome": "RESTRICT",
+            "reason": "harassment",
+            "ts": T0 + 9,
+        },
+    )
+    assert len(version.of("moderation.actions")) == 2  # still limited: nothing to apply
