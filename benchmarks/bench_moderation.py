@@ -24,64 +24,18 @@ import uuid
 from typing import Any
 
 from kafka import KafkaConsumer
+
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics
-from modstream.workload import generate
+from modstream.workload import for_kafka, generate, marker
+from operators.moderation import ALL_TOPICS
 
-TOPICS = (
-    "content.versions",
-    "detector.results",
-    "moderation.reports",
-    "review.decisions",
-    "moderation.appeals",
-    "moderation.reevaluate",
-    "policy.rules",
-    "hash.bank",
-    "moderation.decisions",
-    "moderation.actions",
-    "review.tasks",
-    "moderation.shadow",
-    "moderation.dlq",
-)
+TOPICS = ALL_TOPICS
 
 
 def now_ms() -> int:
     return int(time.time() * 1000)
-
-
-def by_topic(
-    lines: list[dict[str, Any]], topics: dict[str, str]
-) -> dict[str, list[tuple[str | None, bytes]]]:
-    grouped: dict[str, list[tuple[str | None, bytes]]] = {}
-    for line in lines:
-        value = line["value"]
-        grouped.setdefault(topics[line["topic"]], []).append(
-            (kafkaio.contract_key(line["topic"], value), json.dumps(value).encode())
-        )
-    return grouped
-
-
-def marker(ts: int) -> dict[str, Any]:
-    return {
-        "topic": "content.versions",
-        "value": {
-            "event_id": f"marker-{ts}",
-            "type": "upsert",
-            "content_id": f"marker-{ts}",
-            "content_version": 1,
-            "ts": ts,
-            "author_id": "bench",
-            "modality": "text",
-            "surface": "dm",
-            "region": "DE",
-            "audience": "all",
-            "account_risk": 0.0,
-            "size_bytes": 1,
-            "mime_type": "text/plain",
-            "sha256": "0" * 64,
-        },
-    }
 
 
 class ActionWatcher(threading.Thread):
@@ -193,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
         events = len(backlog)
         started = now_ms()
-        for topic, records in by_topic(backlog + end, topics).items():
+        for topic, records in for_kafka(backlog + end, topics).items():
             kafkaio.produce(bootstrap, topic, records)
         produced_s = (now_ms() - started) / 1000
         arrived = watcher.wait_for(end[0]["value"]["content_id"], timeout_s=900)
@@ -230,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
             for line in lines:
                 line["value"]["ts"] = ts  # evidence in real time, with the upload
                 line["value"]["content_id"] = f"live-{index}"
-            for topic, records in by_topic(lines, topics).items():
+            for topic, records in for_kafka(lines, topics).items():
                 for key, value in records:
                     producer.send(topic, key=key.encode() if key else None, value=value)
             next_at += interval
@@ -242,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         # their latency measures the benchmark's end, not the job: leave them out.
         cutoff = now_ms() - 1000
         time.sleep(5 + args.out_of_orderness_ms / 1000)
-        for topic, records in by_topic([marker(now_ms() + 5_000)], topics).items():
+        for topic, records in for_kafka([marker(now_ms() + 5_000)], topics).items():
             kafkaio.produce(bootstrap, topic, records)
         time.sleep(3)
         latencies = [

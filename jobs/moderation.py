@@ -32,19 +32,11 @@ from jobs import runtime
 from modstream.config import Settings
 from operators import moderation
 from operators.hashbank import HashBanks
+from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
 from schemas import SchemaError, dead_letter, parse
 from schemas.signals import HashBankEntry
 
-KEYED_TOPICS = (
-    "content.versions",
-    "detector.results",
-    "moderation.reports",
-    "review.decisions",
-    "moderation.appeals",
-    "moderation.reevaluate",
-)
-BROADCAST_TOPICS = ("policy.rules", "hash.bank")
 # Row(kind, key, topic, value, ts): kind "keyed" | "broadcast" | "dlq".
 DECODED_ROW = Types.ROW(
     [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()]

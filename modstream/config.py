@@ -16,7 +16,7 @@ LOCALHOST = "127.0.0.1"
 
 
 def _port(env: Mapping[str, str], name: str, default: int) -> int:
-    raw = env.get(name, str(default))
+    raw = env.get(name) or str(default)
     try:
         port = int(raw)
     except ValueError:
@@ -39,8 +39,10 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
-        root = Path(env.get("MODSTREAM_HOME", str(PROJECT_ROOT))).resolve()
-        run_dir = Path(env.get("MODSTREAM_RUN_DIR", str(root / ".run"))).resolve()
+        # An empty variable counts as unset: `MODSTREAM_RUN_DIR= modstream up` must not turn
+        # the current directory into a run directory.
+        root = Path(env.get("MODSTREAM_HOME") or str(PROJECT_ROOT)).resolve()
+        run_dir = Path(env.get("MODSTREAM_RUN_DIR") or str(root / ".run")).resolve()
         settings = cls(
             project_root=root,
             run_dir=run_dir,

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from modstream import kafkaio, stack, topics
+from modstream import kafkaio, stack, topics, workload
 from modstream.config import Settings
 from modstream.workload import generate
 
@@ -40,18 +40,6 @@ def _next_policy_version(settings: Settings, key: bytes, policy: dict[str, Any])
         record["version"] for record in store.records(policy["policy_id"]) if "document" in record
     ]
     return max([policy["version"], *(seen or [0]), snapshot.active or 0 if snapshot else 0])
-
-
-def _produce(settings: Settings, lines: list[dict[str, Any]]) -> None:
-    grouped: dict[str, list[tuple[str | None, bytes]]] = {}
-    for line in lines:
-        value = line["value"]
-        text = value if isinstance(value, str) else json.dumps(value)
-        grouped.setdefault(line["topic"], []).append(
-            (kafkaio.contract_key(line["topic"], value), text.encode())
-        )
-    for topic, records in grouped.items():
-        kafkaio.produce(settings.bootstrap_servers, topic, records)
 
 
 def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
@@ -94,38 +82,8 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
     last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
     marker = f"{run_id}end"
-    lines.append(
-        {
-            "topic": "content.versions",
-            "value": {
-                "event_id": marker,
-                "type": "upsert",
-                "content_id": marker,
-                "content_version": 1,
-                "ts": last_ts + 300_000,
-                "author_id": "demo",
-                "modality": "text",
-                "surface": "dm",
-                "region": "DE",
-                "audience": "all",
-                "account_risk": 0.0,
-                "size_bytes": 1,
-                "mime_type": "text/plain",
-                "sha256": "0" * 64,
-            },
-        }
-    )
-    lines.append(
-        dict(
-            lines[-1],
-            value=dict(
-                lines[-1]["value"],
-                event_id=f"{marker}2",
-                content_id=f"{marker}2",
-                ts=last_ts + 400_000,
-            ),
-        )
-    )
+    lines.append(workload.marker(last_ts + 300_000, marker))
+    lines.append(workload.marker(last_ts + 400_000, f"{marker}2"))
 
     log_path = settings.run_dir / "demo" / f"moderation-{run_id}log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -153,7 +111,7 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     try:
         _wait_running(job, log_path)
         print(f"demo: moderation job running (log {log_path})")
-        _produce(settings, lines)
+        workload.produce(settings.bootstrap_servers, lines)
         print(
             f"demo: run {run_id[:-1]}: sent {len(lines)} records "
             f"({count} content versions with their evidence and signals)"

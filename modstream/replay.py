@@ -20,14 +20,8 @@ import yaml
 
 from modstream import kafkaio
 from modstream.config import Settings
+from operators.moderation import OUTPUT_TOPICS
 
-OUTPUT_TOPICS = (
-    "moderation.decisions",
-    "moderation.actions",
-    "review.tasks",
-    "moderation.shadow",
-    "moderation.dlq",
-)
 # Replay input is in ts order except evidence, which may be earlier than its upsert: a wide
 # bound keeps every record on time, so the order of processing is the order of ts.
 REPLAY_OUT_OF_ORDERNESS_MS = 7 * 86_400_000

@@ -293,3 +293,53 @@ def write(lines: list[Line], path: Any) -> None:
                 out.write(json.dumps({"topic": line["topic"], "value": line["value"]}) + "\n")
             else:
                 out.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
+def marker(ts: int, content_id: str | None = None) -> Line:
+    """A tiny text upload at `ts`: once decided, every input before it in event time was."""
+    content_id = content_id or f"marker-{ts}"
+    return {
+        "topic": "content.versions",
+        "value": {
+            "event_id": content_id,
+            "type": "upsert",
+            "content_id": content_id,
+            "content_version": 1,
+            "ts": ts,
+            "author_id": "clock",
+            "modality": "text",
+            "surface": "dm",
+            "region": "DE",
+            "audience": "all",
+            "account_risk": 0.0,
+            "size_bytes": 1,
+            "mime_type": "text/plain",
+            "sha256": "0" * 64,
+        },
+    }
+
+
+def for_kafka(
+    lines: list[Line], topics: dict[str, str] | None = None
+) -> dict[str, list[tuple[str | None, bytes]]]:
+    """Physical topic -> (contract key, value bytes), in line order."""
+    from modstream.kafkaio import contract_key
+
+    grouped: dict[str, list[tuple[str | None, bytes]]] = {}
+    for line in lines:
+        value = line["value"]
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+        physical = str((topics or {}).get(line["topic"], line["topic"]))
+        grouped.setdefault(physical, []).append(
+            (contract_key(line["topic"], value), text.encode("utf-8"))
+        )
+    return grouped
+
+
+def produce(
+    bootstrap_servers: str, lines: list[Line], topics: dict[str, str] | None = None
+) -> None:
+    from modstream.kafkaio import produce as produce_records
+
+    for topic, records in for_kafka(lines, topics).items():
+        produce_records(bootstrap_servers, topic, records)

@@ -17,6 +17,25 @@ from typing import Any
 from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
 from operators.policy_store import Resolution
 
+# The moderation job's topics (contract names).
+KEYED_TOPICS = (
+    "content.versions",
+    "detector.results",
+    "moderation.reports",
+    "review.decisions",
+    "moderation.appeals",
+    "moderation.reevaluate",
+)
+BROADCAST_TOPICS = ("policy.rules", "hash.bank")
+OUTPUT_TOPICS = (
+    "moderation.decisions",
+    "moderation.actions",
+    "review.tasks",
+    "moderation.shadow",
+    "moderation.dlq",
+)
+ALL_TOPICS = (*KEYED_TOPICS, *BROADCAST_TOPICS, *OUTPUT_TOPICS)
+
 VISIBILITY = {
     "ALLOW": "public",
     "PROVISIONAL_ALLOW": "public",

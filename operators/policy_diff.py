@@ -6,6 +6,8 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from operators.policy_expr import OP_TEXT
+
 
 def _thresholds(when: str) -> dict[str, list[float]]:
     """`score('d', 'l') >= 0.9` -> {"score('d', 'l') >=": [0.9]}; empty when unparsable."""
@@ -18,14 +20,7 @@ def _thresholds(when: str) -> dict[str, list[float]]:
         if isinstance(node, ast.Compare) and len(node.ops) == 1:
             left, right = node.left, node.comparators[0]
             if isinstance(right, ast.Constant) and isinstance(right.value, int | float):
-                op = {
-                    ast.Lt: "<",
-                    ast.LtE: "<=",
-                    ast.Gt: ">",
-                    ast.GtE: ">=",
-                    ast.Eq: "==",
-                    ast.NotEq: "!=",
-                }.get(type(node.ops[0]))
+                op = OP_TEXT.get(type(node.ops[0]))
                 if op:
                     found.setdefault(f"{ast.unparse(left)} {op}", []).append(float(right.value))
     return found

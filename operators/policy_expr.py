@@ -51,7 +51,7 @@ _EQUALITY_OPS: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
 }
-_OP_TEXT = {
+OP_TEXT = {
     ast.Lt: "<",
     ast.LtE: "<=",
     ast.Gt: ">",
@@ -297,7 +297,7 @@ class _Compiler:
             if type(op) in _ORDER_OPS:
                 if left_kind != NUM:
                     raise _fail(
-                        comparator, f"`{_OP_TEXT[type(op)]}` needs numbers, got a {left_kind}"
+                        comparator, f"`{OP_TEXT[type(op)]}` needs numbers, got a {left_kind}"
                     )
                 steps.append((_ORDER_OPS[type(op)], right))
             else:

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from modstream import kafkaio
+from modstream import workload
 from modstream.workload import generate
+from operators.moderation import ALL_TOPICS
 from tests.conftest import T0
 from tests.integration.conftest import (
     JobProcess,
@@ -22,33 +23,10 @@ from tests.integration.conftest import (
 from tests.operators.policy_builders import GLOBAL_YAML
 
 pytestmark = pytest.mark.integration
-TOPICS = (
-    "content.versions",
-    "detector.results",
-    "moderation.reports",
-    "review.decisions",
-    "moderation.appeals",
-    "moderation.reevaluate",
-    "policy.rules",
-    "hash.bank",
-    "moderation.decisions",
-    "moderation.actions",
-    "review.tasks",
-    "moderation.shadow",
-    "moderation.dlq",
-)
 
 
 def produce_lines(kafka: Kafka, topics: dict[str, str], lines: list[dict[str, Any]]) -> None:
-    by_topic: dict[str, list[tuple[str | None, bytes]]] = {}
-    for line in lines:
-        value = line["value"]
-        text = value if isinstance(value, str) else json.dumps(value)
-        by_topic.setdefault(line["topic"], []).append(
-            (kafkaio.contract_key(line["topic"], value), text.encode())
-        )
-    for topic, records in by_topic.items():
-        kafka.produce(topics[topic], records)
+    workload.produce(kafka.bootstrap_servers, lines, topics)
 
 
 def tick(at: int) -> dict[str, Any]:
@@ -81,7 +59,7 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
 
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     prefix = f"it-{uuid.uuid4().hex[:10]}"
-    topics = {name: f"{prefix}.{name}" for name in TOPICS}
+    topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
     kafka.create_topics(list(topics.values()))
     args = [
         "--checkpoint-dir",

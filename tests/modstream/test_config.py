@@ -47,3 +47,11 @@ def test_bad_settings_are_refused_with_the_variable_named(
 ) -> None:
     with pytest.raises(ValueError, match=message):
         Settings.from_env(env)
+
+
+def test_empty_variables_count_as_unset(tmp_path: Path) -> None:
+    settings = Settings.from_env(
+        {"MODSTREAM_HOME": str(tmp_path), "MODSTREAM_RUN_DIR": "", "MODSTREAM_KAFKA_PORT": ""}
+    )
+    assert settings.run_dir == tmp_path / ".run"
+    assert settings.kafka_port == 9092
