@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation import BROADCAST_TAG, DLQ_TAG, Decode, ModerationConfig, Moderate
+from jobs.moderation import BROADCAST_TAG, DLQ_TAG, Decode, Moderate, ModerationConfig
 from operators.policy_store import sign
 from tests.conftest import T0, evidence, upload
 from tests.operators.policy_builders import GLOBAL_YAML, global_document
@@ -156,7 +156,7 @@ def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_
     assert json.loads(letters[0][2])["error_class"] == "signature"
     assert ctx.broadcast["revision"] == "1"  # state written for checkpoints and other tasks
     # A fresh adapter instance (another subtask, or after restore) rebuilds the same store.
-    other, _, other_ctx = moderate(ModerationConfig(trusted_policy=policy, policy_key="k"))
+    other, _, _ = moderate(ModerationConfig(trusted_policy=policy, policy_key="k"))
     store, _ = other._load(ctx.broadcast)
     assert store.resolve("global", T0 + 99, "c").decide.version == 1  # type: ignore[union-attr]
     assert store.resolve("global", T0 + 100, "c").decide.version == 2  # type: ignore[union-attr]
