@@ -30,16 +30,18 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from jobs import runtime
 from modstream.config import Settings
-from operators import moderation
+from operators import moderation, reports
 from operators.hashbank import HashBanks
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
+from operators.reports import REPORTER_TTL_MS, ReportWeight
 from schemas import SchemaError, dead_letter, parse
 from schemas.signals import HashBankEntry
 
-# Row(kind, key, topic, value, ts): kind "keyed" | "broadcast" | "dlq".
+# Row(kind, key, topic, value, ts, seq): kind "keyed" | "broadcast" | "report"; seq orders
+# records of equal ts that reach a key by different paths (replay: the line number; Kafka: 0).
 DECODED_ROW = Types.ROW(
-    [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()]
+    [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()]
 )
 BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
 
@@ -67,6 +69,7 @@ class ModerationConfig:
 
 DLQ_TAG = OutputTag("dlq", runtime.SINK_ROW)
 BROADCAST_TAG = OutputTag("broadcast", DECODED_ROW)
+REPORTS_TAG = OutputTag("reports", DECODED_ROW)
 
 
 class Decode(ProcessFunction):
@@ -78,10 +81,11 @@ class Decode(ProcessFunction):
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
+        seq = value[4] if len(value) > 4 else 0
         topic = self.config.contract_topic(physical)
         if topic in BROADCAST_TOPICS:
             ts = _event_time(raw, record_ts)
-            yield BROADCAST_TAG, Row("broadcast", topic, topic, raw or "", ts)
+            yield BROADCAST_TAG, Row("broadcast", topic, topic, raw or "", ts, seq)
             return
         try:
             if topic not in KEYED_TOPICS:
@@ -98,7 +102,12 @@ class Decode(ProcessFunction):
             return
         ts = record.ts  # type: ignore[attr-defined]
         version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
-        yield Row("keyed", version_key, topic, record.model_dump_json(), ts)
+        if topic == "moderation.reports":
+            # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
+            reporter = getattr(record, "reporter_id", None)
+            yield REPORTS_TAG, Row("report", reporter, topic, record.model_dump_json(), ts, seq)
+            return
+        yield Row("keyed", version_key, topic, record.model_dump_json(), ts, seq)
 
 
 def _event_time(raw: str | None, fallback: int) -> int:
@@ -123,15 +132,15 @@ class PayloadTime(TimestampAssigner):
         return int(value[3])
 
 
-class Moderate(KeyedBroadcastProcessFunction):
-    """Adapter: buffers keyed input until the watermark passes its ts, then runs the pure step
-    with the policy and hash banks as of that ts; keeps them in broadcast state."""
+class PolicyAware(KeyedBroadcastProcessFunction):
+    """Shared by the keyed operators: policy and hash banks in broadcast state (rebuilt once per
+    change), and keyed input buffered until the watermark passes its ts."""
 
-    def __init__(self, config: ModerationConfig) -> None:
+    def __init__(self, config: ModerationConfig, *, report_rejections: bool) -> None:
         self.config = config
+        self.report_rejections = report_rejections
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
         self.buffer = runtime_context.get_map_state(
             MapStateDescriptor("buffer", Types.LONG(), Types.STRING())
         )
@@ -165,7 +174,8 @@ class Moderate(KeyedBroadcastProcessFunction):
                 assert isinstance(entry, HashBankEntry)
                 changed = banks.apply(entry)
         except (Rejected, SchemaError) as error:
-            if self.subtask == 0:  # every subtask sees every broadcast record: one DLQ row
+            # Every subtask of every keyed operator sees each broadcast record: one DLQ row.
+            if self.report_rejections and self.subtask == 0:
                 letter = dead_letter_for(raw, error, ts=ts, source_topic=topic)
                 yield Row(
                     self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json()
@@ -176,17 +186,74 @@ class Moderate(KeyedBroadcastProcessFunction):
             state.put("revision", str(self.loaded_revision))
             state.put("policies", json.dumps(store.to_records()))
             state.put(
-                "banks", json.dumps({"entries": banks.to_records(), "seen": sorted(banks._seen)})
+                "banks",
+                json.dumps({"entries": banks.to_records(), "seen": sorted(banks._seen)}),
             )
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         ts = int(value[4])
         pending = self.buffer.get(ts)
         entries = json.loads(pending) if pending else []
-        entries.append([value[2], value[3]])
+        entries.append([value[2], value[3], int(value[5] or 0)])
         self.buffer.put(ts, json.dumps(entries))
         ctx.timer_service().register_event_time_timer(ts)
         return iter(())
+
+    def _drain(self, timestamp: int) -> list[tuple[str, str]]:
+        """The input buffered for `timestamp`, in sequence order (stable: arrival order)."""
+        pending = self.buffer.get(timestamp)
+        if not pending:
+            return []
+        self.buffer.remove(timestamp)
+        entries = sorted(json.loads(pending), key=lambda entry: entry[2])
+        return [(topic, raw) for topic, raw, _ in entries]
+
+
+class ReportGate(PolicyAware):
+    """Adapter keyed by reporter: the policy's hourly limit and the reporter's trust weight
+    (operators/reports.py), then the report goes on to its content version with its weight."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        super().__init__(config, report_rejections=False)
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        super().open(runtime_context)
+        self.reporter = runtime_context.get_state(ValueStateDescriptor("reporter", Types.STRING()))
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        store, _ = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
+        raw_state = self.reporter.value()
+        state = json.loads(raw_state) if raw_state else None
+        drained = self._drain(timestamp)
+        if not drained:
+            if state is not None and timestamp >= state["last"] + REPORTER_TTL_MS:
+                self.reporter.clear()
+            return
+        policy = store.resolve(self.config.policy_id, timestamp, "").decide
+        limits = policy.document.reports if policy is not None else None
+        hourly_limit = limits.reporter_hourly_limit if limits is not None else 10
+        for topic, raw in drained:
+            record = json.loads(raw)
+            state, weight = reports.gate(state, timestamp, hourly_limit)
+            record["_modstream_weight"] = weight.weight
+            record["_modstream_new_reporter"] = weight.new_reporter
+            key = f"{record['content_id']}\x1f{record['content_version']}"
+            yield Row("keyed", key, topic, json.dumps(record), timestamp, 0)
+        assert state is not None
+        self.reporter.update(json.dumps(state))
+        ctx.timer_service().register_event_time_timer(state["last"] + REPORTER_TTL_MS)
+
+
+class Moderate(PolicyAware):
+    """Adapter keyed by content version: runs the pure step with the policy and hash banks as
+    of each input's ts, and stores the version's state."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        super().__init__(config, report_rejections=True)
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        super().open(runtime_context)
+        self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         store, banks = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
@@ -195,24 +262,29 @@ class Moderate(KeyedBroadcastProcessFunction):
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str, str]] = []
         timers: list[int] = []
-        pending = self.buffer.get(timestamp)
-        if pending:
-            self.buffer.remove(timestamp)
-            for topic, raw in json.loads(pending):
-                parsed: Any = parse(topic, raw)
-                hashes = (state or {}).get("content") or (
-                    {"sha256": parsed.sha256, "phash": parsed.phash}
-                    if topic == "content.versions" and parsed.type == "upsert"
-                    else {}
+        for topic, raw in self._drain(timestamp):
+            parsed: Any = parse(topic, raw)
+            hashes = (state or {}).get("content") or (
+                {"sha256": parsed.sha256, "phash": parsed.phash}
+                if topic == "content.versions" and parsed.type == "upsert"
+                else {}
+            )
+            context = self._context(store, banks, parsed.content_id, timestamp, hashes)
+            if topic == "moderation.reports":
+                weights = json.loads(raw)
+                context = moderation.Context(
+                    context.resolution,
+                    context.hash_matches,
+                    ReportWeight(
+                        float(weights.get("_modstream_weight", 1.0)),
+                        bool(weights.get("_modstream_new_reporter")),
+                    ),
                 )
-                context = self._context(store, banks, parsed.content_id, timestamp, hashes)
-                result = moderation.step(state, topic, parsed, timestamp, context)
-                state = result.state
-                outputs += result.outputs
-                timers += result.timers
-                letters += [
-                    (error_class, message, raw) for error_class, message in result.dead_letters
-                ]
+            result = moderation.step(state, topic, parsed, timestamp, context)
+            state = result.state
+            outputs += result.outputs
+            timers += result.timers
+            letters += [(error_class, message, raw) for error_class, message in result.dead_letters]
         if state is not None:
             context = self._context(
                 store, banks, state["cid"], timestamp, state.get("content") or {}
@@ -293,7 +365,15 @@ def build(
         decoded = decoded.set_parallelism(config.pre_key_parallelism)
     dlq = decoded.get_side_output(DLQ_TAG)
     broadcast = decoded.get_side_output(BROADCAST_TAG).broadcast(BROADCAST_STATE)
-    keyed = decoded.key_by(lambda row: row[1], key_type=Types.STRING())
+    weighed = (
+        decoded.get_side_output(REPORTS_TAG)
+        .key_by(lambda row: row[1], key_type=Types.STRING())
+        .connect(broadcast)
+        .process(ReportGate(config), output_type=DECODED_ROW)
+        .name("report_gate")
+        .uid("moderation_report_gate")
+    )
+    keyed = decoded.union(weighed).key_by(lambda row: row[1], key_type=Types.STRING())
     decided = (
         keyed.connect(broadcast)
         .process(Moderate(config), output_type=runtime.SINK_ROW)

@@ -49,7 +49,7 @@ def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
 
 
 def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1) -> int:
-    from pyflink.common import Row
+    from pyflink.common import Row, Types
 
     from jobs import runtime
     from jobs.moderation import ModerationConfig, build
@@ -77,10 +77,14 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
     env.set_parallelism(parallelism)
     rows = _rows(input_path)
     # The file's order is the stream's order: one source and everything before key_by at
-    # parallelism 1, so records with equal ts reach their key in file order.
+    # parallelism 1, and each row carries its line number, so records with equal ts are
+    # applied in file order even when they reach their key by different paths (reports go
+    # through the reporter gate first).
     source = env.from_collection(
-        [Row(topic, key, text, ts) for topic, key, text, ts in rows],
-        type_info=runtime.SOURCE_ROW,
+        [Row(topic, key, text, ts, line) for line, (topic, key, text, ts) in enumerate(rows)],
+        type_info=Types.ROW(
+            [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()]
+        ),
     ).set_parallelism(1)
     collected: list[Any] = []
 

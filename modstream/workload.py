@@ -164,22 +164,43 @@ def _extras(
         ),
         ts + 100,
     )
-    # Reports from three distinct reporters (one reports twice).
-    target = uploads[2]
-    for index, reporter in enumerate(["r1", "r2", "r2", "r3"]):
+
+    def report(reporter: str, content: dict[str, Any], at: int, tag: str) -> None:
         emit(
             "moderation.reports",
             {
-                "event_id": f"rep-{index}",
-                "report_id": f"{prefix}rep-{index}",
-                "content_id": target["content_id"],
+                "event_id": f"{prefix}rep-{tag}",
+                "report_id": f"{prefix}rep-{tag}",
+                "content_id": content["content_id"],
                 "content_version": 1,
-                "reporter_id": reporter,
+                "reporter_id": f"{prefix}{reporter}",
                 "reason": "spam",
-                "ts": ts + 200 + index,
+                "ts": at,
             },
-            ts + 200 + index,
+            at,
         )
+
+    # Established reporters: their first reports came two days earlier.
+    for index, reporter in enumerate(["r1", "r2", "r3", "r4", "flooder"]):
+        report(reporter, uploads[7], ts - 2 * 86_400_000 + index, f"early-{reporter}")
+    # Three established reporters (one reports twice): a review task in queue `reports`.
+    for index, reporter in enumerate(["r1", "r2", "r2", "r3"]):
+        report(reporter, uploads[2], ts + 200 + index, f"target-{index}")
+    # A burst of brand-new reporters on another item: flagged as possible brigading.
+    for index in range(4):
+        report(f"new{index}", uploads[8], ts + 250 + index, f"burst-{index}")
+    # A flooder beyond the hourly limit (10): its later reports are not counted, so the item
+    # below stays one report short of the threshold.
+    for index in range(12):
+        report(
+            "flooder",
+            uploads[10 + index % max(1, len(uploads) - 10)],
+            ts + 260 + index,
+            f"flood-{index}",
+        )
+    report("r4", uploads[9], ts + 280, "short-1")
+    report("r3", uploads[9], ts + 281, "short-2")
+    report("flooder", uploads[9], ts + 282, "short-3")
     # A review, then an appeal and the review that closes it.
     reviewed = uploads[3]
     emit(

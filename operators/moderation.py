@@ -16,6 +16,7 @@ from typing import Any
 
 from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
 from operators.policy_store import Resolution
+from operators.reports import ReportWeight
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -55,6 +56,9 @@ HUMAN_STATE = {
 STATE_TTL_MS = 30 * 86_400_000
 TOMBSTONE_TTL_MS = 86_400_000
 ORPHAN_TTL_MS = 86_400_000
+# Reports from new reporters that reach the review threshold within this window are flagged as
+# possible brigading (a review task in queue `brigading`) instead of counted.
+BRIGADE_WINDOW_MS = 600_000
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
 State = dict[str, Any]
@@ -66,10 +70,12 @@ def sha256_hex(*parts: object) -> str:
 
 @dataclass(frozen=True)
 class Context:
-    """What the adapter knows at the event's time: policies and the content's bank matches."""
+    """What the adapter knows at the event's time: policies, the content's bank matches, and
+    for a report its weight from the reporter-side gate (operators/reports.py)."""
 
     resolution: Resolution
     hash_matches: frozenset[str] = frozenset()
+    report: ReportWeight | None = None
 
 
 @dataclass
@@ -87,7 +93,8 @@ def new_state(content_id: str, content_version: int) -> State:
         "content": None,
         "events": [],
         "evidence": {},
-        "reporters": [],
+        "reporters": {},
+        "burst": [],
         "human": None,
         "appeal": None,
         "rev": 0,
@@ -202,7 +209,7 @@ def _evaluate(
         account_risk=content["account_risk"],
         size_bytes=content["size_bytes"],
         mime_type=content["mime_type"],
-        report_count=len(state["reporters"]),
+        report_count=sum(state["reporters"].values()),
     )
     human = state["human"]
     if policy is None:
@@ -459,9 +466,7 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         }
         result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "moderation.reports":
-        if record.reporter_id not in state["reporters"]:
-            state["reporters"].append(record.reporter_id)
-            result.outputs += _decide(state, ctx, ts, "report")
+        result.outputs += _report(state, record, ts, ctx)
     elif topic == "review.decisions":
         appeal = state["appeal"]
         trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
@@ -499,9 +504,53 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     return result
 
 
+def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
+    """Count a report (distinct reporters, weighted), or flag a burst from new reporters as
+    possible brigading instead of counting it. Reports never decide an outcome themselves."""
+    weight = ctx.report or ReportWeight(1.0, new_reporter=False)
+    if record.reporter_id in state["reporters"] or weight.weight <= 0:
+        return []
+    state["burst"] = [entry for entry in state["burst"] if entry[0] > ts - BRIGADE_WINDOW_MS]
+    state["burst"].append([ts, weight.new_reporter])
+    policy = ctx.resolution.decide
+    reports = policy.document.reports if policy is not None else None
+    new_in_burst = sum(1 for _, new in state["burst"] if new)
+    if (
+        weight.new_reporter
+        and reports is not None
+        and new_in_burst >= reports.review_threshold
+        and new_in_burst * 2 > len(state["burst"])
+    ):
+        task_id = f"brigading-{sha256_hex(state['cid'], state['ver'])[:20]}"
+        if task_id in state["tasks"] or state["content"] is None:
+            return []
+        state["tasks"].append(task_id)
+        state["open_tasks"].append(task_id)
+        outputs: list[Output] = [
+            (
+                "review.tasks",
+                state["cid"],
+                _task(
+                    state,
+                    task_id,
+                    "review",
+                    "brigading",
+                    reports.priority,
+                    ["possible_brigading"],
+                    [],
+                    policy,
+                    ts,
+                ),
+            )
+        ]
+        return outputs + _decide(state, ctx, ts, "report")
+    state["reporters"][record.reporter_id] = weight.weight
+    return _decide(state, ctx, ts, "report")
+
+
 def _compact_tombstone(state: State) -> None:
     """A deleted version keeps only what ignores late input: its event ids and revision."""
-    for key in ("evidence", "reporters", "tasks", "open_tasks"):
+    for key in ("evidence", "reporters", "burst", "tasks", "open_tasks"):
         state[key] = [] if isinstance(state[key], list) else {}
     state["shadow"] = {}
 

@@ -193,7 +193,7 @@ class ContentFacts:
     account_risk: float = 0.0
     size_bytes: int = 0
     mime_type: str = ""
-    report_count: int = 0
+    report_count: float = 0  # distinct reporters, weighted (operators/reports.py)
 
 
 @dataclass(frozen=True)

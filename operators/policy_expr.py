@@ -90,7 +90,7 @@ class EvalContext:
         mime_type: str = "",
         account_risk: float = 0.0,
         size_bytes: int = 0,
-        report_count: int = 0,
+        report_count: float = 0,
         scores: dict[tuple[str, str], float] | None = None,
         unknown: Collection[str] = frozenset(),
         hash_matches: Collection[str] = frozenset(),

@@ -114,7 +114,12 @@ def test_contract_rules_hold_in_the_replayed_workload(
     assert any(d["trigger"] == "appeal" and d["outcome"] == "ALLOW" for d in decisions)
     assert any(d["trigger"] == "delete" and d["state"] == "deleted" for d in decisions)
     assert any(t["task_id"] == "appeal-a1" and t["kind"] == "appeal" for t in one["review.tasks"])
-    assert any(t["queue"] == "reports" for t in one["review.tasks"])
+    by_queue: dict[str, set[str]] = defaultdict(set)
+    for task in one["review.tasks"]:
+        by_queue[task["queue"]].add(task["content_id"])
+    assert by_queue["reports"] == {"c11-2"}  # three established reporters
+    assert by_queue["brigading"] == {"c11-8"}  # a burst of new reporters
+    assert "c11-9" not in by_queue["reports"]  # the flooder's report over its limit did not count
     classes = sorted(letter["error_class"] for letter in one["moderation.dlq"])
     assert classes.count("conflict") == 1  # the second appeal while the first is active
     assert classes.count("schema") == 4

@@ -603,3 +603,46 @@ def test_an_action_only_when_the_visibility_changes() -> None:
         },
     )
     assert len(version.of("moderation.actions")) == 2  # still limited: nothing to apply
+
+
+def _report(version: Version, reporter: str, at: int, *, weight: float, new: bool) -> None:
+    from operators.reports import ReportWeight
+
+    ctx = version.ctx
+    version.ctx = Context(ctx.resolution, ctx.hash_matches, ReportWeight(weight, new))
+    version.send(
+        "moderation.reports",
+        {
+            "event_id": f"rp-{reporter}-{at}",
+            "report_id": f"r-{reporter}-{at}",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reporter_id": reporter,
+            "reason": "spam",
+            "ts": at,
+        },
+    )
+    version.ctx = ctx
+
+
+def test_new_reporters_count_half_and_reports_over_the_limit_not_at_all() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    _report(version, "old-1", T0 + 1, weight=1.0, new=False)
+    _report(version, "old-2", T0 + 2, weight=1.0, new=False)
+    _report(version, "spammer", T0 + 3, weight=0.0, new=False)  # over its hourly limit
+    _report(version, "new-1", T0 + 4, weight=0.5, new=True)
+    assert version.of("review.tasks") == []  # 2.5 < 3
+    _report(version, "old-3", T0 + 5, weight=1.0, new=False)
+    assert [t["queue"] for t in version.of("review.tasks")] == ["reports"]
+
+
+def test_a_burst_from_new_reporters_is_flagged_as_brigading_instead_of_counted() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    for index in range(3):
+        _report(version, f"new-{index}", T0 + 10 + index, weight=0.5, new=True)
+    tasks = version.of("review.tasks")
+    assert [(t["queue"], t["reasons"]) for t in tasks] == [("brigading", ["possible_brigading"])]
+    assert version.state is not None and "new-2" not in version.state["reporters"]
+    assert version.last["trigger"] == "report" and version.last["state"] == "pending_review"
