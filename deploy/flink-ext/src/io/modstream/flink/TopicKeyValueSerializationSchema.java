@@ -25,10 +25,13 @@ public final class TopicKeyValueSerializationSchema implements KafkaRecordSerial
         }
         String key = (String) element.getField(1);
         String value = (String) element.getField(2);
+        // No record timestamp: the producer stamps the time of writing. The element timestamp
+        // is event time, which for a replay or backfill of old input lies far in the past and
+        // would let the broker's time-based retention delete fresh output at once.
         return new ProducerRecord<>(
                 topic,
                 null,
-                timestamp,
+                (Long) null,
                 key == null ? null : key.getBytes(StandardCharsets.UTF_8),
                 value == null ? null : value.getBytes(StandardCharsets.UTF_8));
     }
