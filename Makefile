@@ -27,6 +27,7 @@ help:
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff and mypy"
 	@echo "make bench             benchmarks (pytest-benchmark): policy evaluation cost"
+	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
