@@ -435,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if job.restore_from:
         print(f"moderation: restoring from {job.restore_from}", flush=True)
-    return runtime.run(env, job.name)
+    return runtime.run(env, job.name, detached=args.detached)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,11 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--group-id", default=f"modstream-{slug}")
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument(
+        "--detached",
+        action="store_true",
+        help="return once the job is submitted (`flink run -d` on a cluster)",
+    )
+    parser.add_argument(
         "--topic",
         action="append",
         default=[],
@@ -249,11 +254,18 @@ def latest_checkpoint(checkpoint_dir: Path) -> str | None:
     return newest.resolve().as_uri()
 
 
-def run(env: StreamExecutionEnvironment, name: str, say: Any = print) -> int:
+def run(
+    env: StreamExecutionEnvironment, name: str, say: Any = print, *, detached: bool = False
+) -> int:
     """Submit the job, report when it runs, cancel it cleanly on SIGTERM or SIGINT.
 
-    Returns 0 when the job finished or was cancelled on request, 1 when it failed.
+    Returns 0 when the job finished or was cancelled on request, 1 when it failed. Detached,
+    returns 0 as soon as the cluster accepted the job.
     """
+    if detached:
+        client = env.execute_async(name)
+        say(f"job {name} {client.get_job_id()} submitted", flush=True)
+        return 0
     stop_requested: list[int] = []
 
     def request_stop(signum: int, _frame: FrameType | None) -> None:

@@ -78,6 +78,27 @@ def _cmd_job(args: argparse.Namespace, settings: Settings) -> int:
     raise AssertionError(args.job)
 
 
+def _cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import cluster
+
+    if args.action == "up":
+        cluster.up(settings, rest_port=args.rest_port, rpc_port=args.rpc_port, slots=args.slots)
+    else:
+        cluster.down(settings)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    job_args = args.job_args
+    if args.jobmanager is None:
+        from jobs import moderation
+
+        return moderation.main(job_args)
+    from modstream import cluster
+
+    return cluster.submit("moderation", args.jobmanager, job_args, flink_home=args.flink_home)
+
+
 def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import replay
 
@@ -140,7 +161,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("action", choices=["export", "check"])
     sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
     sub.add_argument("job", choices=["ingest-check", "moderation"])
-    sub.add_argument("job_args", nargs=argparse.REMAINDER, help="the job's own options")
+    sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
+    sub = add("cluster", _cmd_cluster, "start / stop a local Flink session cluster (the wheel's)")
+    sub.add_argument("action", choices=["up", "down"])
+    sub.add_argument("--rest-port", type=int, default=8081)
+    sub.add_argument("--rpc-port", type=int, default=6123)
+    sub.add_argument("--slots", type=int, default=1)
+    sub = add("run", _cmd_run, "run a job: local MiniCluster, or submit with --jobmanager")
+    sub.add_argument("job", choices=["moderation"])
+    sub.add_argument(
+        "--jobmanager",
+        metavar="HOST:PORT",
+        help="the cluster's REST address; without it, a local MiniCluster",
+    )
+    sub.add_argument(
+        "--flink-home",
+        type=Path,
+        default=None,
+        help="the Flink distribution whose `flink run` submits (default: the wheel's)",
+    )
+    sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
     sub = add("replay", _cmd_replay, "run the moderation job on a JSON-lines file (CONTRACT.md)")
     sub.add_argument("--input", type=Path, required=True, help="EVENTS.jsonl")
     sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")
@@ -169,8 +209,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
+    """Everything after the first `--` belongs to the job (`modstream run moderation --
+    --policy …`); argparse's sub-commands do not pass it through by themselves."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1 :]
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` belongs to the job (`modstream run moderation -- --policy …`);
+    # argparse's sub-commands do not pass it through by themselves.
+    passthrough: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, passthrough = argv[:cut], argv[cut + 1 :]
     args = build_parser().parse_args(argv)
+    if hasattr(args, "job_args"):
+        args.job_args = [*args.job_args, *passthrough]
+    elif passthrough:
+        print(f"modstream {args.command}: takes no arguments after --", file=sys.stderr)
+        return 2
     try:
         settings = Settings.from_env()
     except ValueError as error:

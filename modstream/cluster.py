@@ -1,0 +1,171 @@
+"""A local Flink standalone session cluster from the PyFlink wheel, and job submission to it.
+
+`modstream cluster up` builds a Flink home in RUN_DIR/flink-cluster (the wheel's scripts and
+jars, plus flink-python in lib/: with it, a TaskManager runs more than one thread-mode job on
+Java 17, FLINK-37727) with its own configuration (ports, pid and log directories, thread mode,
+the virtualenv's python) and starts one JobManager and one TaskManager with PYTHONPATH set so
+their embedded interpreter finds modstream and its dependencies. `modstream run moderation
+--jobmanager HOST:PORT` submits through `flink run`, detached.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
+from modstream.stack import StackError, port_open
+
+
+def pyflink_home() -> Path:
+    import pyflink
+
+    return Path(pyflink.__file__).resolve().parent
+
+
+def python_path() -> str:
+    return os.pathsep.join([str(PROJECT_ROOT), *site.getsitepackages()])
+
+
+def home(settings: Settings) -> Path:
+    return settings.run_dir / "flink-cluster"
+
+
+def _configuration(settings: Settings, rest_port: int, rpc_port: int, slots: int) -> str:
+    run = home(settings)
+    return "\n".join(
+        [
+            "# Written by `modstream cluster up`.",
+            f"jobmanager.rpc.address: {LOCALHOST}",
+            f"jobmanager.rpc.port: {rpc_port}",
+            f"jobmanager.bind-host: {LOCALHOST}",
+            "jobmanager.memory.process.size: 1024m",
+            f"taskmanager.bind-host: {LOCALHOST}",
+            f"taskmanager.host: {LOCALHOST}",
+            f"taskmanager.numberOfTaskSlots: {slots}",
+            "taskmanager.memory.process.size: 2048m",
+            f"rest.address: {LOCALHOST}",
+            f"rest.bind-address: {LOCALHOST}",
+            f"rest.port: {rest_port}",
+            f"env.pid.dir: {run / 'pids'}",
+            f"env.log.dir: {run / 'log'}",
+            "python.execution-mode: thread",
+            f"python.executable: {sys.executable}",
+            "",
+        ]
+    )
+
+
+def up(
+    settings: Settings,
+    *,
+    rest_port: int = 8081,
+    rpc_port: int = 6123,
+    slots: int = 1,
+    say: Callable[[str], None] = print,
+) -> str:
+    """Start the cluster (or say it is up); return its REST address HOST:PORT."""
+    address = f"{LOCALHOST}:{rest_port}"
+    if port_open(rest_port):
+        if _overview(address) is not None:
+            say(f"flink cluster: already up at {address}")
+            return address
+        raise StackError(f"port {rest_port} is in use by something that is not a Flink cluster")
+    source = pyflink_home()
+    run = home(settings)
+    if run.exists():
+        shutil.rmtree(run / "bin", ignore_errors=True)
+        shutil.rmtree(run / "lib", ignore_errors=True)
+        shutil.rmtree(run / "opt", ignore_errors=True)
+    for folder in ("lib", "opt", "conf", "log", "pids", "plugins"):
+        (run / folder).mkdir(parents=True, exist_ok=True)
+    shutil.copytree(source / "bin", run / "bin")  # a copy: the scripts find their home from it
+    for jar in [*(source / "lib").glob("*.jar"), *(source / "opt").glob("flink-python-*.jar")]:
+        (run / "lib" / jar.name).symlink_to(jar)
+    for jar in (source / "opt").glob("*.jar"):
+        (run / "opt" / jar.name).symlink_to(jar)
+    for name in (
+        "log4j.properties",
+        "log4j-console.properties",
+        "log4j-cli.properties",
+        "logback.xml",
+    ):
+        if (source / "conf" / name).exists():
+            shutil.copy(source / "conf" / name, run / "conf" / name)
+    (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
+    (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
+    (run / "conf" / "config.yaml").write_text(_configuration(settings, rest_port, rpc_port, slots))
+    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    subprocess.run(
+        [str(run / "bin" / "start-cluster.sh")],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        overview = _overview(address)
+        if overview is not None and overview.get("taskmanagers", 0) >= 1:
+            say(f"flink cluster: up at {address} ({overview['slots-total']} slot(s), home {run})")
+            return address
+        time.sleep(1)
+    raise StackError(f"the Flink cluster did not come up; logs in {run / 'log'}")
+
+
+def down(settings: Settings, say: Callable[[str], None] = print) -> None:
+    """Stop what `up` started, by the pid files Flink's own scripts recorded."""
+    run = home(settings)
+    if not (run / "bin" / "stop-cluster.sh").exists():
+        say("flink cluster: not running")
+        return
+    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf")}
+    subprocess.run(
+        [str(run / "bin" / "stop-cluster.sh")],
+        env=env,
+        check=False,
+        capture_output=True,
+        timeout=120,
+    )
+    say("flink cluster: stopped")
+
+
+def _overview(address: str) -> dict[str, int] | None:
+    try:
+        with urllib.request.urlopen(f"http://{address}/overview", timeout=3) as response:
+            return json.loads(response.read())
+    except (OSError, ValueError):
+        return None
+
+
+def submit(
+    job: str, jobmanager: str, job_args: list[str], *, flink_home: Path | None = None
+) -> int:
+    """`flink run -d` the job's module on the cluster at `jobmanager` (its REST address)."""
+    flink_home = flink_home or Path(os.environ.get("FLINK_HOME") or pyflink_home())
+    script = PROJECT_ROOT / "jobs" / f"{job}.py"
+    command = [
+        str(flink_home / "bin" / "flink"),
+        "run",
+        "-m",
+        jobmanager,
+        "-d",
+        "-py",
+        str(script),
+        "-pyclientexec",
+        sys.executable,
+        "-pyexec",
+        sys.executable,
+        "--",
+        *job_args,
+        "--detached",
+    ]
+    return subprocess.run(command, check=False, timeout=300).returncode

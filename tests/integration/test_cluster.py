@@ -1,0 +1,102 @@
+"""`modstream run moderation --jobmanager` on a real Flink session cluster (`modstream cluster`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modstream import workload
+from modstream.config import PROJECT_ROOT, Settings
+from modstream.workload import generate
+from operators.moderation import ALL_TOPICS
+from tests.conftest import T0
+from tests.integration.conftest import Kafka
+from tests.integration.test_stack_lifecycle import free_ports
+
+pytestmark = pytest.mark.integration
+
+
+def modstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "modstream.cli", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def rest(address: str, path: str, method: str = "GET") -> Any:
+    request = urllib.request.Request(f"http://{address}{path}", method=method)
+    with urllib.request.urlopen(request, timeout=10) as response:
+        body = response.read()
+    return json.loads(body) if body else None
+
+
+def test_moderation_job_submitted_to_a_session_cluster(
+    stack: Settings, kafka: Kafka, tmp_path: Path
+) -> None:
+    rest_port, rpc_port = free_ports(2)
+    env = {
+        **os.environ,
+        "MODSTREAM_RUN_DIR": str(tmp_path / "run"),
+        "MODSTREAM_KAFKA_PORT": str(stack.kafka_port),
+        "MODSTREAM_KAFKA_CONTROLLER_PORT": str(stack.controller_port),
+        "MODSTREAM_REDIS_PORT": str(stack.redis_port),
+    }
+    up = modstream(env, "cluster", "up", "--rest-port", str(rest_port), "--rpc-port", str(rpc_port))
+    assert up.returncode == 0, up.stdout + up.stderr
+    address = f"127.0.0.1:{rest_port}"
+    try:
+        prefix = f"it-{uuid.uuid4().hex[:10]}"
+        topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
+        kafka.create_topics(list(topics.values()))
+        job_args = [
+            "--checkpoint-dir",
+            str(tmp_path / "ckpt"),
+            "--checkpoint-interval-ms",
+            "2000",
+            "--transactional-id-prefix",
+            prefix,
+            "--group-id",
+            prefix,
+            "--policy",
+            str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
+            "--bootstrap-servers",
+            stack.bootstrap_servers,
+        ]
+        for name, physical in topics.items():
+            job_args += ["--topic", f"{name}={physical}"]
+        submitted = modstream(env, "run", "moderation", "--jobmanager", address, "--", *job_args)
+        assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+        jobs = rest(address, "/jobs/overview")["jobs"]
+        assert [(job["name"], job["state"]) for job in jobs] == [("moderation", "RUNNING")]
+
+        lines = generate(seed=21, versions=10, extras=False, malformed=False)
+        workload.produce(stack.bootstrap_servers, [*lines, workload.marker(T0 + 3_600_000)], topics)
+        wanted = {line["value"]["content_id"] for line in lines}
+        actions = kafka.wait_for(
+            topics["moderation.actions"],
+            lambda v: {a["content_id"] for a in v} >= wanted,
+            timeout_s=120,
+        )
+        assert all(action["policy_version"] == 1 for action in actions)
+        rest(address, f"/jobs/{jobs[0]['jid']}?mode=cancel", method="PATCH")
+        deadline = time.monotonic() + 60
+        while rest(address, "/jobs/overview")["jobs"][0]["state"] != "CANCELED":
+            assert time.monotonic() < deadline, "the job did not cancel"
+            time.sleep(1)
+    finally:
+        down = modstream(env, "cluster", "down")
+        assert down.returncode == 0
