@@ -202,3 +202,40 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
     for job in started:
         if job.alive():
             job.stop()
+
+
+@dataclass
+class ModerationDeployment:
+    """Unique physical topics for one moderation job under test, and the job's options."""
+
+    prefix: str
+    topics: dict[str, str]
+    args: list[str]
+
+
+@pytest.fixture
+def moderation_deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> ModerationDeployment:
+    from operators.moderation import ALL_TOPICS
+
+    prefix = f"it-{uuid.uuid4().hex[:10]}"
+    topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
+    kafka.create_topics(list(topics.values()))
+    args = [
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint-interval-ms",
+        "3000",
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+        "--policy",
+        str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
+        "--bootstrap-servers",
+        stack.bootstrap_servers,
+        "--out-of-orderness-ms",
+        "1000",
+    ]
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+    return ModerationDeployment(prefix, topics, args)

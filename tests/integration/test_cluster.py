@@ -8,7 +8,6 @@ import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +16,8 @@ import pytest
 from modstream import workload
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.workload import generate
-from operators.moderation import ALL_TOPICS
 from tests.conftest import T0
-from tests.integration.conftest import Kafka
+from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.test_stack_lifecycle import free_ports
 
 pytestmark = pytest.mark.integration
@@ -45,7 +43,7 @@ def rest(address: str, path: str, method: str = "GET") -> Any:
 
 
 def test_moderation_job_submitted_to_a_session_cluster(
-    stack: Settings, kafka: Kafka, tmp_path: Path
+    stack: Settings, kafka: Kafka, tmp_path: Path, moderation_deployment: ModerationDeployment
 ) -> None:
     rest_port, rpc_port = free_ports(2)
     env = {
@@ -59,25 +57,8 @@ def test_moderation_job_submitted_to_a_session_cluster(
     assert up.returncode == 0, up.stdout + up.stderr
     address = f"127.0.0.1:{rest_port}"
     try:
-        prefix = f"it-{uuid.uuid4().hex[:10]}"
-        topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
-        kafka.create_topics(list(topics.values()))
-        job_args = [
-            "--checkpoint-dir",
-            str(tmp_path / "ckpt"),
-            "--checkpoint-interval-ms",
-            "2000",
-            "--transactional-id-prefix",
-            prefix,
-            "--group-id",
-            prefix,
-            "--policy",
-            str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
-            "--bootstrap-servers",
-            stack.bootstrap_servers,
-        ]
-        for name, physical in topics.items():
-            job_args += ["--topic", f"{name}={physical}"]
+        topics = moderation_deployment.topics
+        job_args = moderation_deployment.args
         submitted = modstream(env, "run", "moderation", "--jobmanager", address, "--", *job_args)
         assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
         jobs = rest(address, "/jobs/overview")["jobs"]

@@ -12,15 +12,14 @@ import pytest
 
 from modstream import workload
 from modstream.workload import generate
-from operators.moderation import ALL_TOPICS
 from tests.conftest import T0
 from tests.integration.conftest import (
     JobProcess,
     Kafka,
+    ModerationDeployment,
     completed_checkpoints,
     wait_for_checkpoint_after,
 )
-from tests.operators.policy_builders import GLOBAL_YAML
 
 pytestmark = pytest.mark.integration
 
@@ -31,52 +30,18 @@ def produce_lines(kafka: Kafka, topics: dict[str, str], lines: list[dict[str, An
 
 def tick(at: int) -> dict[str, Any]:
     """An upload far ahead in event time: it moves the watermark past earlier deadlines."""
-    return {
-        "topic": "content.versions",
-        "value": {
-            "event_id": f"tick-{at}",
-            "type": "upsert",
-            "content_id": f"tick-{at}",
-            "content_version": 1,
-            "ts": at,
-            "author_id": "clock",
-            "modality": "text",
-            "surface": "dm",
-            "region": "DE",
-            "audience": "all",
-            "account_risk": 0.0,
-            "size_bytes": 1,
-            "mime_type": "text/plain",
-            "sha256": "0" * 64,
-        },
-    }
+    return workload.marker(at, f"tick-{at}")
 
 
 def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
-    kafka: Kafka, start_job: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kafka: Kafka,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moderation_deployment: ModerationDeployment,
 ) -> None:
-    import uuid
-
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
-    prefix = f"it-{uuid.uuid4().hex[:10]}"
-    topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
-    kafka.create_topics(list(topics.values()))
-    args = [
-        "--checkpoint-dir",
-        str(tmp_path / "ckpt"),
-        "--checkpoint-interval-ms",
-        "3000",
-        "--transactional-id-prefix",
-        prefix,
-        "--group-id",
-        prefix,
-        "--policy",
-        str(GLOBAL_YAML),
-        "--out-of-orderness-ms",
-        "1000",
-    ]
-    for name, physical in topics.items():
-        args += ["--topic", f"{name}={physical}"]
+    topics, args = moderation_deployment.topics, moderation_deployment.args
 
     first = generate(seed=3, versions=40, extras=False, malformed=False)
     second = generate(seed=4, versions=40, start_ts=T0 + 3_600_000, extras=False, malformed=False)
