@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -14,25 +12,13 @@ from typing import Any
 import pytest
 
 from modstream import workload
-from modstream.config import PROJECT_ROOT, Settings
+from modstream.config import Settings
 from modstream.workload import generate
 from tests.conftest import T0
 from tests.integration.conftest import Kafka, ModerationDeployment
-from tests.integration.test_stack_lifecycle import free_ports
+from tests.integration.test_stack_lifecycle import free_ports, modstream
 
 pytestmark = pytest.mark.integration
-
-
-def modstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "modstream.cli", *args],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def rest(address: str, path: str, method: str = "GET") -> Any:

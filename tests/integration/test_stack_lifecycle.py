@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from modstream.config import PROJECT_ROOT
 from modstream.stack import port_open
 
 pytestmark = pytest.mark.integration
@@ -27,12 +28,14 @@ def free_ports(count: int) -> list[int]:
 
 
 def modstream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the `modstream` command as a user would, in the project, bounded in time."""
     return subprocess.run(
         [sys.executable, "-m", "modstream.cli", *args],
+        cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=300,
         check=False,
     )
 
