@@ -260,7 +260,7 @@ class Moderate(PolicyAware):
         raw_state = self.version.value()
         state = json.loads(raw_state) if raw_state else None
         outputs: list[moderation.Output] = []
-        letters: list[tuple[str, str, str]] = []
+        letters: list[tuple[str, str | None, str, str, str]] = []
         timers: list[int] = []
         for topic, raw in self._drain(timestamp):
             parsed: Any = parse(topic, raw)
@@ -284,7 +284,10 @@ class Moderate(PolicyAware):
             state = result.state
             outputs += result.outputs
             timers += result.timers
-            letters += [(error_class, message, raw) for error_class, message in result.dead_letters]
+            letters += [
+                (topic, parsed.content_id, error_class, message, raw)
+                for error_class, message in result.dead_letters
+            ]
         if state is not None:
             context = self._context(
                 store, banks, state["cid"], timestamp, state.get("content") or {}
@@ -305,10 +308,10 @@ class Moderate(PolicyAware):
                 key,
                 json.dumps(output, separators=(",", ":"), ensure_ascii=False),
             )
-        for error_class, message, raw in letters:
+        for topic, content_id, error_class, message, raw in letters:
             letter = dead_letter(
-                "moderation.appeals",
-                None,
+                self.config.physical_topic(topic),
+                content_id,
                 raw,
                 message,
                 ts=timestamp,

@@ -103,14 +103,7 @@ def up(
     (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
     (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
     (run / "conf" / "config.yaml").write_text(_configuration(settings, rest_port, rpc_port, slots))
-    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
-    subprocess.run(
-        [str(run / "bin" / "start-cluster.sh")],
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    _script(run, "start-cluster.sh", check=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         overview = _overview(address)
@@ -127,15 +120,17 @@ def down(settings: Settings, say: Callable[[str], None] = print) -> None:
     if not (run / "bin" / "stop-cluster.sh").exists():
         say("flink cluster: not running")
         return
-    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf")}
-    subprocess.run(
-        [str(run / "bin" / "stop-cluster.sh")],
-        env=env,
-        check=False,
-        capture_output=True,
-        timeout=120,
-    )
+    _script(run, "stop-cluster.sh", check=False)
     say("flink cluster: stopped")
+
+
+def _script(run: Path, name: str, *, check: bool) -> None:
+    """One of Flink's cluster scripts, on this cluster's configuration; TaskManagers started by
+    it inherit the PYTHONPATH their thread-mode interpreter needs."""
+    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    subprocess.run(
+        [str(run / "bin" / name)], env=env, check=check, capture_output=True, timeout=120
+    )
 
 
 def _overview(address: str) -> dict[str, int] | None:

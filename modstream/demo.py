@@ -35,11 +35,11 @@ def _next_policy_version(settings: Settings, key: bytes, policy: dict[str, Any])
     from modstream.policy_cli import load_store
 
     store, _ = load_store(settings.bootstrap_servers, "policy.rules", key)
-    snapshot = store.snapshot(policy["policy_id"])
+    # Every version the topic holds, the active one included, is a record with a document.
     seen = [
         record["version"] for record in store.records(policy["policy_id"]) if "document" in record
     ]
-    return max([policy["version"], *(seen or [0]), snapshot.active or 0 if snapshot else 0])
+    return max([policy["version"], *seen])
 
 
 def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
@@ -65,20 +65,18 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     start_ts = now - count * 200 - 600_000
     lines = generate(seed=seed, versions=count, start_ts=start_ts, prefix=run_id)
     # A signed shadow candidate from the start: every decision is also made under it.
-    from operators.policy_store import sign
+    from modstream.policy_cli import version_record
 
     candidate = dict(shadow_base, version=shadow_base["version"] + 1, default="PENDING")
-    shadow_record: dict[str, Any] = {
-        "event_id": f"{run_id}shadow",
-        "policy_id": candidate["policy_id"],
-        "version": candidate["version"],
-        "parent_version": policy["version"],
-        "mode": "shadow",
-        "author": "demo",
-        "ts": start_ts - 1_000,
-        "document": candidate,
-    }
-    shadow_record["signature"] = sign(shadow_record, key.encode())
+    shadow_record = version_record(
+        candidate,
+        mode="shadow",
+        author="demo",
+        ts=start_ts - 1_000,
+        parent_version=policy["version"],
+        key=key.encode(),
+        event_id=f"{run_id}shadow",
+    )
     lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
     last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
     marker = f"{run_id}end"

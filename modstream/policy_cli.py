@@ -133,9 +133,11 @@ def version_record(
     key: bytes,
     percent: float | None = None,
     approvals: list[dict[str, Any]] | None = None,
+    event_id: str | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "event_id": f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
+        "event_id": event_id
+        or f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
         "policy_id": document["policy_id"],
         "version": document["version"],
         "parent_version": parent_version,
@@ -153,10 +155,16 @@ def version_record(
 
 
 def control_record(
-    policy_id: str, command: str, *, ts: int, key: bytes, version: int | None = None
+    policy_id: str,
+    command: str,
+    *,
+    ts: int,
+    key: bytes,
+    version: int | None = None,
+    event_id: str | None = None,
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "event_id": f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
+        "event_id": event_id or f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
         "policy_id": policy_id,
         "command": command,
         "ts": ts,

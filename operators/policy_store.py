@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.policy import CompiledPolicy, PolicyError, load_policy
-from schemas import SchemaError, parse
+from schemas import SchemaError, dead_letter, parse
 from schemas.policy import PolicyControl, PolicyVersion
 
 SIGNATURE_PREFIX = "hmac-sha256:"
@@ -334,8 +334,6 @@ def dead_letter_for(
     source_topic: str = "policy.rules",
 ) -> Any:
     """The DLQ record for a policy record the store refused (class schema, signature or policy)."""
-    from schemas import dead_letter
-
     error_class = error.error_class if isinstance(error, Rejected) else "schema"
     return dead_letter(
         source_topic,

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from modstream.policy_cli import control_record
 from operators.policy_store import sign
 from tests.conftest import T0
 
@@ -68,13 +69,11 @@ def control(
     key: bytes = KEY,
     policy_id: str = "global",
 ) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "event_id": f"ctl-{command}-{version}-{ts}",
-        "policy_id": policy_id,
-        "command": command,
-        "ts": ts,
-    }
-    if version is not None:
-        record["version"] = version
-    record["signature"] = sign(record, key)
-    return record
+    return control_record(
+        policy_id,
+        command,
+        ts=ts,
+        key=key,
+        version=version,
+        event_id=f"ctl-{command}-{version}-{ts}",
+    )
