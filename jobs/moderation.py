@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,14 +24,16 @@ from pyflink.common.watermark_strategy import TimestampAssigner
 from pyflink.datastream import DataStream, OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import (
     KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
     ProcessFunction,
     RuntimeContext,
 )
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
 from modstream.config import Settings
-from operators import moderation, reports
+from operators import moderation, reports, sanctions
 from operators.hashbank import HashBanks
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
@@ -44,6 +47,11 @@ DECODED_ROW = Types.ROW(
     [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()]
 )
 BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
+# A viral item's report storm: reports are combined per (version, shard, window) before the
+# version's own operator, so one hot key costs one state read and write per window and shard.
+REPORT_SHARDS = 8
+REPORT_WINDOW_MS = 1_000
+REPORT_BATCH = "moderation.reports#batch"
 
 
 @dataclass(frozen=True)
@@ -199,14 +207,14 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         ctx.timer_service().register_event_time_timer(ts)
         return iter(())
 
-    def _drain(self, timestamp: int) -> list[tuple[str, str]]:
+    def _drain(self, timestamp: int) -> list[tuple[str, str, int]]:
         """The input buffered for `timestamp`, in sequence order (stable: arrival order)."""
         pending = self.buffer.get(timestamp)
         if not pending:
             return []
         self.buffer.remove(timestamp)
         entries = sorted(json.loads(pending), key=lambda entry: entry[2])
-        return [(topic, raw) for topic, raw, _ in entries]
+        return [(topic, raw, seq) for topic, raw, seq in entries]
 
 
 class ReportGate(PolicyAware):
@@ -232,16 +240,49 @@ class ReportGate(PolicyAware):
         policy = store.resolve(self.config.policy_id, timestamp, "").decide
         limits = policy.document.reports if policy is not None else None
         hourly_limit = limits.reporter_hourly_limit if limits is not None else 10
-        for topic, raw in drained:
+        for topic, raw, seq in drained:
             record = json.loads(raw)
             state, weight = reports.gate(state, timestamp, hourly_limit)
             record["_modstream_weight"] = weight.weight
             record["_modstream_new_reporter"] = weight.new_reporter
-            key = f"{record['content_id']}\x1f{record['content_version']}"
-            yield Row("keyed", key, topic, json.dumps(record), timestamp, 0)
+            record["_modstream_seq"] = seq
+            shard = zlib.crc32(record["reporter_id"].encode("utf-8")) % REPORT_SHARDS
+            key = f"{record['content_id']}\x1f{record['content_version']}\x1f{shard}"
+            yield Row("keyed", key, topic, json.dumps(record), timestamp, seq)
         assert state is not None
         self.reporter.update(json.dumps(state))
         ctx.timer_service().register_event_time_timer(state["last"] + REPORTER_TTL_MS)
+
+
+class ReportCombine(KeyedProcessFunction):
+    """Keyed by (version, shard): the weighed reports of one event-time window become one batch
+    for the version's operator (local-global pre-aggregation of a report storm). The batch is
+    applied at the window's last millisecond, each report with its own ts."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.pending = runtime_context.get_map_state(
+            MapStateDescriptor("reports", Types.STRING(), Types.STRING())
+        )
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        ts, seq = int(value[4]), int(value[5] or 0)
+        window_end = (ts // REPORT_WINDOW_MS + 1) * REPORT_WINDOW_MS - 1
+        event_id = json.loads(value[3])["event_id"]
+        self.pending.put(f"{window_end:015d}|{ts:015d}|{seq:012d}|{event_id}", value[3])
+        ctx.timer_service().register_event_time_timer(window_end)
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        due = sorted((key, raw) for key, raw in self.pending.items() if int(key[:15]) <= timestamp)
+        if not due:
+            return
+        batch = []
+        for key, raw in due:
+            self.pending.remove(key)
+            _, ts, seq, event_id = key.split("|", 3)
+            batch.append([int(ts), int(seq), event_id, raw])
+        version_key = str(ctx.get_current_key()).rsplit("\x1f", 1)[0]
+        yield Row("keyed", version_key, REPORT_BATCH, json.dumps(batch), timestamp, 0)
 
 
 class Moderate(PolicyAware):
@@ -255,21 +296,34 @@ class Moderate(PolicyAware):
         super().open(runtime_context)
         self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+    def _inputs(self, timestamp: int) -> list[tuple[str, str, int]]:
+        """(topic, raw, ts) in processing order: the input buffered for `timestamp`, then the
+        reports of any batches, merged in (ts, seq, event_id) order whatever shard they took."""
+        direct: list[tuple[str, str, int]] = []
+        batched: list[list[Any]] = []
+        for topic, raw, _ in self._drain(timestamp):
+            if topic == REPORT_BATCH:
+                batched += json.loads(raw)
+            else:
+                direct.append((topic, raw, timestamp))
+        batched.sort(key=lambda item: (item[0], item[1], item[2]))
+        return direct + [("moderation.reports", item[3], item[0]) for item in batched]
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
         store, banks = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
         raw_state = self.version.value()
         state = json.loads(raw_state) if raw_state else None
         outputs: list[moderation.Output] = []
-        letters: list[tuple[str, str | None, str, str, str]] = []
+        letters: list[tuple[str, str | None, str, str, str, int]] = []
         timers: list[int] = []
-        for topic, raw in self._drain(timestamp):
+        for topic, raw, ts in self._inputs(timestamp):
             parsed: Any = parse(topic, raw)
             hashes = (state or {}).get("content") or (
                 {"sha256": parsed.sha256, "phash": parsed.phash}
                 if topic == "content.versions" and parsed.type == "upsert"
                 else {}
             )
-            context = self._context(store, banks, parsed.content_id, timestamp, hashes)
+            context = self._context(store, banks, parsed.content_id, ts, hashes)
             if topic == "moderation.reports":
                 weights = json.loads(raw)
                 context = moderation.Context(
@@ -280,12 +334,12 @@ class Moderate(PolicyAware):
                         bool(weights.get("_modstream_new_reporter")),
                     ),
                 )
-            result = moderation.step(state, topic, parsed, timestamp, context)
+            result = moderation.step(state, topic, parsed, ts, context)
             state = result.state
             outputs += result.outputs
             timers += result.timers
             letters += [
-                (topic, parsed.content_id, error_class, message, raw)
+                (topic, parsed.content_id, error_class, message, raw, ts)
                 for error_class, message in result.dead_letters
             ]
         if state is not None:
@@ -303,18 +357,20 @@ class Moderate(PolicyAware):
         for timer in set(timers):
             ctx.timer_service().register_event_time_timer(timer)
         for topic, key, output in outputs:
-            yield Row(
-                self.config.physical_topic(topic),
-                key,
-                json.dumps(output, separators=(",", ":"), ensure_ascii=False),
-            )
-        for topic, content_id, error_class, message, raw in letters:
+            if topic == moderation.SANCTIONS:
+                # On the main output under a reserved topic (no side outputs here): routed to
+                # the sanctions operator by a Java filter, with the time it was emitted.
+                output = {**output, "at": timestamp}
+            else:
+                topic = self.config.physical_topic(topic)
+            yield Row(topic, key, json.dumps(output, separators=(",", ":"), ensure_ascii=False))
+        for topic, content_id, error_class, message, raw, ts in letters:
             letter = dead_letter(
                 self.config.physical_topic(topic),
                 content_id,
                 raw,
                 message,
-                ts=timestamp,
+                ts=ts,
                 error_class=error_class,  # type: ignore[arg-type]
                 operator="moderation",
             )
@@ -334,6 +390,68 @@ class Moderate(PolicyAware):
                 resolution.decide.document.phash_max_distance,
             )
         return moderation.Context(resolution, matches)
+
+
+class Sanctions(KeyedProcessFunction):
+    """Adapter keyed by author: strikes and sanctions (operators/sanctions.py). Decisions are
+    buffered by the time the version's operator emitted them and applied in (ts, content,
+    version, revision) order, so the result does not depend on how subtasks interleave."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.buffer = runtime_context.get_map_state(
+            MapStateDescriptor("decisions", Types.LONG(), Types.STRING())
+        )
+        self.account = runtime_context.get_state(ValueStateDescriptor("account", Types.STRING()))
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        entry = json.loads(value[2])
+        emitted_at = int(entry.pop("at"))
+        pending = self.buffer.get(emitted_at)
+        entries = json.loads(pending) if pending else []
+        entries.append(entry)
+        self.buffer.put(emitted_at, json.dumps(entries))
+        ctx.timer_service().register_event_time_timer(emitted_at)
+        return iter(())
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        raw_state = self.account.value()
+        state = json.loads(raw_state) if raw_state else None
+        pending = self.buffer.get(timestamp)
+        user_id = str(ctx.get_current_key())
+        outputs: list[sanctions.Output] = []
+        timers: list[int] = []
+        if pending:
+            self.buffer.remove(timestamp)
+            entries = sorted(
+                json.loads(pending),
+                key=lambda entry: (
+                    entry["decision"]["ts"],
+                    entry["decision"]["content_id"],
+                    entry["decision"]["content_version"],
+                    entry["decision"]["decision_revision"],
+                ),
+            )
+            for entry in entries:
+                result = sanctions.on_decision(state, user_id, entry["decision"], entry["strikes"])
+                state, outputs, timers = result.state, outputs + result.outputs, result.timers
+        else:
+            result = sanctions.on_timer(state, timestamp)
+            state, timers = result.state, result.timers
+        if state is None:
+            self.account.clear()
+        else:
+            self.account.update(json.dumps(state, separators=(",", ":")))
+        for timer in timers:
+            ctx.timer_service().register_event_time_timer(timer)
+        for topic, key, output in outputs:
+            yield Row(
+                self.config.physical_topic(topic),
+                key,
+                json.dumps(output, separators=(",", ":"), ensure_ascii=False),
+            )
 
 
 def build(
@@ -376,14 +494,33 @@ def build(
         .name("report_gate")
         .uid("moderation_report_gate")
     )
-    keyed = decoded.union(weighed).key_by(lambda row: row[1], key_type=Types.STRING())
+    combined = (
+        weighed.key_by(lambda row: row[1], key_type=Types.STRING())
+        .process(ReportCombine(), output_type=DECODED_ROW)
+        .name("report_combine")
+        .uid("moderation_report_combine")
+    )
+    keyed = decoded.union(combined).key_by(lambda row: row[1], key_type=Types.STRING())
     decided = (
         keyed.connect(broadcast)
         .process(Moderate(config), output_type=runtime.SINK_ROW)
         .name("moderate")
         .uid("moderation_moderate")
     )
-    sink(decided.union(dlq))
+    sanctioned = (
+        by_topic(decided, moderation.SANCTIONS, keep=True)
+        .key_by(lambda row: row[1], key_type=Types.STRING())
+        .process(Sanctions(config), output_type=runtime.SINK_ROW)
+        .name("sanctions")
+        .uid("moderation_sanctions")
+    )
+    sink(by_topic(decided, moderation.SANCTIONS, keep=False).union(dlq, sanctioned))
+
+
+def by_topic(stream: DataStream, topic: str, *, keep: bool) -> DataStream:
+    """The rows of `stream` whose topic is (keep) or is not `topic`, filtered in Java."""
+    jvm = get_gateway().jvm
+    return DataStream(stream._j_data_stream.filter(jvm.io.modstream.flink.TopicFilter(topic, keep)))
 
 
 def main(argv: list[str] | None = None) -> int:

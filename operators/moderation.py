@@ -17,6 +17,7 @@ from typing import Any
 from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
 from operators.policy_store import Resolution
 from operators.reports import ReportWeight
+from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -34,7 +35,20 @@ OUTPUT_TOPICS = (
     "review.tasks",
     "moderation.shadow",
     "moderation.dlq",
+    "account.actions",
+    "user.notifications",
 )
+# Internal: a decision that may add or reverse a strike, on its way to the author-keyed
+# sanctions operator (operators/sanctions.py); never written to Kafka.
+SANCTIONS = "_sanctions"
+# What the author is told when the policy has no notice for the decision's reason.
+DEFAULT_NOTICES = {
+    "ALLOW": "Your content is visible.",
+    "PROVISIONAL_ALLOW": "Your content is visible while checks finish.",
+    "PENDING": "Your content is being checked and is not visible yet.",
+    "RESTRICT": "Your content is visible to a limited audience.",
+    "BLOCK": "Your content was removed because it breaks the rules.",
+}
 ALL_TOPICS = (*KEYED_TOPICS, *BROADCAST_TOPICS, *OUTPUT_TOPICS)
 
 VISIBILITY = {
@@ -286,7 +300,10 @@ def _decide(
             if verdict.restriction:
                 action["restriction"] = verdict.restriction
             outputs.append(("moderation.actions", cid, action))
+            if name != "deleted":
+                outputs.append(_notification(state, verdict, policy, trigger, ts))
         state["last"] = {**current, "visibility": visibility}
+        outputs += _sanction_input(state, outputs[0][2], policy)
     for task_id, ask in new_tasks:
         outputs.append(
             (
@@ -342,6 +359,52 @@ def _decision_record(
     if verdict.expires_ts is not None:
         record["expires_ts"] = verdict.expires_ts
     return record
+
+
+def _notification(
+    state: State, verdict: Verdict, policy: CompiledPolicy | None, trigger: str, ts: int
+) -> Output:
+    """What the author is told about a visible change: the policy's notice for the first
+    reason that has one (never evidence, scores or rule text), and whether an appeal is open."""
+    notices = policy.document.notices if policy is not None else {}
+    reason = next((r for r in verdict.reasons if r in notices), None)
+    reason_code = reason or (verdict.reasons[0] if verdict.reasons else verdict.outcome.lower())
+    message = notices[reason] if reason else DEFAULT_NOTICES[verdict.outcome]
+    record = {
+        "notification_id": sha256_hex("notification", state["cid"], state["ver"], state["rev"]),
+        "user_id": state["content"]["author_id"],
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": state["rev"],
+        "outcome": verdict.outcome,
+        "reason_code": reason_code,
+        "message": message,
+        "appeal_allowed": verdict.outcome in ("BLOCK", "RESTRICT") and trigger != "appeal",
+        "ts": ts,
+    }
+    return ("user.notifications", state["cid"], record)
+
+
+def _sanction_input(
+    state: State, decision: dict[str, Any], policy: CompiledPolicy | None
+) -> list[Output]:
+    """The decision for the author's sanctions operator, when it can add or reverse a strike."""
+    strikes = policy.document.strikes if policy is not None else None
+    reasons = set(strikes.reasons) if strikes is not None else set()
+    offense = decision["outcome"] in VIOLATING_OUTCOMES and bool(reasons & set(decision["reasons"]))
+    overturn = decision["trigger"] in HUMAN_TRIGGERS
+    if decision["state"] == "deleted" or not (offense or overturn):
+        return []
+    return [
+        (
+            SANCTIONS,
+            state["content"]["author_id"],
+            {
+                "decision": decision,
+                "strikes": strikes.model_dump(mode="json") if strikes is not None else None,
+            },
+        )
+    ]
 
 
 def _task(

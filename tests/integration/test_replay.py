@@ -127,3 +127,41 @@ def test_contract_rules_hold_in_the_replayed_workload(
     assert shadows and all(s["shadow"] is True and s["policy_version"] == 2 for s in shadows)
     edits = [d for d in decisions if d["content_version"] == 2]
     assert edits and edits[0]["trigger"] == "fast_gate"
+
+
+def test_strikes_and_notices_follow_the_contract(
+    outputs: tuple[dict[str, Any], dict[str, Any]],
+) -> None:
+    one, _ = outputs
+    sanctions = one["account.actions"]
+    strikes = [s for s in sanctions if s["sanction"] == "strike"]
+    assert strikes
+    # One offense, one strike: never twice for one user's content item.
+    assert len({(s["user_id"], s["content_id"]) for s in strikes}) == len(strikes)
+    assert len({s["action_id"] for s in sanctions}) == len(sanctions)
+    # The appeal granted on a struck item reverses its strike.
+    granted = {
+        d["content_id"]
+        for d in one["moderation.decisions"]
+        if d["trigger"] == "appeal" and d["outcome"] == "ALLOW"
+    }
+    reversed_items = {s["content_id"] for s in sanctions if s["sanction"] == "strike_reversed"}
+    assert reversed_items and reversed_items <= granted
+    # One notice per visible change (the author's own delete excepted), policy text only.
+    actions = one["moderation.actions"]
+    deleted = {
+        (d["content_id"], d["content_version"], d["decision_revision"])
+        for d in one["moderation.decisions"]
+        if d["state"] == "deleted"
+    }
+    notices = one["user.notifications"]
+    assert sorted(
+        (n["content_id"], n["content_version"], n["decision_revision"]) for n in notices
+    ) == sorted(
+        (a["content_id"], a["content_version"], a["decision_revision"])
+        for a in actions
+        if (a["content_id"], a["content_version"], a["decision_revision"]) not in deleted
+    )
+    texts = set(yaml.safe_load(GLOBAL_YAML.read_text())["notices"].values())
+    blocked = [n for n in notices if n["outcome"] == "BLOCK"]
+    assert blocked and all(n["message"] in texts and n["appeal_allowed"] for n in blocked)

@@ -8,7 +8,16 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation import BROADCAST_TAG, DLQ_TAG, Decode, Moderate, ModerationConfig
+from jobs.moderation import (
+    BROADCAST_TAG,
+    DLQ_TAG,
+    REPORT_BATCH,
+    Decode,
+    Moderate,
+    ModerationConfig,
+    ReportCombine,
+    Sanctions,
+)
 from operators.policy_store import sign
 from tests.conftest import T0, evidence, upload
 from tests.operators.policy_builders import GLOBAL_YAML, global_document
@@ -62,9 +71,13 @@ class FakeTimers:
 
 
 class FakeContext:
-    def __init__(self, broadcast: FakeMapState, timers: FakeTimers) -> None:
+    def __init__(self, broadcast: FakeMapState, timers: FakeTimers, key: str = "") -> None:
         self.broadcast = broadcast
         self.timers = timers
+        self.key = key
+
+    def get_current_key(self) -> str:
+        return self.key
 
     def get_broadcast_state(self, descriptor: Any) -> FakeMapState:
         return self.broadcast
@@ -115,7 +128,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
     assert T0 in ctx.timers.registered and T0 in runtime_context.buffer
     outputs = list(adapter.on_timer(T0, ctx))
     topics = [out[0] for out in outputs]
-    assert topics == ["moderation.decisions", "moderation.actions"]
+    assert topics == ["moderation.decisions", "moderation.actions", "user.notifications"]
     assert runtime_context.buffer == {}
     state = json.loads(runtime_context.version.value() or "{}")
     assert state["rev"] == 1 and state["deadline"] == T0 + 5000
@@ -160,3 +173,123 @@ def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_
     store, _ = other._load(ctx.broadcast)
     assert store.resolve("global", T0 + 99, "c").decide.version == 1  # type: ignore[union-attr]
     assert store.resolve("global", T0 + 100, "c").decide.version == 2  # type: ignore[union-attr]
+
+
+def report_row(reporter: str, at: int, seq: int, version_key: str = "c-1\x1f1") -> Row:
+    record = {
+        "event_id": f"rep-{reporter}-{at}",
+        "report_id": f"r-{reporter}",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reporter_id": reporter,
+        "reason": "spam",
+        "ts": at,
+        "_modstream_weight": 1.0,
+        "_modstream_new_reporter": False,
+        "_modstream_seq": seq,
+    }
+    return Row("keyed", f"{version_key}\x1f3", "moderation.reports", json.dumps(record), at, seq)
+
+
+def test_reports_of_one_window_become_one_batch_for_the_version() -> None:
+    combine = ReportCombine()
+    runtime_context = FakeRuntimeContext()
+    combine.open(runtime_context)  # type: ignore[arg-type]
+    ctx = FakeContext(FakeMapState(), FakeTimers(), key="c-1\x1f1\x1f3")
+    for reporter, at, seq in (("b", T0 + 20, 2), ("a", T0 + 10, 1), ("c", T0 + 1500, 3)):
+        assert list(combine.process_element(report_row(reporter, at, seq), ctx)) == []
+    assert ctx.timers.registered == {T0 + 999, T0 + 1999}
+    [batch] = list(combine.on_timer(T0 + 999, ctx))
+    assert (batch[0], batch[1], batch[2], batch[4]) == ("keyed", "c-1\x1f1", REPORT_BATCH, T0 + 999)
+    assert [item[:3] for item in json.loads(batch[3])] == [
+        [T0 + 10, 1, "rep-a-" + str(T0 + 10)],
+        [T0 + 20, 2, "rep-b-" + str(T0 + 20)],
+    ]
+    assert len(runtime_context.buffer) == 1  # the next window waits for its own timer
+    assert len(list(combine.on_timer(T0 + 1999, ctx))) == 1 and runtime_context.buffer == {}
+
+
+def test_batched_reports_are_applied_in_order_in_one_state_write() -> None:
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    adapter.process_element(
+        decoded(
+            "content.versions", upload(surface="comment", modality="text", mime_type="text/plain")
+        ),
+        ctx,
+    )
+    list(adapter.on_timer(T0, ctx))
+    batches = [
+        [[T0 + 30, 0, f"rep-{r}", report_row(r, T0 + 30, 0)[3]] for r in ("c",)],
+        [[T0 + 10, 0, f"rep-{r}", report_row(r, T0 + 10, 0)[3]] for r in ("a", "b")],
+    ]
+    for batch in batches:  # two shards' batches for the same window, in any order
+        adapter.process_element(
+            Row("keyed", "c-1\x1f1", REPORT_BATCH, json.dumps(batch), T0 + 999, 0), ctx
+        )
+    outputs = [json.loads(o[2]) for o in adapter.on_timer(T0 + 999, ctx)]
+    task = next(o for o in outputs if "task_id" in o)
+    assert task["queue"] == "reports" and task["ts"] == T0 + 30  # the third reporter's report
+    decision = next(o for o in outputs if "decision_id" in o)
+    assert (decision["trigger"], decision["ts"]) == ("report", T0 + 30)
+    state = json.loads(runtime_context.version.value() or "{}")
+    assert sorted(state["reporters"]) == ["a", "b", "c"]
+
+
+def test_decisions_for_the_sanctions_operator_carry_the_time_they_were_emitted() -> None:
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, _, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    adapter.process_element(
+        decoded(
+            "content.versions", upload(surface="comment", modality="text", mime_type="text/plain")
+        ),
+        ctx,
+    )
+    list(adapter.on_timer(T0, ctx))
+    adapter.process_element(
+        decoded(
+            "detector.results",
+            evidence(at=T0 + 10, scores={"offensive": 0.99}),
+        ),
+        ctx,
+    )
+    side = [o for o in adapter.on_timer(T0 + 10, ctx) if o[0] == "_sanctions"]
+    assert len(side) == 1 and side[0][1] == "author-1"
+    assert json.loads(side[0][2])["at"] == T0 + 10  # the time the sanctions buffer waits for
+
+
+def sanction_entry(content_id: str, at: int, emitted_at: int) -> str:
+    decision = {
+        "content_id": content_id,
+        "content_version": 1,
+        "decision_revision": 2,
+        "outcome": "BLOCK",
+        "reasons": ["harassment"],
+        "trigger": "evidence",
+        "policy_id": "global",
+        "policy_version": 1,
+        "state": "blocked",
+        "ts": at,
+    }
+    strikes = yaml.safe_load(GLOBAL_YAML.read_text())["strikes"]
+    return json.dumps({"decision": decision, "strikes": strikes, "at": emitted_at})
+
+
+def test_sanctions_apply_decisions_in_a_fixed_order_and_clear_their_state() -> None:
+    results = []
+    for order in (("c-1", "c-2", "c-3"), ("c-3", "c-1", "c-2")):
+        adapter = Sanctions(ModerationConfig())
+        runtime_context = FakeRuntimeContext()
+        adapter.open(runtime_context)  # type: ignore[arg-type]
+        ctx = FakeContext(FakeMapState(), FakeTimers(), key="author-1")
+        for content_id in order:  # as subtasks of the version operator interleave
+            row = Row("_sanctions", "author-1", sanction_entry(content_id, T0, T0 + 5))
+            adapter.process_element(row, ctx)
+        outputs = [json.loads(o[2]) for o in adapter.on_timer(T0 + 5, ctx)]
+        results.append([(o["sanction"], o["content_id"], o["strike_count"]) for o in outputs])
+        assert runtime_context.buffer == {}
+        expiry = max(ctx.timers.registered)
+        assert list(adapter.on_timer(expiry, ctx)) == []
+        assert runtime_context.version.value() is None  # every strike aged out: state cleared
+    assert results[0] == results[1]
+    assert results[0][-1] == ("posting_suspended", "c-3", 3)

@@ -107,6 +107,34 @@ class Version:
         return self.decisions[-1]
 
 
+def review(
+    task_id: str = "t-ext", outcome: str = "BLOCK", at: int = T0 + 10, **fields: Any
+) -> dict[str, Any]:
+    return {
+        "event_id": f"rv-{task_id}-{at}",
+        "task_id": task_id,
+        "content_id": "c-1",
+        "content_version": 1,
+        "reviewer_id": "r1",
+        "outcome": outcome,
+        "reason": "reviewed",
+        "ts": at,
+        **fields,
+    }
+
+
+def appeal(appeal_id: str = "a-1", at: int = T0 + 25 * ONE_SECOND) -> dict[str, Any]:
+    return {
+        "event_id": f"ap-{appeal_id}",
+        "appeal_id": appeal_id,
+        "content_id": "c-1",
+        "content_version": 1,
+        "decision_revision": 1,
+        "user_id": "author-1",
+        "ts": at,
+    }
+
+
 def image(**fields: Any) -> dict[str, Any]:
     return {"modality": "image", "mime_type": "image/jpeg", "size_bytes": 50_000, **fields}
 
@@ -565,7 +593,7 @@ def test_evidence_of_another_version_never_changes_a_version(
     for record in _records(items):
         other.send("detector.results", {**record, "content_version": 2})
     assert alone.outputs == beside.outputs
-    assert all(r["content_version"] == 2 for _, _, r in other.outputs)
+    assert all((r.get("decision") or r)["content_version"] == 2 for _, _, r in other.outputs)
 
 
 def test_the_fast_gate_is_the_scanning_outcome_whatever_rules_could_match() -> None:
@@ -646,3 +674,48 @@ def test_a_burst_from_new_reporters_is_flagged_as_brigading_instead_of_counted()
     assert [(t["queue"], t["reasons"]) for t in tasks] == [("brigading", ["possible_brigading"])]
     assert version.state is not None and "new-2" not in version.state["reporters"]
     assert version.last["trigger"] == "report" and version.last["state"] == "pending_review"
+
+
+def test_each_visible_change_tells_the_author_with_the_policys_notice() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    for record in image_evidence("c-1", T0 + ONE_SECOND, nsfw=0.99):
+        version.send("detector.results", record)
+    actions = version.of("moderation.actions")
+    notices = version.of("user.notifications")
+    assert [n["decision_revision"] for n in notices] == [a["decision_revision"] for a in actions]
+    blocked = notices[-1]
+    assert (blocked["outcome"], blocked["reason_code"], blocked["appeal_allowed"]) == (
+        "BLOCK",
+        "sexual_content",
+        True,
+    )
+    assert blocked["message"] == "Sexual content is not allowed here."
+    assert blocked["user_id"] == "author-1" and "0.99" not in json.dumps(blocked)
+    assert blocked["notification_id"] == sha256_hex(
+        "notification", "c-1", 1, blocked["decision_revision"]
+    )
+    assert notices[0]["message"] == "Your content is being checked and is not visible yet."
+    # The upheld appeal is the last word: no further appeal offered.
+    version.send("moderation.appeals", appeal())
+    version.send(
+        "review.decisions",
+        review(task_id="appeal-a-1", outcome="RESTRICT", at=T0 + 30 * ONE_SECOND),
+    )
+    assert version.of("user.notifications")[-1]["appeal_allowed"] is False
+
+
+def test_offenses_and_human_decisions_go_to_the_authors_sanctions() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    assert version.of("_sanctions") == []  # PENDING at the gate is no offense
+    for record in image_evidence("c-1", T0 + ONE_SECOND, nsfw=0.99):
+        version.send("detector.results", record)
+    [offense] = version.of("_sanctions")
+    assert offense["decision"]["outcome"] == "BLOCK"
+    assert offense["strikes"]["reasons"][0] == "sexual_content"
+    assert [key for topic, key, _ in version.outputs if topic == "_sanctions"] == ["author-1"]
+    version.send("review.decisions", review(outcome="ALLOW", at=T0 + 20 * ONE_SECOND))
+    assert version.of("_sanctions")[-1]["decision"]["trigger"] == "review"
+    version.send("content.versions", delete(at=T0 + 40 * ONE_SECOND))
+    assert len(version.of("_sanctions")) == 2  # a delete is nobody's offense
