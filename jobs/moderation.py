@@ -236,6 +236,11 @@ class ReportGate(PolicyAware):
         if not drained:
             if state is not None and timestamp >= state["last"] + REPORTER_TTL_MS:
                 self.reporter.clear()
+            elif state is not None and timestamp >= state.get("timer", 0):
+                # One TTL timer at a time: it re-arms when the reporter was active since.
+                state["timer"] = state["last"] + REPORTER_TTL_MS
+                self.reporter.update(json.dumps(state))
+                ctx.timer_service().register_event_time_timer(state["timer"])
             return
         policy = store.resolve(self.config.policy_id, timestamp, "").decide
         limits = policy.document.reports if policy is not None else None
@@ -250,8 +255,10 @@ class ReportGate(PolicyAware):
             key = f"{record['content_id']}\x1f{record['content_version']}\x1f{shard}"
             yield Row("keyed", key, topic, json.dumps(record), timestamp, seq)
         assert state is not None
+        if "timer" not in state:
+            state["timer"] = state["last"] + REPORTER_TTL_MS
+            ctx.timer_service().register_event_time_timer(state["timer"])
         self.reporter.update(json.dumps(state))
-        ctx.timer_service().register_event_time_timer(state["last"] + REPORTER_TTL_MS)
 
 
 class ReportCombine(KeyedProcessFunction):

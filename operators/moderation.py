@@ -105,10 +105,12 @@ def new_state(content_id: str, content_version: int) -> State:
         "cid": content_id,
         "ver": content_version,
         "content": None,
-        "events": [],
+        "events": {},  # event id -> 1: O(1) duplicate checks however many inputs a key sees
         "evidence": {},
         "reporters": {},
-        "burst": [],
+        "report_weight": 0.0,  # the sum of the counted reporters' weights (report_count)
+        "burst": [],  # [ts, new_reporter] of recent reports, oldest first
+        "burst_new": 0,
         "human": None,
         "appeal": None,
         "rev": 0,
@@ -119,6 +121,7 @@ def new_state(content_id: str, content_version: int) -> State:
         "deleted": False,
         "shadow": {},
         "ttl": None,
+        "ttl_timer": None,  # the one TTL timer armed; it re-arms itself if the TTL moved on
     }
 
 
@@ -223,7 +226,7 @@ def _evaluate(
         account_risk=content["account_risk"],
         size_bytes=content["size_bytes"],
         mime_type=content["mime_type"],
-        report_count=sum(state["reporters"].values()),
+        report_count=state["report_weight"],
     )
     human = state["human"]
     if policy is None:
@@ -462,9 +465,14 @@ def _deadline_timer(state: State, policy: CompiledPolicy | None) -> list[int]:
 
 
 def _ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
-    """Keep the state until `ttl_ms` after the latest input; later timers supersede."""
+    """Keep the state until `ttl_ms` after the latest input. One timer is armed at a time
+    (not one per input: each firing loads the state); when it fires early it re-arms."""
     state["ttl"] = ts + ttl_ms if replace else max(state["ttl"] or 0, ts + ttl_ms)
-    return [state["ttl"]]
+    armed = state.get("ttl_timer")
+    if armed is None or state["ttl"] < armed:
+        state["ttl_timer"] = state["ttl"]
+        return [state["ttl"]]
+    return []
 
 
 def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) -> StepResult:
@@ -475,9 +483,9 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     if record.event_id in state["events"]:
         return result  # a duplicate changes nothing and emits nothing
     if state["deleted"]:
-        state["events"].append(record.event_id)
+        state["events"][record.event_id] = 1
         return result  # late input for a deleted version is ignored
-    state["events"].append(record.event_id)
+    state["events"][record.event_id] = 1
 
     if topic == "content.versions":
         if record.type == "delete":
@@ -525,7 +533,6 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
             "status": record.status,
             "scores": dict(record.scores) if record.scores else None,
             "evidence_ref": record.evidence_ref,
-            "ts": record.ts,
         }
         result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "moderation.reports":
@@ -573,11 +580,17 @@ def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
     weight = ctx.report or ReportWeight(1.0, new_reporter=False)
     if record.reporter_id in state["reporters"] or weight.weight <= 0:
         return []
-    state["burst"] = [entry for entry in state["burst"] if entry[0] > ts - BRIGADE_WINDOW_MS]
-    state["burst"].append([ts, weight.new_reporter])
+    burst = state["burst"]
+    expired = 0
+    while expired < len(burst) and burst[expired][0] <= ts - BRIGADE_WINDOW_MS:
+        expired += 1
+    state["burst_new"] -= sum(1 for _, new in burst[:expired] if new)
+    del burst[:expired]
+    burst.append([ts, weight.new_reporter])
+    state["burst_new"] += int(weight.new_reporter)
     policy = ctx.resolution.decide
     reports = policy.document.reports if policy is not None else None
-    new_in_burst = sum(1 for _, new in state["burst"] if new)
+    new_in_burst = state["burst_new"]
     if (
         weight.new_reporter
         and reports is not None
@@ -608,6 +621,7 @@ def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
         ]
         return outputs + _decide(state, ctx, ts, "report")
     state["reporters"][record.reporter_id] = weight.weight
+    state["report_weight"] += weight.weight
     return _decide(state, ctx, ts, "report")
 
 
@@ -616,6 +630,7 @@ def _compact_tombstone(state: State) -> None:
     for key in ("evidence", "reporters", "burst", "tasks", "open_tasks"):
         state[key] = [] if isinstance(state[key], list) else {}
     state["shadow"] = {}
+    state["report_weight"], state["burst_new"] = 0.0, 0
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
@@ -625,6 +640,9 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
     if state["ttl"] is not None and ts >= state["ttl"]:
         return StepResult(None)  # every final state clears its keyed state
     result = StepResult(state)
+    if state.get("ttl_timer") is not None and ts >= state["ttl_timer"]:
+        state["ttl_timer"] = state["ttl"]  # the TTL moved on since this timer was armed
+        result.timers.append(state["ttl"])
     if state["deadline"] is not None and ts == state["deadline"] and not state["deleted"]:
         result.outputs += _decide(state, ctx, ts, "deadline")
     return result

@@ -399,7 +399,12 @@ def _guards(node: ast.expr) -> tuple[Guard, ...] | None:
         key, number = _score_key(left), _number(right)
         if key is None:  # threshold on the left: 0.9 <= score(...)
             key, number = _score_key(right), _number(left)
-            mirrored: dict[type[ast.cmpop], ast.cmpop] = {ast.LtE: ast.GtE(), ast.Lt: ast.Gt()}
+            mirrored: dict[type[ast.cmpop], ast.cmpop] = {
+                ast.LtE: ast.GtE(),
+                ast.Lt: ast.Gt(),
+                ast.GtE: ast.LtE(),  # 1 >= score(...) is an upper bound: no guard
+                ast.Gt: ast.Lt(),
+            }
             op = mirrored.get(type(op), op)
         if key is not None and number is not None:
             if (isinstance(op, ast.GtE) and number > 0) or (isinstance(op, ast.Gt) and number >= 0):

@@ -8,12 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators.policy import ContentFacts, EvidenceView, load_policy
 from operators.policy_expr import (
     FIELD_TYPES,
     EvalContext,
     ExpressionError,
     compile_expression,
 )
+from tests.conftest import T0
+from tests.operators.policy_builders import minimal_document
 
 CONTEXT = EvalContext(
     modality="image",
@@ -279,3 +282,17 @@ def test_guards_pick_the_most_selective_conjunct() -> None:
     assert compile_expression("score('a', 'x') >= 0").guards is None  # always a candidate
     assert compile_expression("not score('a', 'x') >= 0.5").guards is None
     assert compile_expression("0.7 < score('a', 'x')").guards == (("score", ("a", "x"), 0.7),)
+    # A threshold on the left of > or >= is an upper bound on the score: no guard.
+    assert compile_expression("1 > score('a', 'x')").guards is None
+    assert compile_expression("0.5 >= score('a', 'x')").guards is None
+
+
+def test_an_upper_bound_rule_matches_content_without_that_score() -> None:
+    """Found by Hypothesis: `1 > score(...)` was indexed as `score > 1` and never ran."""
+    document = minimal_document(
+        rules=[{"id": "low", "when": "1 > score('nsfw_image', 'nsfw')", "outcome": "BLOCK"}]
+    )
+    policy = load_policy(document)
+    facts = ContentFacts("image", "comment", "DE", "all", 0.1, 10, "image/png", 0)
+    verdict = policy.evaluate(facts, EvidenceView.from_segments({}), ts=T0)
+    assert verdict.matched_rules == ("low",)
