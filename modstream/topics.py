@@ -53,6 +53,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(
         "content.validated", 4, _delete(7), "content.versions records that passed the schema"
     ),
+    # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
+    TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
 )
 
 

@@ -184,7 +184,7 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
     """Start jobs.<module> with the given arguments; every job is stopped at teardown."""
     started: list[JobProcess] = []
 
-    def start(module: str, *args: str) -> JobProcess:
+    def start(module: str, *args: str, env: dict[str, str] | None = None) -> JobProcess:
         log = tmp_path / f"{module}-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -192,7 +192,7 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
                 cwd=PROJECT_ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ),
+                env={**os.environ, **(env or {})},
             )
         job = JobProcess(process, log)
         started.append(job)

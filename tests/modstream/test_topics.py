@@ -23,7 +23,7 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
     assert len(contract) == 17
     assert contract <= names
     assert contract == set(TOPIC_MODELS)
-    assert names - contract == {"content.validated"}
+    assert names - contract == {"content.validated", "enforcement.repairs"}
 
 
 def test_broadcast_topics_are_compacted_and_others_have_a_retention() -> None:

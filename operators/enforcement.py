@@ -1,0 +1,131 @@
+"""Applying one action exactly once in effect: the intent pattern around the Content Service.
+
+For each action (or reconciler repair) the Action Service takes an intent in a shared store:
+`SET intent:<action_id> PENDING NX PX <ttl>`.
+- the key exists and is COMPLETED or STALE: acknowledge (it was applied, or never will be);
+- it is PENDING: another worker owns it; check again when its TTL may have freed it (a worker
+  that died between apply and COMPLETED leaves PENDING behind, and the TTL frees it);
+- we own it: apply behind the Content Service's version and revision fences, then mark it
+  COMPLETED (or STALE when a fence refused it), keeping a TTL; on failure delete the key and
+  retry with exponential backoff and jitter, up to a maximum of attempts.
+A retry after a crash re-applies at most what the fences allow, so nothing is applied twice.
+I/O comes in as two small interfaces; the Flink adapter (jobs/enforce.py) opens Redis.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+INTENT_TTL_MS = 30_000
+COMPLETED_TTL_MS = 7 * 86_400_000
+MAX_ATTEMPTS = 6
+BASE_BACKOFF_MS = 200
+MAX_BACKOFF_MS = 30_000
+
+
+class Intents(Protocol):
+    def begin(self, action_id: str, ttl_ms: int) -> str | None:
+        """Take the intent (None) or return the status someone else left."""
+
+    def finish(self, action_id: str, status: str, ttl_ms: int) -> None: ...
+
+    def abandon(self, action_id: str) -> None: ...
+
+
+class Applied(Protocol):
+    status: str  # applied | stale | superseded
+    current_version: int
+    revision: int
+
+
+class Target(Protocol):
+    def apply(
+        self,
+        content_id: str,
+        content_version: int,
+        decision_revision: int,
+        visibility: str,
+        restriction: str | None,
+        ts: int,
+        *,
+        repair: bool = False,
+    ) -> Applied: ...
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one action: `applied`, `stale` (a fence refused it: superseded version
+    or not a newer revision), `acknowledged` (already done), `in_progress` (another owner),
+    `failed` (the Content Service failed; retry after `retry_in_ms`)."""
+
+    status: str
+    retry_in_ms: int | None = None
+    error: str | None = None
+
+
+def backoff_ms(attempt: int, rng: random.Random | None = None) -> int:
+    """Exponential backoff with full jitter: uniform in [base * 2^(attempt-1) / 2, that]."""
+    ceiling = min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** max(0, attempt - 1))
+    return int((rng or random).uniform(ceiling / 2, ceiling))
+
+
+def enforce(
+    action: dict[str, Any],
+    intents: Intents,
+    target: Target,
+    *,
+    attempt: int = 1,
+    intent_ttl_ms: int = INTENT_TTL_MS,
+    completed_ttl_ms: int = COMPLETED_TTL_MS,
+    rng: random.Random | None = None,
+) -> Outcome:
+    """Apply `action` (a moderation.actions record, or a repair with `repair_of`) once."""
+    action_id = action["action_id"]
+    held = intents.begin(action_id, intent_ttl_ms)
+    if held in ("COMPLETED", "STALE"):
+        return Outcome("acknowledged")
+    if held == "PENDING":
+        return Outcome("in_progress", retry_in_ms=intent_ttl_ms)
+    try:
+        result = target.apply(
+            action["content_id"],
+            action["content_version"],
+            action["decision_revision"],
+            action["visibility"],
+            action.get("restriction"),
+            action["ts"],
+            repair="repair_of" in action,
+        )
+    except Exception as error:
+        intents.abandon(action_id)
+        return Outcome("failed", retry_in_ms=backoff_ms(attempt, rng), error=type(error).__name__)
+    if result.status == "applied":
+        intents.finish(action_id, "COMPLETED", completed_ttl_ms)
+        return Outcome("applied")
+    intents.finish(action_id, "STALE", completed_ttl_ms)
+    return Outcome("stale")
+
+
+class RedisIntents:
+    """The intent keys in Redis (`intent:<action_id>`)."""
+
+    def __init__(self, client: Any, prefix: str = "intent") -> None:
+        self.redis = client
+        self.prefix = prefix
+
+    def begin(self, action_id: str, ttl_ms: int) -> str | None:
+        key = f"{self.prefix}:{action_id}"
+        if self.redis.set(key, "PENDING", nx=True, px=ttl_ms):
+            return None
+        held = self.redis.get(key)
+        if held is None:  # expired between SET and GET: try once more
+            return None if self.redis.set(key, "PENDING", nx=True, px=ttl_ms) else "PENDING"
+        return held.decode() if isinstance(held, bytes) else str(held)
+
+    def finish(self, action_id: str, status: str, ttl_ms: int) -> None:
+        self.redis.set(f"{self.prefix}:{action_id}", status, px=ttl_ms)
+
+    def abandon(self, action_id: str) -> None:
+        self.redis.delete(f"{self.prefix}:{action_id}")

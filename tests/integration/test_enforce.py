@@ -1,0 +1,161 @@
+"""The Action Service (jobs/enforce.py) and the reference Content Service on real Redis/Kafka."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from modstream.config import Settings
+from modstream.content_service import ContentService
+from operators.moderation import sha256_hex
+from tests.conftest import T0
+from tests.integration.conftest import Kafka
+
+pytestmark = pytest.mark.integration
+
+
+def action(content_id: str, revision: int, visibility: str, version: int = 1) -> dict[str, Any]:
+    outcome = {"public": "ALLOW", "hidden": "BLOCK", "limited": "RESTRICT"}.get(
+        visibility, "PENDING"
+    )
+    record: dict[str, Any] = {
+        "action_id": sha256_hex(content_id, version, revision),
+        "content_id": content_id,
+        "content_version": version,
+        "decision_revision": revision,
+        "outcome": outcome,
+        "visibility": visibility,
+        "policy_version": 1,
+        "ts": T0 + revision,
+    }
+    if visibility == "limited":
+        record["restriction"] = "age_gate"
+    return record
+
+
+@pytest.fixture
+def client(stack: Settings) -> redis.Redis:
+    return redis.Redis.from_url(stack.redis_url)
+
+
+def test_fences_exports_and_a_failed_invalidation(client: redis.Redis, tmp_path: Path) -> None:
+    failing = {"on": False}
+
+    def purge(content_id: str, paths: list[Path]) -> None:
+        if failing["on"]:
+            raise TimeoutError("CDN purge timed out")
+
+    namespace = f"it-{uuid.uuid4().hex[:8]}"
+    service = ContentService(client, tmp_path / "media", invalidate=purge, namespace=namespace)
+    service.upload("c-1", 1, b"\x89PNG fake image bytes", T0)
+    assert not service.is_exported("c-1", 1)  # quarantined until an action allows it
+    assert service.apply("c-1", 1, 1, "public", None, T0).status == "applied"
+    assert service.is_exported("c-1", 1)
+    assert (tmp_path / "media" / "public" / "c-1.v1.thumb").exists()
+    assert service.apply("c-1", 1, 1, "public", None, T0).status == "stale"
+    failing["on"] = True
+    assert service.apply("c-1", 1, 2, "hidden", None, T0).status == "applied"
+    assert not service.is_exported("c-1", 1)
+    effective = service.effective("c-1", T0)
+    assert effective is not None and effective.visibility == "public"  # caches still serve it
+    failing["on"] = False
+    assert service.apply("c-1", 1, 2, "hidden", None, T0, repair=True).status == "applied"
+    effective = service.effective("c-1", T0)
+    assert effective is not None and effective.visibility == "hidden"
+    service.upload("c-1", 2, b"edited", T0 + 10)
+    assert service.apply("c-1", 1, 9, "public", None, T0).status == "superseded"
+    assert not service.is_exported("c-1", 1) and not service.is_exported("c-1", 2)
+
+
+def _deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> tuple[dict[str, str], list[str]]:
+    prefix = f"it-{uuid.uuid4().hex[:10]}"
+    names = ("moderation.actions", "enforcement.repairs", "content.visibility", "moderation.dlq")
+    topics = {name: f"{prefix}.{name}" for name in names}
+    kafka.create_topics(list(topics.values()))
+    args = [
+        "--checkpoint-dir",
+        str(tmp_path / "ckpt"),
+        "--checkpoint-interval-ms",
+        "1000",
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+        "--bootstrap-servers",
+        stack.bootstrap_servers,
+        "--media-dir",
+        str(tmp_path / "media"),
+        "--intent-ttl-ms",
+        "3000",
+    ]
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+    return topics, args
+
+
+def test_the_action_service_applies_in_revision_order_and_ignores_old_versions(
+    kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis, start_job: Any
+) -> None:
+    topics, args = _deployment(kafka, stack, tmp_path)
+    cid, old = f"c-{uuid.uuid4().hex[:8]}", f"o-{uuid.uuid4().hex[:8]}"
+    service = ContentService(client, tmp_path / "media")
+    service.upload(cid, 1, b"bytes", T0)
+    service.upload(old, 1, b"v1", T0)
+    service.upload(old, 2, b"v2", T0 + 1)
+    job = start_job("enforce", *args)
+    job.wait_running()
+    records = [
+        action(cid, 1, "public"),
+        action(cid, 3, "hidden"),  # revision 3 delivered before revision 2
+        action(cid, 2, "limited"),
+        action(old, 4, "public", version=1),  # an action for a superseded version
+    ]
+    kafka.produce(
+        topics["moderation.actions"], [(r["content_id"], json.dumps(r).encode()) for r in records]
+    )
+    seen = kafka.wait_for(
+        topics["content.visibility"], lambda values: len(values) >= 4, timeout_s=90
+    )
+    state = {k.decode(): v.decode() for k, v in client.hgetall(f"content:{cid}").items()}
+    assert (state["revision"], state["visibility"], state["applies"]) == ("3", "hidden", "2")
+    assert client.get(f"intent:{records[2]['action_id']}") == b"STALE"
+    assert client.get(f"intent:{records[1]['action_id']}") == b"COMPLETED"
+    old_state = client.hgetall(f"content:{old}")
+    assert old_state[b"version"] == b"2" and b"applies" not in old_state
+    assert client.get(f"intent:{records[3]['action_id']}") == b"STALE"
+    last = [v for v in seen if v["content_id"] == cid][-1]
+    assert (last["decision_revision"], last["visibility"]) == (3, "hidden")
+
+
+def test_killed_between_apply_and_completed_applies_nothing_twice(
+    kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis, start_job: Any
+) -> None:
+    topics, args = _deployment(kafka, stack, tmp_path)
+    cid = f"k-{uuid.uuid4().hex[:8]}"
+    ContentService(client, tmp_path / "media").upload(cid, 1, b"bytes", T0)
+    record = action(cid, 1, "hidden")
+    doomed = start_job(
+        "enforce", *args, env={"MODSTREAM_ENFORCE_CRASH_AFTER_APPLY": record["action_id"]}
+    )
+    doomed.wait_running()
+    kafka.produce(topics["moderation.actions"], [(cid, json.dumps(record).encode())])
+    doomed.process.wait(timeout=90)
+    # The Flink JVM exited after apply, before COMPLETED; the job's client process follows.
+    assert doomed.process.returncode != 0
+    assert client.get(f"intent:{record['action_id']}") == b"PENDING"
+    assert client.hget(f"content:{cid}", "applies") == b"1"
+    restarted = start_job("enforce", *args)
+    restarted.wait_running()
+    kafka.wait_for(
+        topics["content.visibility"],
+        lambda values: any(v["content_id"] == cid for v in values),
+        timeout_s=90,
+    )
+    assert client.hget(f"content:{cid}", "applies") == b"1"  # the fence refused a second apply
+    assert client.get(f"intent:{record['action_id']}") == b"STALE"
+    assert client.hget(f"content:{cid}", "visibility") == b"hidden"

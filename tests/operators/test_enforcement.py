@@ -1,0 +1,148 @@
+"""The intent pattern around the Content Service, with in-memory intents and target."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from operators.enforcement import BASE_BACKOFF_MS, MAX_BACKOFF_MS, backoff_ms, enforce
+from tests.conftest import T0
+
+
+class MemoryIntents:
+    def __init__(self) -> None:
+        self.keys: dict[str, str] = {}
+
+    def begin(self, action_id: str, ttl_ms: int) -> str | None:
+        if action_id in self.keys:
+            return self.keys[action_id]
+        self.keys[action_id] = "PENDING"
+        return None
+
+    def finish(self, action_id: str, status: str, ttl_ms: int) -> None:
+        self.keys[action_id] = status
+
+    def abandon(self, action_id: str) -> None:
+        self.keys.pop(action_id, None)
+
+
+@dataclass
+class Result:
+    status: str
+    current_version: int
+    revision: int
+
+
+class MemoryContent:
+    """The Content Service's fences, in memory."""
+
+    def __init__(self, version: int = 1, failures: int = 0) -> None:
+        self.version = version
+        self.revision = 0
+        self.visibility = "pending"
+        self.applies = 0
+        self.failures = failures
+
+    def apply(
+        self,
+        content_id: str,
+        version: int,
+        revision: int,
+        visibility: str,
+        restriction: str | None,
+        ts: int,
+        *,
+        repair: bool = False,
+    ) -> Result:
+        if self.failures:
+            self.failures -= 1
+            raise ConnectionError("content store down")
+        if version != self.version:
+            return Result("superseded", self.version, self.revision)
+        if revision < self.revision or (revision == self.revision and not repair):
+            return Result("stale", self.version, self.revision)
+        self.revision, self.visibility = revision, visibility
+        self.applies += 1
+        return Result("applied", self.version, self.revision)
+
+
+def action(
+    revision: int, visibility: str = "hidden", version: int = 1, **extra: Any
+) -> dict[str, Any]:
+    return {
+        "action_id": f"a-{version}-{revision}",
+        "content_id": "c-1",
+        "content_version": version,
+        "decision_revision": revision,
+        "outcome": "BLOCK",
+        "visibility": visibility,
+        "policy_version": 1,
+        "ts": T0,
+        **extra,
+    }
+
+
+def test_applied_once_then_acknowledged() -> None:
+    intents, content = MemoryIntents(), MemoryContent()
+    assert enforce(action(1), intents, content).status == "applied"
+    assert enforce(action(1), intents, content).status == "acknowledged"
+    assert content.applies == 1 and intents.keys["a-1-1"] == "COMPLETED"
+
+
+def test_a_newer_revision_first_leaves_the_older_one_stale() -> None:
+    intents, content = MemoryIntents(), MemoryContent()
+    assert enforce(action(3, "hidden"), intents, content).status == "applied"
+    assert enforce(action(2, "public"), intents, content).status == "stale"
+    assert (content.revision, content.visibility) == (3, "hidden")
+    assert intents.keys["a-1-2"] == "STALE"
+
+
+def test_an_action_for_a_superseded_version_is_ignored() -> None:
+    intents, content = MemoryIntents(), MemoryContent(version=2)
+    assert enforce(action(5, "public", version=1), intents, content).status == "stale"
+    assert content.applies == 0
+
+
+def test_a_held_intent_is_left_to_its_owner_until_its_ttl() -> None:
+    intents, content = MemoryIntents(), MemoryContent()
+    intents.keys["a-1-1"] = "PENDING"  # a worker died between apply and COMPLETED
+    outcome = enforce(action(1), intents, content, intent_ttl_ms=3_000)
+    assert (outcome.status, outcome.retry_in_ms) == ("in_progress", 3_000)
+    del intents.keys["a-1-1"]  # the TTL freed it
+    assert enforce(action(1), intents, content).status == "applied"
+
+
+def test_after_a_crash_between_apply_and_completed_nothing_is_applied_twice() -> None:
+    intents, content = MemoryIntents(), MemoryContent()
+    enforce(action(1), intents, content)
+    intents.keys["a-1-1"] = "PENDING"  # as if COMPLETED was never written…
+    del intents.keys["a-1-1"]  # …and the TTL expired
+    assert enforce(action(1), intents, content).status == "stale"
+    assert content.applies == 1
+
+
+def test_failures_release_the_intent_and_back_off_with_jitter() -> None:
+    intents, content = MemoryIntents(), MemoryContent(failures=1)
+    failed = enforce(action(1), intents, content, attempt=1, rng=random.Random(1))
+    assert failed.status == "failed" and failed.error == "ConnectionError"
+    assert "a-1-1" not in intents.keys and 100 <= (failed.retry_in_ms or 0) <= 200
+    assert enforce(action(1), intents, content, attempt=2).status == "applied"
+
+
+def test_backoff_grows_and_is_capped() -> None:
+    rng = random.Random(7)
+    for attempt in range(1, 12):
+        ceiling = min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** (attempt - 1))
+        samples = [backoff_ms(attempt, rng) for _ in range(50)]
+        assert all(ceiling // 2 <= sample <= ceiling for sample in samples)
+        assert len(set(samples)) > 1  # jittered
+
+
+def test_a_repair_re_applies_the_applied_revision() -> None:
+    intents, content = MemoryIntents(), MemoryContent()
+    enforce(action(2, "hidden"), intents, content)
+    content.visibility = "public"  # changed by hand / a lost invalidation
+    repair = action(2, "hidden", repair_of="a-1-2") | {"action_id": "repair-1"}
+    assert enforce(repair, intents, content).status == "applied"
+    assert content.visibility == "hidden"
