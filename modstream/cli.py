@@ -126,6 +126,27 @@ def _cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
     )
 
 
+def _cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    import redis
+
+    from modstream import dlq
+
+    servers = args.bootstrap_servers or settings.bootstrap_servers
+    topic = args.topic or (f"{args.prefix}.moderation.dlq" if args.prefix else "moderation.dlq")
+    if args.action == "list":
+        letters = dlq.list_letters(servers, topic, args.error_class)
+        for letter in letters:
+            print(json.dumps(letter, ensure_ascii=False))
+        print(f"dlq: {len(letters)} records on {topic}", file=sys.stderr)
+        return 0
+    client = redis.Redis.from_url(settings.redis_url)
+    counts = dlq.replay(servers, topic, client, error_class=args.error_class, prefix=args.prefix)
+    print("dlq replay: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
@@ -185,6 +206,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Flink distribution whose `flink run` submits (default: the wheel's)",
     )
     sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
+    sub = add("dlq", _cmd_dlq, "list the dead-letter queue, or replay items after a re-check")
+    sub.add_argument("action", choices=["list", "replay"])
+    sub.add_argument("--class", dest="error_class", default=None, help="only this error_class")
+    sub.add_argument("--topic", default=None, help="the physical DLQ topic")
+    sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
+    sub.add_argument("--bootstrap-servers", default=None)
     sub = add("replay", _cmd_replay, "run the moderation job on a JSON-lines file (CONTRACT.md)")
     sub.add_argument("--input", type=Path, required=True, help="EVENTS.jsonl")
     sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")

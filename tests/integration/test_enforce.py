@@ -159,3 +159,44 @@ def test_killed_between_apply_and_completed_applies_nothing_twice(
     assert client.hget(f"content:{cid}", "applies") == b"1"  # the fence refused a second apply
     assert client.get(f"intent:{record['action_id']}") == b"STALE"
     assert client.hget(f"content:{cid}", "visibility") == b"hidden"
+
+
+def test_a_dlq_replay_of_a_stale_item_changes_nothing(
+    kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis
+) -> None:
+    from modstream import dlq
+    from schemas import dead_letter
+
+    prefix = f"it-{uuid.uuid4().hex[:10]}"
+    names = ("detector.results", "moderation.dlq")
+    topics = {name: f"{prefix}.{name}" for name in names}
+    kafka.create_topics(list(topics.values()))
+    blocked, fresh = f"b-{uuid.uuid4().hex[:8]}", f"f-{uuid.uuid4().hex[:8]}"
+    service = ContentService(client, tmp_path / "media")
+    for cid in (blocked, fresh):
+        service.upload(cid, 1, b"bytes", T0)
+    service.apply(blocked, 1, 2, "hidden", None, T0)  # blocked since the item was dead-lettered
+    letters = []
+    for cid in (blocked, fresh):
+        # Dead-lettered when the detector's record was refused (say, a transient failure).
+        raw = json.dumps(evidence_for(cid))
+        note = dead_letter(
+            topics["detector.results"], cid, raw, "x", ts=T0, error_class="transient_exhausted"
+        )
+        letters.append((cid, note.model_dump_json().encode()))
+    kafka.produce(topics["moderation.dlq"], letters)
+    counts = dlq.replay(stack.bootstrap_servers, topics["moderation.dlq"], client, prefix=prefix)
+    assert counts == {"blocked_or_deleted": 1, "current": 1}
+    replayed = kafka.values(topics["detector.results"])
+    assert [r["content_id"] for r in replayed] == [fresh]
+    verdicts = [v for v in kafka.values(topics["moderation.dlq"]) if v["error_class"] == "stale"]
+    assert len(verdicts) == 1 and verdicts[0]["key"] == blocked
+    again = dlq.replay(stack.bootstrap_servers, topics["moderation.dlq"], client, prefix=prefix)
+    assert again == {"already_replayed": 2}
+    assert len(kafka.values(topics["detector.results"])) == 1  # nothing twice
+
+
+def evidence_for(content_id: str) -> dict[str, Any]:
+    from tests.conftest import evidence
+
+    return evidence(content_id)
