@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -147,6 +148,52 @@ def _cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+    import time
+
+    import redis
+
+    from modstream import kafkaio
+    from modstream.review import ReviewError, ReviewQueue, Roles
+
+    roles_file = Path(
+        os.environ.get("MODSTREAM_REVIEW_ROLES")
+        or settings.project_root / "policy_rules" / "reviewers.yaml"
+    )
+    queue = ReviewQueue(redis.Redis.from_url(settings.redis_url), Roles.load(roles_file))
+    servers = args.bootstrap_servers or settings.bootstrap_servers
+
+    def topic(name: str) -> str:
+        return f"{args.prefix}.{name}" if args.prefix else name
+
+    now = int(time.time() * 1000)
+    try:
+        if args.action == "feed":
+            records = kafkaio.read_to_end(servers, topic("review.tasks"), committed=True)
+            fed = sum(queue.feed(json.loads(record.value)) for record in records)
+            print(f"review feed: {fed} new tasks of {len(records)}")
+        elif args.action == "claim":
+            task = queue.claim(args.queue, args.reviewer)
+            print(json.dumps(task) if task else f"review claim: queue {args.queue} is empty")
+        elif args.action == "show":
+            print(json.dumps(queue.show(args.task, args.reviewer), indent=2))
+        elif args.action == "decide":
+            record = queue.decide(args.task, args.reviewer, args.outcome, args.reason, now)
+            kafkaio.produce(
+                servers,
+                topic("review.decisions"),
+                [(record["content_id"], json.dumps(record).encode("utf-8"))],
+            )
+            print(json.dumps(record))
+        else:
+            print(json.dumps(queue.backlog(now), indent=2))
+    except ReviewError as error:
+        print(f"modstream review {args.action}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
@@ -206,6 +253,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Flink distribution whose `flink run` submits (default: the wheel's)",
     )
     sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
+    sub = add("review", _cmd_review, "the human review queue (Redis Streams)")
+    sub.add_argument("action", choices=["feed", "claim", "show", "decide", "backlog"])
+    sub.add_argument("task", nargs="?", help="TASK for show / decide")
+    sub.add_argument("--queue")
+    sub.add_argument("--reviewer", default=os.environ.get("USER", "reviewer"))
+    sub.add_argument(
+        "--outcome", choices=["ALLOW", "PROVISIONAL_ALLOW", "PENDING", "RESTRICT", "BLOCK"]
+    )
+    sub.add_argument("--reason", default="")
+    sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
+    sub.add_argument("--bootstrap-servers", default=None)
     sub = add("dlq", _cmd_dlq, "list the dead-letter queue, or replay items after a re-check")
     sub.add_argument("action", choices=["list", "replay"])
     sub.add_argument("--class", dest="error_class", default=None, help="only this error_class")

@@ -1,0 +1,191 @@
+"""The human review queue on Redis Streams.
+
+`review.tasks` records feed one stream per queue and priority (`review:q:<queue>:<priority>`,
+consumer group `reviewers`); `claim` takes the most urgent task of a queue under a lease (an
+entry pending longer than the lease is reclaimed with XAUTOCLAIM by the next claimant);
+`show` gives what a reviewer needs (evidence references, policy version, reasons; nothing else
+about users); `decide` produces a `review.decisions` record, acknowledges the entry and records
+who decided and why. Reviewers claim only queues the roles file grants them, and every access
+is appended to the `review:access` stream with who, what and when.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+GROUP = "reviewers"
+ACCESS_LOG = "review:access"
+LEASE_MS = 15 * 60_000
+PRIORITIES = range(0, 10)
+
+
+class ReviewError(Exception):
+    """A refused review command (no grant, unknown task); the message says why."""
+
+
+@dataclass(frozen=True)
+class Roles:
+    """reviewer -> the queues they may claim (`*` for all); from a YAML file."""
+
+    grants: dict[str, list[str]]
+
+    @classmethod
+    def load(cls, path: Path) -> Roles:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        reviewers = raw.get("reviewers", {})
+        return cls({name: list(entry.get("queues", [])) for name, entry in reviewers.items()})
+
+    def may(self, reviewer: str, queue: str) -> bool:
+        queues = self.grants.get(reviewer, [])
+        return queue in queues or "*" in queues
+
+
+def _stream(queue: str, priority: int) -> str:
+    return f"review:q:{queue}:{priority}"
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+class ReviewQueue:
+    def __init__(self, client: Any, roles: Roles, *, lease_ms: int = LEASE_MS) -> None:
+        self.redis = client
+        self.roles = roles
+        self.lease_ms = lease_ms
+
+    def _log(
+        self, reviewer: str, action: str, task_id: str = "", now_ms: int | None = None
+    ) -> None:
+        when = now_ms if now_ms is not None else int(time.time() * 1000)
+        self.redis.xadd(
+            ACCESS_LOG, {"reviewer": reviewer, "action": action, "task_id": task_id, "ts": when}
+        )
+
+    def feed(self, task: dict[str, Any]) -> bool:
+        """Queue one review.tasks record; a task id seen before is not queued again."""
+        if not self.redis.set(f"review:task:{task['task_id']}", json.dumps(task), nx=True):
+            return False
+        priority = min(max(int(task["priority"]), PRIORITIES.start), PRIORITIES.stop - 1)
+        stream = _stream(task["queue"], priority)
+        try:
+            self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        except Exception as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+        self.redis.sadd("review:queues", task["queue"])
+        self.redis.xadd(stream, {"task_id": task["task_id"]})
+        return True
+
+    def claim(self, queue: str, reviewer: str) -> dict[str, Any] | None:
+        """The most urgent task of `queue` for `reviewer`: an expired lease first, else new."""
+        if not self.roles.may(reviewer, queue):
+            self._log(reviewer, f"denied:{queue}")
+            raise ReviewError(f"reviewer {reviewer!r} is not granted queue {queue!r}")
+        for priority in PRIORITIES:
+            stream = _stream(queue, priority)
+            if not self.redis.exists(stream):
+                continue
+            reclaimed = self.redis.xautoclaim(
+                stream, GROUP, reviewer, min_idle_time=self.lease_ms, start_id="0-0", count=1
+            )
+            entries = reclaimed[1] if reclaimed else []
+            if not entries:
+                fresh = self.redis.xreadgroup(GROUP, reviewer, {stream: ">"}, count=1)
+                entries = fresh[0][1] if fresh else []
+            if entries:
+                entry_id, fields = entries[0]
+                task_id = _text(fields[b"task_id"] if b"task_id" in fields else fields["task_id"])
+                self.redis.hset(
+                    f"review:lease:{task_id}",
+                    mapping={"reviewer": reviewer, "stream": stream, "entry": _text(entry_id)},
+                )
+                self._log(reviewer, "claim", task_id)
+                return self.task(task_id)
+        return None
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        raw = self.redis.get(f"review:task:{task_id}")
+        if raw is None:
+            raise ReviewError(f"unknown task {task_id!r}")
+        return dict(json.loads(raw))
+
+    def show(self, task_id: str, reviewer: str) -> dict[str, Any]:
+        """What the reviewer needs to decide, and nothing unrelated about users."""
+        task = self.task(task_id)
+        if not self.roles.may(reviewer, task["queue"]):
+            self._log(reviewer, "denied:show", task_id)
+            raise ReviewError(f"reviewer {reviewer!r} is not granted queue {task['queue']!r}")
+        self._log(reviewer, "show", task_id)
+        keep = (
+            "task_id",
+            "kind",
+            "content_id",
+            "content_version",
+            "decision_revision",
+            "policy_version",
+            "queue",
+            "priority",
+            "reasons",
+            "evidence",
+            "ts",
+        )
+        return {key: task[key] for key in keep if key in task}
+
+    def decide(
+        self, task_id: str, reviewer: str, outcome: str, reason: str, now_ms: int
+    ) -> dict[str, Any]:
+        """A review.decisions record for the task; the lease holder only."""
+        task = self.task(task_id)
+        lease = {
+            _text(k): _text(v) for k, v in self.redis.hgetall(f"review:lease:{task_id}").items()
+        }
+        if lease.get("reviewer") != reviewer:
+            self._log(reviewer, "denied:decide", task_id, now_ms)
+            raise ReviewError(f"task {task_id!r} is not claimed by {reviewer!r}")
+        record = {
+            "event_id": f"review-{task_id}-{reviewer}-{now_ms}",
+            "task_id": task_id,
+            "content_id": task["content_id"],
+            "content_version": task["content_version"],
+            "reviewer_id": reviewer,
+            "outcome": outcome,
+            "reason": reason,
+            "ts": now_ms,
+        }
+        self.redis.xack(lease["stream"], GROUP, lease["entry"])
+        self.redis.delete(f"review:lease:{task_id}")
+        self.redis.hset(
+            f"review:decided:{task_id}",
+            mapping={"reviewer": reviewer, "outcome": outcome, "reason": reason, "ts": now_ms},
+        )
+        self._log(reviewer, "decide", task_id, now_ms)
+        return record
+
+    def backlog(self, now_ms: int) -> dict[str, dict[str, int]]:
+        """Per queue: tasks not yet decided, and the age of the oldest in ms."""
+        result: dict[str, dict[str, int]] = {}
+        for queue in sorted(_text(q) for q in self.redis.smembers("review:queues")):
+            depth, oldest = 0, None
+            for priority in PRIORITIES:
+                stream = _stream(queue, priority)
+                if not self.redis.exists(stream):
+                    continue
+                for group in self.redis.xinfo_groups(stream):
+                    depth += int(group.get("lag") or 0) + int(group.get("pending") or 0)
+                    last = _text(group.get("last-delivered-id", "0-0"))
+                pending = self.redis.xpending_range(stream, GROUP, "-", "+", 1)
+                first_new = self.redis.xrange(stream, min=f"({last}", count=1)
+                candidates = [_text(p["message_id"]) for p in pending]
+                candidates += [_text(e[0]) for e in first_new]
+                for entry_id in candidates:
+                    at = int(entry_id.split("-")[0])
+                    oldest = at if oldest is None else min(oldest, at)
+            result[queue] = {"depth": depth, "oldest_age_ms": now_ms - oldest if oldest else 0}
+        return result
