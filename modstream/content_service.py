@@ -204,10 +204,13 @@ class ContentService:
     def is_exported(self, content_id: str, content_version: int) -> bool:
         return (self.public / f"{content_id}.v{content_version}").exists()
 
-    def set_visibility_by_hand(self, content_id: str, visibility: str) -> None:
-        """An operator's (or a lost invalidation's) change outside modstream: for tests and
-        drills of the reconciler."""
+    def set_visibility_by_hand(self, content_id: str, visibility: str, ts: int) -> Visibility:
+        """An operator's change outside modstream (for drills of the reconciler): returns the
+        effective record the platform publishes on content.visibility."""
         self.redis.hset(self.key(content_id), "visibility", visibility)
+        effective = self.effective(content_id, ts)
+        assert effective is not None
+        return effective
 
 
 def _text(value: Any) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -200,3 +201,48 @@ def evidence_for(content_id: str) -> dict[str, Any]:
     from tests.conftest import evidence
 
     return evidence(content_id)
+
+
+def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
+    kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis, start_job: Any
+) -> None:
+    topics, args = _deployment(kafka, stack, tmp_path)
+    discrepancies = f"{topics['moderation.actions'].rsplit('.', 2)[0]}.moderation.discrepancies"
+    kafka.create_topics([discrepancies])
+    reconciler_args = [
+        "--checkpoint-dir", str(tmp_path / "ckpt-reconciler"),
+        "--checkpoint-interval-ms", "1000",
+        "--transactional-id-prefix", f"{discrepancies}-r",
+        "--group-id", f"{discrepancies}-r",
+        "--bootstrap-servers", stack.bootstrap_servers,
+        "--sla-ms", "2000",
+        "--max-retries", "3",
+    ]  # fmt: skip
+    for name, physical in {**topics, "moderation.discrepancies": discrepancies}.items():
+        reconciler_args += ["--topic", f"{name}={physical}"]
+    cid = f"r-{uuid.uuid4().hex[:8]}"
+    service = ContentService(client, tmp_path / "media")
+    service.upload(cid, 1, b"bytes", T0)
+    enforcer = start_job("enforce", *args)
+    reconciler = start_job("reconciler", *reconciler_args)
+    enforcer.wait_running()
+    reconciler.wait_running()
+    record = action(cid, 2, "hidden")
+    kafka.produce(topics["moderation.actions"], [(cid, json.dumps(record).encode())])
+    kafka.wait_for(topics["content.visibility"], lambda values: len(values) >= 1, timeout_s=90)
+    # A lost cache invalidation / an operator's mistake: users can see it again.
+    drift = service.set_visibility_by_hand(cid, "public", T0 + 10)
+    kafka.produce(topics["content.visibility"], [(cid, json.dumps(drift.record()).encode())])
+    found = kafka.wait_for(discrepancies, lambda values: len(values) >= 1, timeout_s=60)
+    assert (found[0]["desired_visibility"], found[0]["effective_visibility"]) == (
+        "hidden",
+        "public",
+    )
+    assert found[0]["action"] == "retry" and found[0]["age_ms"] >= 2000
+    deadline = time.monotonic() + 60
+    while client.hget(f"content:{cid}", "visibility") != b"hidden":
+        assert time.monotonic() < deadline, "the repair was not applied"
+        time.sleep(0.5)
+    repairs = kafka.values(topics["enforcement.repairs"])
+    assert repairs and repairs[0]["repair_of"] == record["action_id"]
+    assert client.get(f"intent:{repairs[0]['action_id']}") == b"COMPLETED"

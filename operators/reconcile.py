@@ -1,0 +1,140 @@
+"""Reconciliation for one content item: desired visibility (moderation.actions) against
+effective visibility (content.visibility), with an SLA, repairs and alerts.
+
+Pure Python over plain dict state; `now` is processing time passed in by the adapter
+(jobs/reconciler.py): the SLA is a promise about wall-clock time, not event time.
+- desired: the action of the highest `(content_version, decision_revision)` seen;
+- effective: the latest content.visibility record;
+- they agree when the effective version is the desired one (or newer: a new upload waits for
+  its own action) and the visibilities are equal;
+- a disagreement older than `sla_ms` gives a `moderation.discrepancies` record with
+  `action: retry` and a repair on `enforcement.repairs` (the desired action with its own intent
+  id, `repair_of` the original), at most `max_retries` times, then one `action: alert`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+State = dict[str, Any]
+Output = tuple[str, str, dict[str, Any]]
+DEFAULT_SLA_MS = 30_000
+DEFAULT_MAX_RETRIES = 3
+
+
+@dataclass
+class ReconcileResult:
+    state: State
+    outputs: list[Output] = field(default_factory=list)
+    timers: list[int] = field(default_factory=list)
+    lag_ms: int | None = None  # desired -> effective, when this input closed the gap
+    open: bool = False  # a disagreement is outstanding after this step
+
+
+def new_state() -> State:
+    return {"desired": None, "effective": None, "since": None, "attempts": 0, "alerted": False}
+
+
+def agree(state: State) -> bool:
+    desired, effective = state["desired"], state["effective"]
+    if desired is None:
+        return True
+    if effective is None:
+        return False
+    if effective["content_version"] > desired["content_version"]:
+        return True
+    return (
+        effective["content_version"] == desired["content_version"]
+        and effective["visibility"] == desired["visibility"]
+    )
+
+
+def on_action(
+    state: State | None, action: dict[str, Any], now: int, sla_ms: int
+) -> ReconcileResult:
+    state = state or new_state()
+    desired = state["desired"]
+    rank = (action["content_version"], action["decision_revision"])
+    if desired is None or rank > (desired["content_version"], desired["decision_revision"]):
+        state["desired"] = {**action, "received": now}
+        state["attempts"], state["alerted"] = 0, False
+    return _settle(state, now, sla_ms)
+
+
+def on_visibility(
+    state: State | None, record: dict[str, Any], now: int, sla_ms: int
+) -> ReconcileResult:
+    state = state or new_state()
+    state["effective"] = {
+        "content_version": record["content_version"],
+        "decision_revision": record["decision_revision"],
+        "visibility": record["visibility"],
+    }
+    return _settle(state, now, sla_ms)
+
+
+def _settle(state: State, now: int, sla_ms: int) -> ReconcileResult:
+    result = ReconcileResult(state)
+    if agree(state):
+        if state["desired"] is not None and not state.get("enforced"):
+            result.lag_ms = max(0, now - state["desired"]["received"])
+            state["enforced"] = True
+        state["since"], state["attempts"], state["alerted"] = None, 0, False
+        return result
+    state["enforced"] = False
+    result.open = True
+    if state["since"] is None:
+        state["since"] = now
+        result.timers.append(now + sla_ms)
+    return result
+
+
+def on_timer(state: State | None, now: int, sla_ms: int, max_retries: int) -> ReconcileResult:
+    """The SLA ran out (or a repair's SLA did): retry, or alert after `max_retries`."""
+    state = state or new_state()
+    result = ReconcileResult(state)
+    if agree(state) or state["since"] is None:
+        return result
+    result.open = True
+    age = now - state["since"]
+    if age < sla_ms:
+        result.timers.append(state["since"] + sla_ms)
+        return result
+    desired, effective = state["desired"], state["effective"] or {}
+    if state["attempts"] >= max_retries:
+        if not state["alerted"]:
+            state["alerted"] = True
+            result.outputs.append(_discrepancy(desired, effective, age, "alert", now))
+        return result
+    state["attempts"] += 1
+    result.outputs.append(_discrepancy(desired, effective, age, "retry", now))
+    original = desired["action_id"]
+    repair = {k: v for k, v in desired.items() if k != "received"}
+    repair["action_id"] = hashlib.sha256(
+        f"{original}|repair|{state['attempts']}|{state['since']}".encode()
+    ).hexdigest()
+    repair["repair_of"] = original
+    result.outputs.append(("enforcement.repairs", desired["content_id"], repair))
+    result.timers.append(now + sla_ms)
+    return result
+
+
+def _discrepancy(
+    desired: dict[str, Any], effective: dict[str, Any], age_ms: int, action: str, now: int
+) -> Output:
+    return (
+        "moderation.discrepancies",
+        desired["content_id"],
+        {
+            "content_id": desired["content_id"],
+            "content_version": desired["content_version"],
+            "desired_visibility": desired["visibility"],
+            "effective_visibility": effective.get("visibility", "pending"),
+            "decision_revision": desired["decision_revision"],
+            "age_ms": age_ms,
+            "action": action,
+            "ts": now,
+        },
+    )

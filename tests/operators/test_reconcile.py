@@ -1,0 +1,80 @@
+"""Reconciliation of desired and effective visibility for one content item."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from operators.reconcile import on_action, on_timer, on_visibility
+from tests.conftest import T0
+
+SLA = 1_000
+
+
+def action(revision: int, visibility: str, version: int = 1) -> dict[str, Any]:
+    return {
+        "action_id": f"a-{version}-{revision}",
+        "content_id": "c-1",
+        "content_version": version,
+        "decision_revision": revision,
+        "outcome": "BLOCK",
+        "visibility": visibility,
+        "policy_version": 1,
+        "ts": T0,
+    }
+
+
+def seen(revision: int, visibility: str, version: int = 1) -> dict[str, Any]:
+    return {
+        "content_id": "c-1",
+        "content_version": version,
+        "decision_revision": revision,
+        "visibility": visibility,
+        "ts": T0,
+    }
+
+
+def test_agreement_measures_the_lag_and_opens_nothing() -> None:
+    result = on_action(None, action(1, "hidden"), 100, SLA)
+    assert result.open and result.timers == [100 + SLA]
+    done = on_visibility(result.state, seen(1, "hidden"), 350, SLA)
+    assert not done.open and done.lag_ms == 250
+    assert on_timer(done.state, 100 + SLA, SLA, 3).outputs == []
+
+
+def test_a_gap_older_than_the_sla_is_repaired_then_alerted() -> None:
+    state = on_action(None, action(2, "hidden"), 0, SLA).state
+    state = on_visibility(state, seen(2, "hidden"), 10, SLA).state
+    drifted = on_visibility(state, seen(2, "public"), 20, SLA)  # changed by hand
+    assert drifted.open and drifted.timers == [20 + SLA]
+    early = on_timer(drifted.state, 500, SLA, 2)
+    assert early.outputs == [] and early.timers == [20 + SLA]
+    repairs = []
+    state = drifted.state
+    for now in (1_020, 2_020, 3_020, 4_020):
+        fired = on_timer(state, now, SLA, 2)
+        state = fired.state
+        repairs += [(topic, record) for topic, _, record in fired.outputs]
+    kinds = [(t, r.get("action")) for t, r in repairs]
+    assert kinds == [
+        ("moderation.discrepancies", "retry"),
+        ("enforcement.repairs", None),
+        ("moderation.discrepancies", "retry"),
+        ("enforcement.repairs", None),
+        ("moderation.discrepancies", "alert"),
+    ]
+    repair = repairs[1][1]
+    assert repair["repair_of"] == "a-1-2" and repair["action_id"] != "a-1-2"
+    assert (repairs[0][1]["desired_visibility"], repairs[0][1]["effective_visibility"]) == (
+        "hidden",
+        "public",
+    )
+    fixed = on_visibility(state, seen(2, "hidden"), 5_000, SLA)
+    assert not fixed.open and fixed.state["attempts"] == 0
+
+
+def test_an_older_action_or_a_newer_upload_is_no_discrepancy() -> None:
+    state = on_action(None, action(3, "hidden"), 0, SLA).state
+    state = on_action(state, action(2, "public"), 1, SLA).state  # out of order: ignored
+    assert state["desired"]["decision_revision"] == 3
+    newer = on_visibility(state, seen(0, "pending", version=2), 5, SLA)
+    assert not newer.open  # the new version waits for its own action
