@@ -118,3 +118,62 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
         for d in redecided
         if d["state"] == "pending_review" and False
     }
+
+
+def test_one_violation_decided_again_and_again_is_one_strike_and_an_appeal_reverses_it(
+    kafka: Kafka,
+    start_job: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    from tests.conftest import evidence, upload
+
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    topics, args = moderation_deployment.topics, moderation_deployment.args
+    text = {"modality": "text", "mime_type": "text/plain", "surface": "comment"}
+    abusive = {"detector": "offensive_text", "model_version": "m1", "scores": {"offensive": 0.99}}
+    first = evidence("s-1", at=T0 + 100, event_id="ev-1", **abusive)
+    edit_evidence = evidence("s-1", at=T0 + 2_100, event_id="ev-3", content_version=2, **abusive)
+    lines = [
+        {"topic": "content.versions", "value": upload("s-1", at=T0, author_id="author-s", **text)},
+        {"topic": "detector.results", "value": first},
+        {"topic": "detector.results", "value": first},  # a duplicate
+        {"topic": "detector.results", "value": {**first, "event_id": "ev-2", "ts": T0 + 200}},
+        {
+            "topic": "moderation.reevaluate",
+            "value": {"event_id": "re-1", "content_id": "s-1", "content_version": 1,
+                      "reason": "retry", "ts": T0 + 1_000},
+        },
+        # The same offense re-decided: an edit that violates the same way, the same day.
+        {"topic": "content.versions", "value": upload(
+            "s-1", at=T0 + 2_000, content_version=2, event_id="up-2", author_id="author-s", **text
+        )},
+        {"topic": "detector.results", "value": edit_evidence},
+        {"topic": "moderation.appeals", "value": {
+            "event_id": "ap-1", "appeal_id": "a1", "content_id": "s-1", "content_version": 1,
+            "decision_revision": 2, "user_id": "author-s", "ts": T0 + 10_000,
+        }},
+        {"topic": "review.decisions", "value": {
+            "event_id": "rv-1", "task_id": "appeal-a1", "content_id": "s-1",
+            "content_version": 1, "reviewer_id": "r1", "outcome": "ALLOW",
+            "reason": "not harassment", "ts": T0 + 20_000,
+        }},
+        tick(T0 + 120_000),
+    ]  # fmt: skip
+    job: JobProcess = start_job("moderation", *args)
+    job.wait_running()
+    produce_lines(kafka, topics, lines)
+    sanctions = kafka.wait_for(
+        topics["account.actions"],
+        lambda values: any(v["sanction"] == "strike_reversed" for v in values),
+        timeout_s=120,
+    )
+    sanctions = kafka.values(topics["account.actions"])
+    assert [(s["sanction"], s["user_id"], s["content_id"]) for s in sanctions] == [
+        ("strike", "author-s", "s-1"),
+        ("strike_reversed", "author-s", "s-1"),
+    ]
+    assert sanctions[1]["strike_count"] == 0
+    notices = kafka.values(topics["user.notifications"])
+    blocked = [n for n in notices if n["outcome"] == "BLOCK" and n["content_id"] == "s-1"]
+    assert blocked and blocked[0]["reason_code"] == "harassment"
