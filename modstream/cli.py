@@ -201,7 +201,7 @@ def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
-    return demo.run(settings, count=args.count, seed=args.seed)
+    return demo.run(settings, count=args.count, seed=args.seed, as_json=args.json)
 
 
 def _policy_handler(
@@ -297,8 +297,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy_cli.add_parser(commands, _policy_handler)
     sub = add("demo", _cmd_demo, "generate a workload, run the jobs on it, print a summary")
-    sub.add_argument("--count", type=int, default=200, help="valid content versions to send")
+    sub.add_argument(
+        "--events",
+        "--count",
+        dest="count",
+        type=int,
+        default=200,
+        help="content versions to send, with their evidence, reports and reviews",
+    )
     sub.add_argument("--seed", type=int, default=7)
+    sub.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     return parser
 
 

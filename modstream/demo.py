@@ -1,4 +1,9 @@
-"""`modstream demo`: the stack, the topics, the moderation job on a generated workload, a summary.
+"""`modstream demo`: the stack, the topics, the whole loop on a generated workload, a summary.
+
+Three jobs run: moderation, the Action Service (enforce) against the reference Content Service
+on Redis, and the reconciler. Every upload is registered with the Content Service (quarantined
+bytes) before its record is sent, as a platform would. The summary compares the visibility store
+with the final decisions once the reconciler's SLA has passed; `--json` prints it as one line.
 
 The workload (modstream/workload.py) has text, images, video with segments and audio;
 evidence with duplicates, late and missing results; reports, a review, an appeal (and a
@@ -15,17 +20,23 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import redis
 import yaml
 
 from modstream import kafkaio, stack, topics, workload
 from modstream.config import Settings
+from modstream.content_service import ContentService
 from modstream.workload import generate
+from operators.moderation import VISIBILITY
+
+DONE = (b"COMPLETED", b"STALE")  # intents the Action Service has finished
 
 WAIT_TIMEOUT_S = 300.0
 DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
@@ -50,10 +61,91 @@ def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
+RECONCILER_SLA_MS = 5_000
+
+
+def _start(
+    settings: Settings, module: str, args: list[str], log_path: Path, env: dict[str, str]
+) -> subprocess.Popen[bytes]:
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", f"jobs.{module}", *args],
+            cwd=settings.project_root,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
+class _LagWatch(threading.Thread):
+    """Decision-to-enforcement lag as a reader sees it: from the moment an action is readable
+    (committed) on moderation.actions to the moment content.visibility shows its revision."""
+
+    def __init__(self, settings: Settings, run_id: str) -> None:
+        super().__init__(daemon=True)
+        self.settings = settings
+        self.run_id = run_id
+        self.seen_action: dict[tuple[str, int, int], float] = {}
+        self.seen_visible: dict[tuple[str, int, int], float] = {}
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        from kafka import KafkaConsumer
+
+        consumer = KafkaConsumer(
+            "moderation.actions",
+            "content.visibility",
+            bootstrap_servers=self.settings.bootstrap_servers,
+            isolation_level="read_committed",
+            auto_offset_reset="latest",
+            enable_auto_commit=False,
+            group_id=None,
+        )
+        try:
+            while not self.stopping.is_set():
+                for partition, records in consumer.poll(timeout_ms=200).items():
+                    now = time.monotonic()
+                    for record in records:
+                        if self.run_id not in record.value.decode("utf-8", errors="replace"):
+                            continue
+                        value = json.loads(record.value)
+                        key = (
+                            value["content_id"],
+                            value["content_version"],
+                            value["decision_revision"],
+                        )
+                        book = (
+                            self.seen_action
+                            if partition.topic == "moderation.actions"
+                            else self.seen_visible
+                        )
+                        book.setdefault(key, now)
+        finally:
+            consumer.close()
+
+    def lags_ms(self) -> list[float]:
+        return sorted(
+            max(0.0, (self.seen_visible[key] - at) * 1000)
+            for key, at in self.seen_action.items()
+            if key in self.seen_visible
+        )
+
+
+def _percentile(values: list[float], fraction: float) -> int:
+    if not values:
+        return 0
+    return int(values[min(len(values) - 1, int(fraction * len(values)))])
+
+
+def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = False) -> int:
     started = time.monotonic()
-    print("demo: starting the local stack")
-    stack.up(settings)
+
+    def say(message: str) -> None:
+        if not as_json:
+            print(message, flush=True)
+
+    say("demo: starting the local stack")
+    stack.up(settings, say=say)
     topics.create_topics(settings.bootstrap_servers, say=lambda _: None)
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
@@ -83,34 +175,62 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     lines.append(workload.marker(last_ts + 300_000, marker))
     lines.append(workload.marker(last_ts + 400_000, f"{marker}2"))
 
-    log_path = settings.run_dir / "demo" / f"moderation-{run_id}log"
-    log_path.parent.mkdir(parents=True, exist_ok=True)
+    # The platform side: every upload's bytes are quarantined in the Content Service first.
+    client = redis.Redis.from_url(settings.redis_url)
+    media_dir = settings.run_dir / "demo" / "media"
+    service = ContentService(client, media_dir)
+    for line in lines:
+        value = line["value"]
+        if (
+            line["topic"] == "content.versions"
+            and isinstance(value, dict)
+            and value.get("type") == "upsert"
+            and isinstance(value.get("content_id"), str)
+            and isinstance(value.get("content_version"), int)
+        ):
+            body = (value.get("text") or f"{value['content_id']} media").encode("utf-8")
+            service.upload(value["content_id"], value["content_version"], body, value["ts"])
+
+    logs = settings.run_dir / "demo"
+    logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key}
-    with open(log_path, "wb") as log:
-        job = subprocess.Popen(
+    jobs = {
+        "moderation": _start(
+            settings,
+            "moderation",
             [
-                sys.executable,
-                "-m",
-                "jobs.moderation",
-                "--policy",
-                str(policy_path),
-                "--checkpoint-interval-ms",
-                "2000",
-                "--out-of-orderness-ms",
-                "1000",
-                "--idleness-ms",
-                "2000",
+                "--policy", str(policy_path),
+                "--checkpoint-interval-ms", "2000",
+                "--out-of-orderness-ms", "1000",
+                "--idleness-ms", "2000",
             ],
-            cwd=settings.project_root,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
+            logs / f"moderation-{run_id}log",
+            env,
+        ),
+        "enforce": _start(
+            settings,
+            "enforce",
+            ["--checkpoint-interval-ms", "1000", "--media-dir", str(media_dir)],
+            logs / f"enforce-{run_id}log",
+            env,
+        ),
+        "reconciler": _start(
+            settings,
+            "reconciler",
+            ["--checkpoint-interval-ms", "1000", "--sla-ms", str(RECONCILER_SLA_MS)],
+            logs / f"reconciler-{run_id}log",
+            env,
+        ),
+    }  # fmt: skip
+    watch = _LagWatch(settings, run_id)
     try:
-        _wait_running(job, log_path)
-        print(f"demo: moderation job running (log {log_path})")
+        for name, job in jobs.items():
+            _wait_running(job, logs / f"{name}-{run_id}log")
+        say(f"demo: moderation, enforce and reconciler jobs running (logs in {logs})")
+        watch.start()
+        time.sleep(2)
         workload.produce(settings.bootstrap_servers, lines)
-        print(
+        say(
             f"demo: run {run_id[:-1]}: sent {len(lines)} records "
             f"({count} content versions with their evidence and signals)"
         )
@@ -119,15 +239,30 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
             decisions = _mine(settings, "moderation.decisions", run_id)
             if any(d["content_id"] == marker for d in decisions):
                 break
-            if time.monotonic() > deadline or job.poll() is not None:
-                print(f"demo: FAILED: no committed decision for the end marker; see {log_path}")
+            if time.monotonic() > deadline or any(j.poll() is not None for j in jobs.values()):
+                print(f"demo: FAILED: no committed decision for the end marker; see {logs}")
                 return 1
-            print(f"demo:   committed so far: {len(decisions)} decisions")
+            say(f"demo:   committed so far: {len(decisions)} decisions")
             time.sleep(3)
+        actions = _mine(settings, "moderation.actions", run_id)
+        while True:
+            done = [a for a in actions if client.get(f"intent:{a['action_id']}") in DONE]
+            if len(done) == len(actions) or time.monotonic() > deadline:
+                break
+            say(f"demo:   enforced so far: {len(done)} of {len(actions)} actions")
+            time.sleep(2)
+        say(f"demo: waiting {RECONCILER_SLA_MS / 1000:.0f} s (the reconciler's SLA) and a bit")
+        time.sleep(RECONCILER_SLA_MS / 1000 + 6)
     finally:
-        if job.poll() is None:
-            job.send_signal(signal.SIGTERM)
-            job.wait(timeout=90)
+        watch.stopping.set()
+        for job in jobs.values():
+            if job.poll() is None:
+                job.send_signal(signal.SIGTERM)
+        for job in jobs.values():
+            try:
+                job.wait(timeout=90)
+            except subprocess.TimeoutExpired:
+                job.kill()
 
     decisions = [
         d
@@ -138,6 +273,9 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
     tasks = _mine(settings, "review.tasks", run_id)
     shadows = _mine(settings, "moderation.shadow", run_id)
     letters = _mine(settings, "moderation.dlq", run_id)
+    discrepancies = _mine(settings, "moderation.discrepancies", run_id)
+    sanctions = _mine(settings, "account.actions", run_id)
+    notices = _mine(settings, "user.notifications", run_id)
     revisions = Counter(
         (d["content_id"], d["content_version"], d["decision_revision"]) for d in decisions
     )
@@ -149,33 +287,87 @@ def run(settings: Settings, count: int = 200, seed: int = 7) -> int:
             or decision["decision_revision"] > latest[version]["decision_revision"]
         ):
             latest[version] = decision
+    # What users should see: the current (highest) version's final decision, per content.
+    final: dict[str, dict[str, Any]] = {}
+    for (content_id, content_version), decision in latest.items():
+        if content_id not in final or content_version > final[content_id]["content_version"]:
+            final[content_id] = decision
+    mismatched = set()
+    for content_id, decision in final.items():
+        desired = "hidden" if decision["state"] == "deleted" else VISIBILITY[decision["outcome"]]
+        effective = service.effective(content_id, int(time.time() * 1000))
+        if effective is None or effective.visibility != desired:
+            mismatched.add(content_id)
+    applied = sum(1 for a in actions if client.get(f"intent:{a['action_id']}") in DONE)
+    lags = watch.lags_ms()
+    lag_summary = {
+        "p50": _percentile(lags, 0.50),
+        "p99": _percentile(lags, 0.99),
+        "measured": len(lags),
+    }
+    summary: dict[str, Any] = {
+        "content_versions": len(latest),
+        "decisions": len(decisions),
+        "actions": len(actions),
+        "applied": applied,
+        "visibility_mismatches": len(mismatched),
+        "discrepancies_open": len({d["content_id"] for d in discrepancies} & mismatched),
+        "discrepancies_seen": len(discrepancies),
+        "dlq": len(letters),
+        "review_tasks": len(tasks),
+        "shadow_decisions": len(shadows),
+        "account_actions": len(sanctions),
+        "notifications": len(notices),
+        "duplicate_revisions": sum(n - 1 for n in revisions.values()),
+        "enforcement_lag_ms": lag_summary,
+        "elapsed_s": round(time.monotonic() - started, 1),
+    }
+    ok = (
+        bool(latest)
+        and summary["duplicate_revisions"] == 0
+        and applied == len(actions)
+        and not mismatched
+    )
+    if as_json:
+        print(json.dumps(summary))
+        return 0 if ok else 1
 
-    def line(title: str, counts: Counter[str]) -> None:
+    def row(title: str, counts: Counter[str]) -> None:
         print(f"  {title:<28} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
 
     print()
     print(f"modstream demo summary (run {run_id[:-1]}, seed {seed})")
     print(f"  content versions decided      {len(latest)}")
     print(f"  decision revisions            {len(decisions)}")
-    line("latest outcome", Counter(d["outcome"] for d in latest.values()))
-    line("latest state", Counter(d["state"] for d in latest.values()))
-    line("revisions by trigger", Counter(d["trigger"] for d in decisions))
-    line("actions by visibility", Counter(a["visibility"] for a in actions))
-    line("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in tasks))
+    row("latest outcome", Counter(d["outcome"] for d in latest.values()))
+    row("latest state", Counter(d["state"] for d in latest.values()))
+    row("revisions by trigger", Counter(d["trigger"] for d in decisions))
+    row("actions by visibility", Counter(a["visibility"] for a in actions))
+    print(f"  actions enforced              {applied} of {len(actions)}")
+    print(f"  visibility mismatches         {len(mismatched)} (after the reconciler's SLA)")
+    print(f"  discrepancies seen / open     {len(discrepancies)} / {summary['discrepancies_open']}")
+    print(
+        f"  enforcement lag               p50 {lag_summary['p50']} ms, "
+        f"p99 {lag_summary['p99']} ms ({len(lags)} actions)"
+    )
+    row("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in tasks))
     print(f"  shadow decisions (policy v{shadow_base['version'] + 1})   {len(shadows)}")
-    line("dead letters by class", Counter(letter["error_class"] for letter in letters))
-    duplicates = sum(n - 1 for n in revisions.values())
-    print(f"  duplicate revisions seen by a read_committed consumer: {duplicates}")
+    row("account actions", Counter(s["sanction"] for s in sanctions))
+    print(f"  notifications                 {len(notices)}")
+    row("dead letters by class", Counter(letter["error_class"] for letter in letters))
+    print(
+        f"  duplicate revisions seen by a read_committed consumer: {summary['duplicate_revisions']}"
+    )
     print(
         f"  elapsed {time.monotonic() - started:.1f}s; the stack is still up (`make down` stops it)"
     )
-    return 0 if duplicates == 0 and latest else 1
+    return 0 if ok else 1
 
 
 def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
     deadline = time.monotonic() + 180
     while " running" not in log_path.read_text(errors="replace"):
         if job.poll() is not None or time.monotonic() > deadline:
-            raise stack.StackError(f"the moderation job did not start; see {log_path}")
+            raise stack.StackError(f"a demo job did not start; see {log_path}")
         time.sleep(0.5)
     time.sleep(3)  # the sources are assigned their partitions
