@@ -18,6 +18,7 @@ reports, so the reconciler sees the gap and re-applies; the next apply retries t
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -164,20 +165,24 @@ class ContentService:
                 target = self.public / f"{content_id}.v{content_version}"
                 shutil.copyfile(source, target)
                 # A derived artifact (a thumbnail in production): follows its source.
-                (self.public / f"{content_id}.v{content_version}.thumb").write_bytes(
-                    source.read_bytes()[:1024]
+                thumb = self.public / f"{content_id}.v{content_version}.thumb"
+                thumb.write_bytes(source.read_bytes()[:1024])
+                # Remembered, so withdrawing never has to list the public directory.
+                self.redis.hset(
+                    self.key(content_id), "exported", json.dumps([target.name, thumb.name])
                 )
             self.redis.hdel(self.key(content_id), "stale_cache")
             return
         self._unexport(content_id)
 
     def _unexport(self, content_id: str) -> None:
-        removed = sorted(self.public.glob(f"{content_id}.v*"))
-        stale = self.redis.hget(self.key(content_id), "stale_cache")
-        if not removed and not stale:
+        exported, stale = self.redis.hmget(self.key(content_id), "exported", "stale_cache")
+        if not exported and not stale:
             return  # nothing was exported: no cache can serve it
+        removed = [self.public / name for name in json.loads(exported or "[]")]
         for path in removed:
             path.unlink(missing_ok=True)
+        self.redis.hdel(self.key(content_id), "exported")
         try:
             self.invalidate(content_id, removed)
         except Exception:
