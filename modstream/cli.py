@@ -198,6 +198,12 @@ def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _cmd_detect(args: argparse.Namespace, settings: Settings) -> int:
+    from udfs import detect_cli
+
+    return detect_cli.run(args.detector, args.input)
+
+
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
@@ -268,6 +274,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--reason", default="")
     sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
     sub.add_argument("--bootstrap-servers", default=None)
+    sub = add("detect", _cmd_detect, "run one detector on a JSON-lines file of texts or paths")
+    sub.add_argument("--detector", required=True, help="nsfw_image, offensive_text, media_check")
+    sub.add_argument(
+        "--input", type=Path, required=True, help='FILE.jsonl: {"text": …} or {"path": …}'
+    )
     sub = add("dlq", _cmd_dlq, "list the dead-letter queue, or replay items after a re-check")
     sub.add_argument("action", choices=["list", "replay"])
     sub.add_argument("--class", dest="error_class", default=None, help="only this error_class")

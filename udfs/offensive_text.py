@@ -1,0 +1,61 @@
+"""offensive_text: alt-profanity-check's TF-IDF + calibrated linear SVM, converted to ONNX by
+`make models` (udfs/text_model.py). Only onnxruntime runs it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from udfs import onnx_session
+from udfs.detector import Adapter, Item, MediaError, clip, file_digest
+from udfs.text_model import MODEL_PATH
+
+# The graph's `probabilities` output: [P(clean), P(offensive)] per text.
+ADAPTER = Adapter(
+    version="a1",
+    labels=("offensive",),
+    mapping=lambda raw: {"offensive": clip(raw[1])},
+)
+
+
+class OffensiveText:
+    name: str = "offensive_text"
+    modalities: tuple[str, ...] = ("text",)
+    labels: tuple[str, ...] = ADAPTER.labels
+
+    def __init__(self, path: Path = MODEL_PATH, *, intra_op_threads: int | None = None) -> None:
+        if not path.exists():
+            raise FileNotFoundError(f"{path} is missing: run `make models`")
+        self.session = onnx_session.session(path, intra_op_threads=intra_op_threads)
+        self.input_name = self.session.get_inputs()[0].name
+        outputs = [output.name for output in self.session.get_outputs()]
+        self.output = "probabilities" if "probabilities" in outputs else outputs[-1]
+        self.model_version = f"profanity-{file_digest(path)[:12]}-{ADAPTER.version}"
+
+    def scores(self, texts: Sequence[str]) -> np.ndarray:
+        batch = np.array(list(texts), dtype=object).reshape(-1, 1)
+        return np.asarray(self.session.run([self.output], {self.input_name: batch})[0])
+
+    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+        texts: list[str] = []
+        results: list[dict[str, float] | MediaError] = []
+        for item in items:
+            if item.text is not None:
+                texts.append(item.text)
+                results.append(MediaError("pending"))
+                continue
+            try:
+                texts.append((item.data or b"").decode("utf-8"))
+                results.append(MediaError("pending"))
+            except UnicodeDecodeError:
+                results.append(MediaError("text is not UTF-8"))
+        pending = [
+            i for i, r in enumerate(results) if isinstance(r, MediaError) and str(r) == "pending"
+        ]
+        if pending:
+            raw = self.scores(texts)
+            for index, row in zip(pending, raw, strict=True):
+                results[index] = ADAPTER([float(v) for v in row])
+        return results

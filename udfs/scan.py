@@ -1,0 +1,103 @@
+"""One scan batch: requests in, detector.results out, with retries and permanent failures.
+
+Pure apart from the two things it is given: the detector (one model call per batch) and a
+media loader. A request is `{request_id, content_id, content_version, detector, segment_id,
+modality, mime_type, text | media_ref, priority (live|backfill), attempt, deadline_ts, ts}`.
+- media that cannot be loaded (an I/O error) is transient: retried with exponential backoff
+  and jitter up to `max_attempts` and the request's overall `deadline_ts`, then a result with
+  status `timeout` (UNKNOWN for the policy, never safe);
+- media that loads but cannot be scanned (corrupt, unsupported) is permanent: status `error`
+  and a DLQ record of class `permanent`, no retry;
+- everything else is scored in one `detect` call and comes out `ok`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from udfs.detector import Detector, Item, MediaError
+
+MAX_ATTEMPTS = 4
+BASE_BACKOFF_MS = 100
+MAX_BACKOFF_MS = 5_000
+
+
+@dataclass
+class ScanOutcome:
+    results: list[dict[str, Any]] = field(default_factory=list)
+    retries: list[tuple[dict[str, Any], int]] = field(default_factory=list)  # (request, due)
+    permanent: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # (request, why)
+
+
+def order(requests: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Live before backfill; within a priority, oldest first."""
+    return sorted(requests, key=lambda r: (r.get("priority") != "live", r.get("ts", 0)))
+
+
+def backoff_ms(attempt: int, rng: random.Random | None = None) -> int:
+    ceiling = min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** max(0, attempt - 1))
+    return int((rng or random).uniform(ceiling / 2, ceiling))
+
+
+def result_record(
+    request: dict[str, Any], model_version: str, status: str, now: int,
+    scores: dict[str, float] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    record: dict[str, Any] = {
+        "event_id": f"scan-{request['request_id']}-{model_version}-{status}",
+        "content_id": request["content_id"],
+        "content_version": request["content_version"],
+        "detector": request["detector"],
+        "model_version": model_version,
+        "segment_id": request.get("segment_id"),
+        "status": status,
+        "ts": now,
+    }
+    if scores is not None:
+        record["scores"] = scores
+    if request.get("media_ref"):
+        record["evidence_ref"] = request["media_ref"]
+    return record
+
+
+def scan_batch(
+    detector: Detector,
+    requests: Sequence[dict[str, Any]],
+    load: Callable[[dict[str, Any]], Item],
+    now: int,
+    *,
+    max_attempts: int = MAX_ATTEMPTS,
+    rng: random.Random | None = None,
+) -> ScanOutcome:
+    outcome = ScanOutcome()
+    items: list[Item] = []
+    loaded: list[dict[str, Any]] = []
+    for request in requests:
+        try:
+            items.append(load(request))
+            loaded.append(request)
+        except MediaError as error:
+            outcome.permanent.append((request, str(error)))
+            outcome.results.append(result_record(request, detector.model_version, "error", now))
+        except OSError:
+            attempt = int(request.get("attempt", 1))
+            due = now + backoff_ms(attempt, rng)
+            if attempt >= max_attempts or due > int(request.get("deadline_ts") or due):
+                outcome.results.append(
+                    result_record(request, detector.model_version, "timeout", now)
+                )
+            else:
+                outcome.retries.append(({**request, "attempt": attempt + 1}, due))
+    if items:
+        for request, scored in zip(loaded, detector.detect(items), strict=True):
+            if isinstance(scored, MediaError):
+                outcome.permanent.append((request, str(scored)))
+                outcome.results.append(result_record(request, detector.model_version, "error", now))
+            else:
+                outcome.results.append(
+                    result_record(request, detector.model_version, "ok", now, scored)
+                )
+    return outcome
