@@ -80,6 +80,10 @@ def _cmd_job(args: argparse.Namespace, settings: Settings) -> int:
         from jobs import enforce
 
         return enforce.main(args.job_args)
+    if args.job == "scan":
+        from jobs import scan
+
+        return scan.main(args.job_args)
     if args.job == "reconciler":
         from jobs import reconciler
 
@@ -242,7 +246,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = add("schemas", _cmd_schemas, "export the contract's JSON Schema, or check it is fresh")
     sub.add_argument("action", choices=["export", "check"])
     sub = add("job", _cmd_job, "run a Flink job in a local MiniCluster until SIGTERM/Ctrl-C")
-    sub.add_argument("job", choices=["ingest-check", "moderation", "enforce", "reconciler"])
+    sub.add_argument("job", choices=["ingest-check", "moderation", "enforce", "reconciler", "scan"])
     sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
     sub = add("cluster", _cmd_cluster, "start / stop a local Flink session cluster (the wheel's)")
     sub.add_argument("action", choices=["up", "down"])

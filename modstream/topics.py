@@ -53,6 +53,11 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(
         "content.validated", 4, _delete(7), "content.versions records that passed the schema"
     ),
+    # Scan requests per modality (moderation job -> scan jobs), docs/scanning.md.
+    TopicSpec("scan.requests.text", 4, _delete(7), "text scan requests"),
+    TopicSpec("scan.requests.image", 4, _delete(7), "image scan requests"),
+    TopicSpec("scan.requests.video", 4, _delete(7), "video segment scan requests"),
+    TopicSpec("scan.requests.audio", 4, _delete(7), "audio scan requests"),
     # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
     TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
 )

@@ -37,6 +37,10 @@ OUTPUT_TOPICS = (
     "moderation.dlq",
     "account.actions",
     "user.notifications",
+    "scan.requests.text",
+    "scan.requests.image",
+    "scan.requests.video",
+    "scan.requests.audio",
 )
 # Internal: a decision that may add or reverse a strike, on its way to the author-keyed
 # sanctions operator (operators/sanctions.py); never written to Kafka.
@@ -514,6 +518,7 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
             }
         )
         state["content"] = content
+        result.outputs += _scan_requests(state, record, ctx.resolution.decide, ts)
         result.timers += _deadline_timer(state, ctx.resolution.decide)
         result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
         if state["evidence"] or not _required(ctx.resolution.decide, content):
@@ -572,6 +577,47 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS
     result.timers += _ttl(state, ts, ttl)
     return result
+
+
+def _scan_requests(
+    state: State, record: Any, policy: CompiledPolicy | None, ts: int
+) -> list[Output]:
+    """One request per required (detector, segment) not already answered, on the modality's
+    scan topic (docs/scanning.md); the text travels inline, media by reference."""
+    required = _required(policy, state["content"])
+    deadline = policy.deadline_ms(record.modality) if policy else None
+    segments = record.segments
+    received = {
+        (e["detector"], _segment(state, e["segment_id"])) for e in state["evidence"].values()
+    }
+    outputs: list[Output] = []
+    for detector in required:
+        for segment in range(segments):
+            segment_id = None if segments == 1 else segment
+            if (detector, segment) in received or (detector, None) in received:
+                continue
+            request: dict[str, Any] = {
+                "request_id": sha256_hex("scan", state["cid"], state["ver"], detector, segment)[
+                    :32
+                ],
+                "content_id": state["cid"],
+                "content_version": state["ver"],
+                "detector": detector,
+                "segment_id": segment_id,
+                "segments": segments,
+                "modality": record.modality,
+                "mime_type": record.mime_type,
+                "priority": "live",
+                "attempt": 1,
+                "deadline_ts": ts + deadline if deadline else None,
+                "ts": ts,
+            }
+            if record.text is not None and record.modality == "text":
+                request["text"] = record.text
+            if record.media_ref is not None:
+                request["media_ref"] = record.media_ref
+            outputs.append((f"scan.requests.{record.modality}", state["cid"], request))
+    return outputs
 
 
 def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:

@@ -151,3 +151,23 @@ class Notification(OutputRecord):
     message: ShortText
     appeal_allowed: bool
     ts: EventTime
+
+
+class ScanRequest(OutputRecord):
+    """scan.requests.<modality> (modstream's own): one (content version, detector, segment) to
+    scan; the text travels inline, media by reference. docs/scanning.md."""
+
+    request_id: Id
+    content_id: Id
+    content_version: ContentVersion
+    detector: Id
+    segment_id: Annotated[int, Field(ge=0)] | None
+    segments: Annotated[int, Field(ge=1)]
+    modality: Literal["text", "image", "video", "audio"]
+    mime_type: Annotated[str, Field(min_length=1, max_length=255)]
+    priority: Literal["live", "backfill"]
+    attempt: Annotated[int, Field(ge=1)]
+    deadline_ts: int | None
+    text: str | None = None
+    media_ref: Annotated[str, Field(max_length=2048)] | None = None
+    ts: EventTime

@@ -18,6 +18,7 @@ from schemas.outputs import (
     Discrepancy,
     Notification,
     ReviewTask,
+    ScanRequest,
     ShadowDecision,
 )
 from schemas.policy import POLICY_RECORD_ADAPTER
@@ -46,7 +47,13 @@ OUTPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
     "moderation.dlq": TypeAdapter(DlqRecord),
 }
 
-TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS}
+# modstream's own topics (not in the contract), validated the same way.
+OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
+    f"scan.requests.{modality}": TypeAdapter(ScanRequest)
+    for modality in ("text", "image", "video", "audio")
+}
+
+TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS, **OWN_TOPICS}
 
 
 class SchemaError(ValueError):

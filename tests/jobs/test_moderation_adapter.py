@@ -128,7 +128,12 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
     assert T0 in ctx.timers.registered and T0 in runtime_context.buffer
     outputs = list(adapter.on_timer(T0, ctx))
     topics = [out[0] for out in outputs]
-    assert topics == ["moderation.decisions", "moderation.actions", "user.notifications"]
+    assert topics == [
+        "scan.requests.text",
+        "moderation.decisions",
+        "moderation.actions",
+        "user.notifications",
+    ]
     assert runtime_context.buffer == {}
     state = json.loads(runtime_context.version.value() or "{}")
     assert state["rev"] == 1 and state["deadline"] == T0 + 5000

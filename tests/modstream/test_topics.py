@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from modstream.topics import TOPICS
-from schemas.registry import TOPIC_MODELS
+from schemas.registry import OWN_TOPICS, TOPIC_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +22,10 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
     contract = contract_topics()
     assert len(contract) == 17
     assert contract <= names
-    assert contract == set(TOPIC_MODELS)
-    assert names - contract == {"content.validated", "enforcement.repairs"}
+    assert contract == set(TOPIC_MODELS) - set(OWN_TOPICS)
+    scans = {f"scan.requests.{m}" for m in ("text", "image", "video", "audio")}
+    assert set(OWN_TOPICS) == scans
+    assert names - contract == {"content.validated", "enforcement.repairs", *scans}
 
 
 def test_broadcast_topics_are_compacted_and_others_have_a_retention() -> None:

@@ -722,3 +722,34 @@ def test_offenses_and_human_decisions_go_to_the_authors_sanctions() -> None:
     assert version.of("_sanctions")[-1]["decision"]["trigger"] == "review"
     version.send("content.versions", delete(at=T0 + 40 * ONE_SECOND))
     assert len(version.of("_sanctions")) == 2  # a delete is nobody's offense
+
+
+def test_an_upload_asks_for_each_required_detector_and_segment_not_yet_answered() -> None:
+    video = Version()
+    early = evidence(
+        "c-1", T0 - 5, event_id="early", detector="media_check", model_version="m", segment_id=1,
+        scores={"malware": 0.0, "corrupt": 0.0, "mime_mismatch": 0.0},
+    )  # fmt: skip
+    video.send("detector.results", early)
+    video.upload(
+        modality="video", mime_type="video/mp4", segments=3, media_ref="file:///media/c-1.mp4"
+    )
+    requests = video.of("scan.requests.video")
+    pairs = sorted((r["detector"], r["segment_id"]) for r in requests)
+    assert pairs == [
+        ("media_check", 0),
+        ("media_check", 2),
+        ("nsfw_image", 0),
+        ("nsfw_image", 1),
+        ("nsfw_image", 2),
+    ]
+    assert {r["media_ref"] for r in requests} == {"file:///media/c-1.mp4"}
+    assert all(r["deadline_ts"] == T0 + 120_000 and r["priority"] == "live" for r in requests)
+    text = Version()
+    text.upload(modality="text", mime_type="text/plain", text="hello there")
+    [request] = text.of("scan.requests.text")
+    assert (request["detector"], request["segment_id"], request["text"]) == (
+        "offensive_text",
+        None,
+        "hello there",
+    )

@@ -1,0 +1,226 @@
+"""scan: scan requests of some modalities -> detectors on ONNX Runtime -> detector.results.
+
+Run one scan job per group of modalities (`--modalities text`, `--modalities image,video`), so
+expensive media never starve cheap text: each job has its own source, slots and sessions.
+Requests are keyed by detector and batched dynamically (flush at `--max-batch` requests or
+`--max-wait-ms` after the first one, live before backfill); one `session.run` per batch
+(udfs/scan.py). Transient media-load failures are retried per request on processing-time
+timers with backoff and jitter, up to a maximum of attempts and the request's deadline, then
+answered `timeout`; corrupt or unsupported media is answered `error` plus a DLQ record of class
+`permanent`. Results and DLQ rows go through one exactly-once sink.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyflink.common import Row, Types, WatermarkStrategy
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+
+from jobs import runtime
+from modstream.config import Settings
+from schemas import SchemaError, dead_letter, parse
+from udfs import scan
+from udfs.detector import Item, MediaError
+from udfs.registry import detector
+
+MODALITIES = ("text", "image", "video", "audio")
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    max_batch: int = 32
+    max_wait_ms: int = 20
+    max_attempts: int = scan.MAX_ATTEMPTS
+    topics: dict[str, str] | None = None
+
+    def physical(self, name: str) -> str:
+        return (self.topics or {}).get(name, name)
+
+    def contract(self, physical: str) -> str:
+        for name, mapped in (self.topics or {}).items():
+            if mapped == physical:
+                return name
+        return physical
+
+
+def load_media(request: dict[str, Any]) -> Item:
+    """The request's text, or its `file://` media (other schemes: a MediaError)."""
+    if request.get("text") is not None:
+        return Item(text=request["text"], mime_type=request.get("mime_type"))
+    ref = request.get("media_ref")
+    if not ref:
+        raise MediaError("no text and no media_ref")
+    parsed = urlparse(ref)
+    if parsed.scheme != "file":
+        raise MediaError(f"unsupported media_ref scheme {parsed.scheme!r}")
+    data = Path(unquote(parsed.path)).read_bytes()  # OSError: transient, retried
+    return Item(data=data, mime_type=request.get("mime_type"), ref=ref)
+
+
+class Batch(KeyedProcessFunction):
+    """Keyed by detector: buffers requests, flushes a batch through the detector."""
+
+    def __init__(self, config: ScanConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.pending = runtime_context.get_map_state(
+            MapStateDescriptor("pending", Types.STRING(), Types.STRING())
+        )
+        self.meta = runtime_context.get_state(ValueStateDescriptor("meta", Types.STRING()))
+        self.retries = runtime_context.get_map_state(
+            MapStateDescriptor("retries", Types.STRING(), Types.STRING())
+        )
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        physical, raw = value[0], value[2]
+        topic = self.config.contract(physical)
+        try:
+            request = parse(topic, raw or "").model_dump()
+        except SchemaError as error:
+            letter = dead_letter(physical, value[1], raw, error, ts=value[3] or 0, operator="scan")
+            yield Row(self.config.physical("moderation.dlq"), value[1], letter.model_dump_json())
+            return
+        yield from self._add(request, ctx)
+
+    def _add(self, request: dict[str, Any], ctx: Any) -> Iterator[Row]:
+        meta = json.loads(self.meta.value() or '{"count": 0, "seq": 0}')
+        meta["seq"] += 1
+        meta["count"] += 1
+        self.pending.put(f"{meta['seq']:012d}", json.dumps(request))
+        if meta["count"] >= self.config.max_batch:
+            self.meta.update(json.dumps({"count": 0, "seq": meta["seq"]}))
+            yield from self._flush(ctx)
+            return
+        if meta["count"] == 1:
+            due = _now() + self.config.max_wait_ms
+            ctx.timer_service().register_processing_time_timer(due)
+        self.meta.update(json.dumps(meta))
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        for key, raw in list(self.retries.items()):
+            request, due = json.loads(raw)
+            if due <= timestamp:
+                self.retries.remove(key)
+                yield from self._add(request, ctx)
+        meta = json.loads(self.meta.value() or '{"count": 0, "seq": 0}')
+        if meta["count"]:
+            self.meta.update(json.dumps({"count": 0, "seq": meta["seq"]}))
+            yield from self._flush(ctx)
+
+    def _flush(self, ctx: Any) -> Iterator[Row]:
+        entries = list(self.pending.items())
+        self.pending.clear()
+        requests = scan.order([json.loads(raw) for _, raw in entries])
+        try:
+            scanner = detector(str(ctx.get_current_key()))
+        except KeyError as error:  # a policy requires a detector this job does not serve
+            outcome = scan.ScanOutcome(permanent=[(r, str(error)) for r in requests])
+        else:
+            outcome = scan.scan_batch(
+                scanner, requests, load_media, _now(), max_attempts=self.config.max_attempts
+            )
+        for request, due in outcome.retries:
+            self.retries.put(request["request_id"], json.dumps([request, due]))
+            ctx.timer_service().register_processing_time_timer(due)
+        for record in outcome.results:
+            yield Row(
+                self.config.physical("detector.results"),
+                record["content_id"],
+                json.dumps(record, separators=(",", ":")),
+            )
+        for request, why in outcome.permanent:
+            letter = dead_letter(
+                self.config.physical(f"scan.requests.{request['modality']}"),
+                request["content_id"],
+                json.dumps({k: v for k, v in request.items() if k != "text"}),
+                f"scan: {request['detector']} cannot scan this media ({why})",
+                ts=request["ts"],
+                error_class="permanent",
+                attempts=int(request.get("attempt", 1)),
+                operator="scan",
+            )
+            yield Row(
+                self.config.physical("moderation.dlq"),
+                request["content_id"],
+                letter.model_dump_json(),
+            )
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def build(
+    env: StreamExecutionEnvironment,
+    source: DataStream,
+    sink: Callable[[DataStream], Any],
+    config: ScanConfig,
+) -> None:
+    scanned = (
+        source.key_by(_detector_of, key_type=Types.STRING())
+        .process(Batch(config), output_type=runtime.SINK_ROW)
+        .name("scan")
+        .uid("scan")
+    )
+    sink(scanned)
+
+
+def _detector_of(row: Row) -> str:
+    """The detector named in the request (cheap: no full decode); unparseable rows go to a
+    key of their own and are dead-lettered there."""
+    raw = row[2] or ""
+    marker = raw.find('"detector":"')
+    if marker < 0:
+        try:
+            return str(json.loads(raw).get("detector") or "_invalid")
+        except (ValueError, AttributeError):
+            return "_invalid"
+    start = marker + len('"detector":"')
+    return raw[start : raw.find('"', start)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = runtime.job_parser("scan", __doc__)
+    parser.add_argument("--modalities", default="text,image", help="comma-separated")
+    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument("--max-wait-ms", type=int, default=20)
+    parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
+    args = parser.parse_args(argv)
+    modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
+    unknown = sorted(set(modalities) - set(MODALITIES))
+    if unknown:
+        parser.error(f"unknown modalities: {', '.join(unknown)}")
+    settings = Settings.from_env()
+    # One job per group of modalities: each needs its own transactional ids and group.
+    slug = "-".join(modalities)
+    if args.transactional_id_prefix == "modstream-scan":
+        args.transactional_id_prefix = f"modstream-scan-{slug}"
+    if args.group_id == "modstream-scan":
+        args.group_id = f"modstream-scan-{slug}"
+    if args.checkpoint_dir is None:
+        args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
+    job = runtime.job_config("scan", args, settings)
+    config = ScanConfig(args.max_batch, args.max_wait_ms, args.max_attempts, job.topics)
+    env = runtime.create_env(job, settings)
+    source = env.from_source(
+        runtime.kafka_source(job, [job.topic(f"scan.requests.{m}") for m in modalities]),
+        WatermarkStrategy.no_watermarks(),
+        "scan requests",
+        type_info=runtime.SOURCE_ROW,
+    ).uid("scan_source")
+    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
+    return runtime.run(env, job.name, detached=args.detached)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,125 @@
+"""Content through the moderation job and the scan job on the real broker: decisions cite the
+real models' model_version."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modstream import workload
+from tests.conftest import upload
+from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from tests.udfs.images import GENERATED, encode
+from udfs.media_check import MediaCheck
+from udfs.nsfw_image import NsfwImage
+from udfs.offensive_text import OffensiveText
+
+pytestmark = pytest.mark.integration
+
+
+def test_decisions_cite_the_real_models(
+    kafka: Kafka,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    topics, args = moderation_deployment.topics, moderation_deployment.args
+    image_path = tmp_path / "noise.png"
+    image_bytes = encode(GENERATED["noise"])
+    image_path.write_bytes(image_bytes)
+    text = "what a lovely afternoon in the park"
+    now = int(time.time() * 1000)  # a live system: event time is about wall-clock time
+    lines: list[dict[str, Any]] = [
+        {"topic": "content.versions", "value": upload(
+            "scan-text", at=now, modality="text", mime_type="text/plain", surface="comment",
+            text=text, size_bytes=len(text), sha256=hashlib.sha256(text.encode()).hexdigest(),
+        )},
+        {"topic": "content.versions", "value": upload(
+            "scan-image", at=now + 1, modality="image", mime_type="image/png", surface="comment",
+            media_ref=image_path.as_uri(), size_bytes=len(image_bytes),
+            sha256=hashlib.sha256(image_bytes).hexdigest(),
+        )},
+        {"topic": "content.versions", "value": upload(
+            "scan-broken", at=now + 2, modality="image", mime_type="image/png", surface="comment",
+            media_ref=(tmp_path / "gone.png").as_uri(), size_bytes=10, sha256="0" * 64,
+        )},
+    ]  # fmt: skip
+    moderation: JobProcess = start_job("moderation", *args)
+    scan_args = [
+        "--modalities", "text,image",
+        "--checkpoint-dir", str(tmp_path / "ckpt-scan"),
+        "--checkpoint-interval-ms", "1000",
+        "--transactional-id-prefix", f"{moderation_deployment.prefix}-scan",
+        "--group-id", f"{moderation_deployment.prefix}-scan",
+        "--bootstrap-servers", kafka.bootstrap_servers,
+        "--max-wait-ms", "50",
+        "--max-attempts", "2",
+    ]  # fmt: skip
+    for name, physical in topics.items():
+        scan_args += ["--topic", f"{name}={physical}"]
+    scanner: JobProcess = start_job("scan", *scan_args)
+    moderation.wait_running()
+    scanner.wait_running()
+    workload.produce(kafka.bootstrap_servers, lines, topics)
+    # Live traffic moves event time on: a tiny upload every second, as a busy platform would.
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(1.0):
+            at = int(time.time() * 1000)
+            workload.produce(kafka.bootstrap_servers, [workload.marker(at, f"tick-{at}")], topics)
+
+    ticker = threading.Thread(target=tick, daemon=True)
+    ticker.start()
+    try:
+        results = kafka.wait_for(
+            topics["detector.results"],
+            lambda values: len([v for v in values if not v["content_id"].startswith("tick")]) >= 5,
+            timeout_s=120,
+        )
+        decisions = kafka.wait_for(
+            topics["moderation.decisions"],
+            lambda values: (
+                {v["content_id"] for v in values if v["trigger"] == "evidence"}
+                >= {"scan-text", "scan-image"}
+            ),
+            timeout_s=120,
+        )
+    finally:
+        stop.set()
+        ticker.join(timeout=5)
+    results = [r for r in results if not r["content_id"].startswith("tick")]
+    versions = {
+        "offensive_text": OffensiveText().model_version,
+        "nsfw_image": NsfwImage().model_version,
+        "media_check": MediaCheck().model_version,
+    }
+    by_detector = {r["detector"]: r for r in results if r["content_id"] != "scan-broken"}
+    assert {d: r["model_version"] for d, r in by_detector.items()} == versions
+    broken = [r for r in results if r["content_id"] == "scan-broken"]
+    assert broken and {r["status"] for r in broken} == {"timeout"}  # unreadable media: retried
+    decisions = kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda values: (
+            {v["content_id"] for v in values if v["trigger"] == "evidence"}
+            >= {"scan-text", "scan-image"}
+        ),
+        timeout_s=120,
+    )
+    cited = {
+        (d["content_id"], e["detector"], e["model_version"])
+        for d in decisions
+        if d["trigger"] == "evidence"
+        for e in d["evidence"]
+    }
+    assert ("scan-text", "offensive_text", versions["offensive_text"]) in cited
+    assert ("scan-image", "nsfw_image", versions["nsfw_image"]) in cited
+    final_text = [d for d in decisions if d["content_id"] == "scan-text"][-1]
+    assert final_text["outcome"] == "ALLOW"  # a benign text, scored by the real model

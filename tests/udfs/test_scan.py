@@ -1,0 +1,106 @@
+"""One scan batch: ok, transient (retried, then timeout), permanent (error + DLQ)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from jobs.scan import _detector_of, load_media
+from tests.conftest import T0
+from udfs.detector import Item, MediaError
+from udfs.scan import order, scan_batch
+
+
+class Counting:
+    name = "offensive_text"
+    model_version = "fake-1"
+    modalities = ("text",)
+    labels = ("offensive",)
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+        self.calls.append(len(items))
+        return [
+            MediaError("corrupt") if item.text == "corrupt" else {"offensive": 0.25}
+            for item in items
+        ]
+
+
+def request(request_id: str, text: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "request_id": request_id,
+        "content_id": f"c-{request_id}",
+        "content_version": 1,
+        "detector": "offensive_text",
+        "segment_id": None,
+        "modality": "text",
+        "mime_type": "text/plain",
+        "priority": "live",
+        "attempt": 1,
+        "deadline_ts": T0 + 60_000,
+        "text": text,
+        "ts": T0,
+        **extra,
+    }
+
+
+def loader(item: dict[str, Any]) -> Item:
+    if item["text"] == "flaky":
+        raise OSError("storage timeout")
+    if item["text"] is None:
+        raise MediaError("no media")
+    return Item(text=item["text"])
+
+
+def test_one_model_call_per_batch_and_every_request_answered_or_retried() -> None:
+    scanner = Counting()
+    batch = [
+        request("a", "fine"),
+        request("b", "corrupt"),
+        request("c", "flaky"),
+        request("d", None),
+        request("e", "flaky", attempt=4),
+    ]
+    outcome = scan_batch(scanner, batch, loader, T0, rng=random.Random(3))
+    assert scanner.calls == [2]  # "fine" and "corrupt" loaded; one session call
+    statuses = {r["content_id"]: r["status"] for r in outcome.results}
+    assert statuses == {"c-a": "ok", "c-b": "error", "c-d": "error", "c-e": "timeout"}
+    [(retry, due)] = outcome.retries
+    assert retry["request_id"] == "c" and retry["attempt"] == 2 and T0 < due <= T0 + 100
+    assert sorted(r["request_id"] for r, _ in outcome.permanent) == ["b", "d"]
+    ok = next(r for r in outcome.results if r["status"] == "ok")
+    assert ok["scores"] == {"offensive": 0.25} and ok["model_version"] == "fake-1"
+
+
+def test_a_retry_past_the_deadline_is_a_timeout() -> None:
+    outcome = scan_batch(Counting(), [request("x", "flaky", deadline_ts=T0 + 1)], loader, T0)
+    assert [r["status"] for r in outcome.results] == ["timeout"] and not outcome.retries
+
+
+def test_live_requests_go_before_backfill() -> None:
+    ordered = order(
+        [
+            request("1", "a", priority="backfill", ts=1),
+            request("2", "b", ts=5),
+            request("3", "c", ts=2),
+        ]
+    )
+    assert [r["request_id"] for r in ordered] == ["3", "2", "1"]
+
+
+def test_media_is_read_from_file_refs_only(tmp_path: Any) -> None:
+    path = tmp_path / "a.png"
+    path.write_bytes(b"bytes")
+    item = load_media({"media_ref": path.as_uri(), "mime_type": "image/png"})
+    assert item.data == b"bytes"
+    try:
+        load_media({"media_ref": "s3://bucket/key"})
+    except MediaError:
+        pass
+    else:
+        raise AssertionError("an unsupported scheme must be a permanent error")
+    assert _detector_of(("t", "k", '{"detector":"nsfw_image","x":1}')) == "nsfw_image"  # type: ignore[arg-type]
+    assert _detector_of(("t", "k", "{oops")) == "_invalid"  # type: ignore[arg-type]
