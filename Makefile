@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation bench-detectors
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench             benchmarks (pytest-benchmark): policy evaluation cost"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
+	@echo "make bench-detectors   detectors per record vs batched, bare and through the scan job (make up first)"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
@@ -123,3 +124,7 @@ bench: setup
 # The moderation job on the real broker (a stack on the default ports; `make up` first).
 bench-moderation: setup
 	@$(BIN)/python -m benchmarks.bench_moderation $(BENCH_ARGS)
+
+# Detectors: bare model, detector and the scan job through Kafka (a stack on the default ports).
+bench-detectors: setup
+	@$(BIN)/python -m benchmarks.bench_detectors $(BENCH_ARGS)

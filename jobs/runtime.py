@@ -61,6 +61,8 @@ class JobConfig:
     # where a failure must end the run instead of retrying forever.
     restart_strategy: str | None = None
     topics: dict[str, str] = field(default_factory=dict)
+    # More Flink settings for this job (e.g. unaligned checkpoints for slow records).
+    flink_conf: dict[str, str] = field(default_factory=dict)
 
     def topic(self, name: str) -> str:
         """The physical topic for a contract topic name (tests map them to unique names)."""
@@ -173,6 +175,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
         "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
     )
     conf.set_string("execution.checkpointing.num-retained", "3")
+    for key, value in config.flink_conf.items():
+        conf.set_string(key, value)
     if config.restore_from:
         conf.set_string("execution.state-recovery.path", config.restore_from)
     if config.restart_strategy:

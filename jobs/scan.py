@@ -12,6 +12,7 @@ answered `timeout`; corrupt or unsupported media is answered `error` plus a DLQ 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from urllib.parse import unquote, urlparse
 from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from pyflink.datastream.state import MapStateDescriptor
 
 from jobs import runtime
 from modstream.config import Settings
@@ -76,7 +77,10 @@ class Batch(KeyedProcessFunction):
         self.pending = runtime_context.get_map_state(
             MapStateDescriptor("pending", Types.STRING(), Types.STRING())
         )
-        self.meta = runtime_context.get_state(ValueStateDescriptor("meta", Types.STRING()))
+        # Requests buffered per key, counted in memory (the durable buffer is `pending`; after
+        # a restore its processing-time timer flushes whatever it holds).
+        self.counts: dict[str, int] = {}
+        self.sequence = 0
         self.retries = runtime_context.get_map_state(
             MapStateDescriptor("retries", Types.STRING(), Types.STRING())
         )
@@ -85,36 +89,34 @@ class Batch(KeyedProcessFunction):
         physical, raw = value[0], value[2]
         topic = self.config.contract(physical)
         try:
-            request = parse(topic, raw or "").model_dump()
+            parse(topic, raw or "")  # validated once; the raw JSON is what is buffered
         except SchemaError as error:
             letter = dead_letter(physical, value[1], raw, error, ts=value[3] or 0, operator="scan")
             yield Row(self.config.physical("moderation.dlq"), value[1], letter.model_dump_json())
             return
-        yield from self._add(request, ctx)
+        yield from self._add(raw, ctx)
 
-    def _add(self, request: dict[str, Any], ctx: Any) -> Iterator[Row]:
-        meta = json.loads(self.meta.value() or '{"count": 0, "seq": 0}')
-        meta["seq"] += 1
-        meta["count"] += 1
-        self.pending.put(f"{meta['seq']:012d}", json.dumps(request))
-        if meta["count"] >= self.config.max_batch:
-            self.meta.update(json.dumps({"count": 0, "seq": meta["seq"]}))
+    def _add(self, raw: str, ctx: Any) -> Iterator[Row]:
+        key = str(ctx.get_current_key())
+        self.sequence += 1
+        self.pending.put(f"{_now():013d}-{self.sequence:09d}", raw)
+        count = self.counts.get(key, 0) + 1
+        if count >= self.config.max_batch:
+            self.counts[key] = 0
             yield from self._flush(ctx)
             return
-        if meta["count"] == 1:
-            due = _now() + self.config.max_wait_ms
-            ctx.timer_service().register_processing_time_timer(due)
-        self.meta.update(json.dumps(meta))
+        if count == 1:
+            ctx.timer_service().register_processing_time_timer(_now() + self.config.max_wait_ms)
+        self.counts[key] = count
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         for key, raw in list(self.retries.items()):
             request, due = json.loads(raw)
             if due <= timestamp:
                 self.retries.remove(key)
-                yield from self._add(request, ctx)
-        meta = json.loads(self.meta.value() or '{"count": 0, "seq": 0}')
-        if meta["count"]:
-            self.meta.update(json.dumps({"count": 0, "seq": meta["seq"]}))
+                yield from self._add(json.dumps(request), ctx)
+        self.counts[str(ctx.get_current_key())] = 0
+        if not self.pending.is_empty():
             yield from self._flush(ctx)
 
     def _flush(self, ctx: Any) -> Iterator[Row]:
@@ -192,7 +194,12 @@ def _detector_of(row: Row) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = runtime.job_parser("scan", __doc__)
     parser.add_argument("--modalities", default="text,image", help="comma-separated")
-    parser.add_argument("--max-batch", type=int, default=32)
+    parser.add_argument(
+        "--max-batch",
+        type=int,
+        default=None,
+        help="requests per model call (default: 256 for text only, else 8; docs/BENCHMARKS.md)",
+    )
     parser.add_argument("--max-wait-ms", type=int, default=20)
     parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
     args = parser.parse_args(argv)
@@ -210,7 +217,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.checkpoint_dir is None:
         args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
     job = runtime.job_config("scan", args, settings)
-    config = ScanConfig(args.max_batch, args.max_wait_ms, args.max_attempts, job.topics)
+    if modalities != ["text"]:
+        # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
+        # with them, every commit of the exactly-once sink: let barriers overtake buffers.
+        job = dataclasses.replace(
+            job,
+            flink_conf={
+                "execution.checkpointing.unaligned.enabled": "true",
+                "taskmanager.network.memory.buffer-debloat.enabled": "true",
+            },
+        )
+    max_batch = args.max_batch or (256 if modalities == ["text"] else 8)
+    config = ScanConfig(max_batch, args.max_wait_ms, args.max_attempts, job.topics)
     env = runtime.create_env(job, settings)
     source = env.from_source(
         runtime.kafka_source(job, [job.topic(f"scan.requests.{m}") for m in modalities]),

@@ -11,6 +11,7 @@ A contract test pins it to the package's own preprocessing.
 from __future__ import annotations
 
 import io
+import os
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -62,7 +63,10 @@ class NsfwImage:
 
     def __init__(self, *, intra_op_threads: int | None = None) -> None:
         path = model_path()
-        self.session = onnx_session.session(path, intra_op_threads=intra_op_threads)
+        # The model is the whole cost of an image: it gets every core (unlike text, where the
+        # Flink pipeline around it needs one).
+        threads = intra_op_threads or int(os.environ.get("MODSTREAM_ONNX_THREADS") or 0)
+        self.session = onnx_session.session(path, intra_op_threads=threads or os.cpu_count() or 1)
         self.input_name = self.session.get_inputs()[0].name
         self.model_version = f"open_nsfw-{file_digest(path)[:12]}-{ADAPTER.version}"
 
