@@ -64,7 +64,13 @@ def load_media(request: dict[str, Any]) -> Item:
     if parsed.scheme != "file":
         raise MediaError(f"unsupported media_ref scheme {parsed.scheme!r}")
     data = Path(unquote(parsed.path)).read_bytes()  # OSError: transient, retried
-    return Item(data=data, mime_type=request.get("mime_type"), ref=ref)
+    return Item(
+        data=data,
+        mime_type=request.get("mime_type"),
+        ref=ref,
+        segment=request.get("segment_id"),
+        segments=int(request.get("segments") or 1),
+    )
 
 
 class Batch(KeyedProcessFunction):

@@ -27,6 +27,8 @@ class Item:
     data: bytes | None = None
     mime_type: str | None = None
     ref: str | None = None  # where it came from (a path, a media_ref), for evidence_ref
+    segment: int | None = None  # for video: which of `segments` equal runs of frames
+    segments: int = 1
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,9 @@ class NsfwImage:
         arrays: list[np.ndarray] = []
         positions: list[int] = []
         for index, item in enumerate(items):
+            if (item.mime_type or "").startswith("video/"):
+                results.append(self._video(item))
+                continue
             try:
                 arrays.append(preprocess(decode(item.data or b"")))
                 positions.append(index)
@@ -86,6 +89,20 @@ class NsfwImage:
             for position, row in zip(positions, raw, strict=True):
                 results[position] = ADAPTER([float(v) for v in row])
         return results
+
+    def _video(self, item: Item) -> dict[str, float] | MediaError:
+        """A video segment: its sampled frames through the model (udfs/video.py)."""
+        from udfs import video
+
+        every = int(os.environ.get("MODSTREAM_VIDEO_SAMPLE_EVERY") or 1)
+        try:
+            scores = video.score_segments(self, item.data or b"", item.segments, every)
+        except MediaError as error:
+            return error
+        segment = item.segment or 0
+        if segment >= len(scores):
+            return MediaError(f"segment {segment} of {len(scores)}")
+        return ADAPTER([1.0 - scores[segment], scores[segment]])
 
     def score_frames(self, frames: Sequence[Image.Image]) -> list[float]:
         """Scores of already decoded frames (video), one call."""
