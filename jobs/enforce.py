@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from pyflink.common import Row, Types, WatermarkStrategy
+from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
@@ -36,22 +36,12 @@ INPUT_TOPICS = ("moderation.actions", "enforcement.repairs")
 CRASH_ENV = "MODSTREAM_ENFORCE_CRASH_AFTER_APPLY"
 
 
-@dataclass(frozen=True)
-class EnforceConfig:
+@dataclass(frozen=True, kw_only=True)
+class EnforceConfig(runtime.TopicNames):
     redis_url: str
     media_dir: str
     intent_ttl_ms: int = enforcement.INTENT_TTL_MS
     max_attempts: int = enforcement.MAX_ATTEMPTS
-    topics: dict[str, str] | None = None
-
-    def physical(self, name: str) -> str:
-        return (self.topics or {}).get(name, name)
-
-    def contract(self, physical: str) -> str:
-        for name, mapped in (self.topics or {}).items():
-            if mapped == physical:
-                return name
-        return physical
 
 
 class _CrashAfterApply:
@@ -204,17 +194,13 @@ def main(argv: list[str] | None = None) -> int:
         max_attempts=args.max_attempts,
         topics=job.topics,
     )
-    env = runtime.create_env(job, settings)
-    source = env.from_source(
-        runtime.kafka_source(job, [job.topic(name) for name in INPUT_TOPICS]),
-        WatermarkStrategy.no_watermarks(),
-        "actions",
-        type_info=runtime.SOURCE_ROW,
-    ).uid("enforce_source")
-    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
-    if job.restore_from:
-        print(f"enforce: restoring from {job.restore_from}", flush=True)
-    return runtime.run(env, job.name, detached=args.detached)
+    return runtime.run_on_kafka(
+        job,
+        settings,
+        list(INPUT_TOPICS),
+        lambda env, source, sink: build(env, source, sink, config),
+        detached=args.detached,
+    )
 
 
 if __name__ == "__main__":

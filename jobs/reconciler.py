@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyflink.common import Row, Types, WatermarkStrategy
+from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
@@ -30,20 +30,10 @@ from schemas import SchemaError, dead_letter, parse
 INPUT_TOPICS = ("moderation.actions", "content.visibility")
 
 
-@dataclass(frozen=True)
-class ReconcilerConfig:
+@dataclass(frozen=True, kw_only=True)
+class ReconcilerConfig(runtime.TopicNames):
     sla_ms: int = reconcile.DEFAULT_SLA_MS
     max_retries: int = reconcile.DEFAULT_MAX_RETRIES
-    topics: dict[str, str] | None = None
-
-    def physical(self, name: str) -> str:
-        return (self.topics or {}).get(name, name)
-
-    def contract(self, physical: str) -> str:
-        for name, mapped in (self.topics or {}).items():
-            if mapped == physical:
-                return name
-        return physical
 
 
 class Reconcile(KeyedProcessFunction):
@@ -129,18 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("reconciler", args, settings)
-    config = ReconcilerConfig(args.sla_ms, args.max_retries, job.topics)
-    env = runtime.create_env(job, settings)
-    source = env.from_source(
-        runtime.kafka_source(job, [job.topic(name) for name in INPUT_TOPICS]),
-        WatermarkStrategy.no_watermarks(),
-        "actions and visibility",
-        type_info=runtime.SOURCE_ROW,
-    ).uid("reconciler_source")
-    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
-    if job.restore_from:
-        print(f"reconciler: restoring from {job.restore_from}", flush=True)
-    return runtime.run(env, job.name, detached=args.detached)
+    config = ReconcilerConfig(sla_ms=args.sla_ms, max_retries=args.max_retries, topics=job.topics)
+    return runtime.run_on_kafka(
+        job,
+        settings,
+        list(INPUT_TOPICS),
+        lambda env, source, sink: build(env, source, sink, config),
+        detached=args.detached,
+    )
 
 
 if __name__ == "__main__":

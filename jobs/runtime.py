@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from pyflink.common import Configuration, Types, WatermarkStrategy
-from pyflink.datastream import StreamExecutionEnvironment
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.connectors.base import DeliveryGuarantee
 from pyflink.datastream.connectors.kafka import (
     KafkaOffsetResetStrategy,
@@ -256,6 +256,45 @@ def latest_checkpoint(checkpoint_dir: Path) -> str | None:
         return None
     newest = max(completed, key=lambda path: path.stat().st_mtime_ns)
     return newest.resolve().as_uri()
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicNames:
+    """Contract topic <-> physical topic for a job's adapters (`--topic CONTRACT=PHYSICAL`)."""
+
+    topics: dict[str, str] | None = None
+
+    def physical(self, name: str) -> str:
+        return (self.topics or {}).get(name, name)
+
+    def contract(self, physical: str) -> str:
+        for name, mapped in (self.topics or {}).items():
+            if mapped == physical:
+                return name
+        return physical
+
+
+def run_on_kafka(
+    job: JobConfig,
+    settings: Settings,
+    input_topics: list[str],
+    wire: Any,
+    *,
+    detached: bool = False,
+) -> int:
+    """The common main of a processing-time job: one Kafka source over `input_topics`
+    (contract names), `wire(env, source, sink)` in between, one exactly-once sink, run."""
+    env = create_env(job, settings)
+    source: DataStream = env.from_source(
+        kafka_source(job, [job.topic(name) for name in input_topics]),
+        WatermarkStrategy.no_watermarks(),
+        f"{job.name} inputs",
+        type_info=SOURCE_ROW,
+    ).uid(f"{job.name}_source")
+    wire(env, source, lambda stream: stream.sink_to(kafka_sink(job)).uid("sink"))
+    if job.restore_from:
+        print(f"{job.name}: restoring from {job.restore_from}", flush=True)
+    return run(env, job.name, detached=detached)
 
 
 def run(

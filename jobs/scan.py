@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from pyflink.common import Row, Types, WatermarkStrategy
+from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
@@ -36,21 +36,11 @@ from udfs.registry import detector
 MODALITIES = ("text", "image", "video", "audio")
 
 
-@dataclass(frozen=True)
-class ScanConfig:
+@dataclass(frozen=True, kw_only=True)
+class ScanConfig(runtime.TopicNames):
     max_batch: int = 32
     max_wait_ms: int = 20
     max_attempts: int = scan.MAX_ATTEMPTS
-    topics: dict[str, str] | None = None
-
-    def physical(self, name: str) -> str:
-        return (self.topics or {}).get(name, name)
-
-    def contract(self, physical: str) -> str:
-        for name, mapped in (self.topics or {}).items():
-            if mapped == physical:
-                return name
-        return physical
 
 
 def load_media(request: dict[str, Any]) -> Item:
@@ -234,16 +224,19 @@ def main(argv: list[str] | None = None) -> int:
             },
         )
     max_batch = args.max_batch or (256 if modalities == ["text"] else 8)
-    config = ScanConfig(max_batch, args.max_wait_ms, args.max_attempts, job.topics)
-    env = runtime.create_env(job, settings)
-    source = env.from_source(
-        runtime.kafka_source(job, [job.topic(f"scan.requests.{m}") for m in modalities]),
-        WatermarkStrategy.no_watermarks(),
-        "scan requests",
-        type_info=runtime.SOURCE_ROW,
-    ).uid("scan_source")
-    build(env, source, lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"), config)
-    return runtime.run(env, job.name, detached=args.detached)
+    config = ScanConfig(
+        max_batch=max_batch,
+        max_wait_ms=args.max_wait_ms,
+        max_attempts=args.max_attempts,
+        topics=job.topics,
+    )
+    return runtime.run_on_kafka(
+        job,
+        settings,
+        [f"scan.requests.{m}" for m in modalities],
+        lambda env, source, sink: build(env, source, sink, config),
+        detached=args.detached,
+    )
 
 
 if __name__ == "__main__":
