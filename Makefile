@@ -79,7 +79,7 @@ status:
 	@$(MODSTREAM) status
 
 demo: setup
-	@$(MODSTREAM) demo
+	@$(MODSTREAM) demo --detectors real
 
 # Runs pytest with the stack up and always stops the stack: on success, on failure, and when
 # interrupted (the EXIT trap). pytest's exit code 5 (no tests collected) is reported and treated

@@ -211,7 +211,9 @@ def _cmd_detect(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
-    return demo.run(settings, count=args.count, seed=args.seed, as_json=args.json)
+    return demo.run(
+        settings, count=args.count, seed=args.seed, as_json=args.json, detectors=args.detectors
+    )
 
 
 def _policy_handler(
@@ -322,6 +324,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_argument("--seed", type=int, default=7)
     sub.add_argument("--json", action="store_true", help="print the summary as one JSON line")
+    sub.add_argument(
+        "--detectors",
+        choices=["generated", "real"],
+        default="generated",
+        help="real: text and images scanned by the ONNX detectors (scan job), sent in real time",
+    )
     return parser
 
 

@@ -15,6 +15,7 @@ counts only them even when earlier demos left records behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -61,7 +62,18 @@ def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
     ]
 
 
-RECONCILER_SLA_MS = 20_000  # a backlog of thousands of actions takes seconds to enforce on 2 cores
+RECONCILER_SLA_MS = 20_000
+# Texts for `--detectors real`: mostly benign, some abusive, so the real model has work to do.
+SAMPLE_TEXTS = (
+    "Lovely weather for a walk in the park today",
+    "Our team won the match, what a game!",
+    "Does anyone have a good recipe for bread?",
+    "The meeting moved to Thursday at ten",
+    "you are a stupid idiot and everyone hates you",
+    "Thanks for the help yesterday, much appreciated",
+    "shut up you worthless piece of garbage",
+    "New photos from the trip are up",
+)  # a backlog of thousands of actions takes seconds to enforce on 2 cores
 
 
 def _start(
@@ -137,7 +149,84 @@ def _percentile(values: list[float], fraction: float) -> int:
     return int(values[min(len(values) - 1, int(fraction * len(values)))])
 
 
-def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = False) -> int:
+def _real_content(
+    lines: list[dict[str, Any]], media_dir: Path, now: int
+) -> tuple[list[dict[str, Any]], set[str]]:
+    """For `--detectors real`: text uploads get real texts and image uploads real image files
+    (their generated evidence is dropped: the scan job answers), and event time starts now, so
+    that detector results (stamped with the time they were made) meet their deadlines."""
+    from modstream.hashing_demo import jpeg
+
+    uploads = media_dir / "uploads"
+    uploads.mkdir(parents=True, exist_ok=True)
+    start = min(
+        line["value"]["ts"]
+        for line in lines
+        if line["topic"] == "content.versions"
+        and isinstance(line["value"], dict)
+        and isinstance(line["value"].get("ts"), int)
+    )
+    scanned: set[str] = set()
+    out: list[dict[str, Any]] = []
+    for index, line in enumerate(lines):
+        value = line["value"]
+        if isinstance(value, dict):
+            value = dict(value)
+            if isinstance(value.get("ts"), int):
+                value["ts"] = now + (value["ts"] - start)
+            if line["topic"] == "content.versions" and value.get("type") == "upsert":
+                body: bytes | None = None
+                if value.get("modality") == "text":
+                    value["text"] = SAMPLE_TEXTS[index % len(SAMPLE_TEXTS)]
+                    body = value["text"].encode("utf-8")
+                elif value.get("modality") == "image":
+                    body = jpeg(index)
+                    path = uploads / f"{value['content_id']}.v{value['content_version']}.jpg"
+                    path.write_bytes(body)
+                    value["media_ref"] = path.as_uri()
+                if body is not None:
+                    value["size_bytes"] = len(body)
+                    value["sha256"] = hashlib.sha256(body).hexdigest()
+                    scanned.add(value["content_id"])
+        out.append({"topic": line["topic"], "value": value})
+    kept = [
+        line
+        for line in out
+        if not (
+            line["topic"] == "detector.results"
+            and isinstance(line["value"], dict)
+            and line["value"].get("content_id") in scanned
+        )
+    ]
+    return kept, scanned
+
+
+def _produce_paced(settings: Settings, lines: list[dict[str, Any]]) -> None:
+    """Send each record when the wall clock reaches its ts, like live traffic."""
+
+    def ts_of(line: dict[str, Any]) -> int:
+        value = line["value"]
+        ts = value.get("ts") if isinstance(value, dict) else None
+        return ts if isinstance(ts, int) else 0
+
+    pending = sorted(lines, key=ts_of)
+    while pending:
+        now = int(time.time() * 1000)
+        cut = next((i for i, line in enumerate(pending) if ts_of(line) > now), len(pending))
+        if cut:
+            workload.produce(settings.bootstrap_servers, pending[:cut])
+            pending = pending[cut:]
+        time.sleep(0.1)
+
+
+def run(
+    settings: Settings,
+    count: int = 200,
+    seed: int = 7,
+    *,
+    as_json: bool = False,
+    detectors: str = "generated",
+) -> int:
     started = time.monotonic()
 
     def say(message: str) -> None:
@@ -169,15 +258,23 @@ def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = 
         key=key.encode(),
         event_id=f"{run_id}shadow",
     )
+    media_dir = settings.run_dir / "demo" / "media"
+    real = detectors == "real"
+    scanned: set[str] = set()
+    if real:
+        lines, scanned = _real_content(lines, media_dir, now + 5_000)
     lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
     last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
     marker = f"{run_id}end"
-    lines.append(workload.marker(last_ts + 300_000, marker))
-    lines.append(workload.marker(last_ts + 400_000, f"{marker}2"))
+    markers = [
+        workload.marker(last_ts + 300_000, marker),
+        workload.marker(last_ts + 400_000, f"{marker}2"),
+    ]
+    if not real:
+        lines += markers
 
     # The platform side: every upload's bytes are quarantined in the Content Service first.
     client = redis.Redis.from_url(settings.redis_url)
-    media_dir = settings.run_dir / "demo" / "media"
     service = ContentService(client, media_dir)
     for line in lines:
         value = line["value"]
@@ -188,7 +285,12 @@ def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = 
             and isinstance(value.get("content_id"), str)
             and isinstance(value.get("content_version"), int)
         ):
-            body = (value.get("text") or f"{value['content_id']} media").encode("utf-8")
+            ref = value.get("media_ref")
+            body = (
+                Path(ref[len("file://") :]).read_bytes()
+                if isinstance(ref, str) and ref.startswith("file://")
+                else (value.get("text") or f"{value['content_id']} media").encode("utf-8")
+            )
             service.upload(value["content_id"], value["content_version"], body, value["ts"])
 
     logs = settings.run_dir / "demo"
@@ -200,7 +302,7 @@ def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = 
             "moderation",
             [
                 "--policy", str(policy_path),
-                "--checkpoint-interval-ms", "2000",
+                "--checkpoint-interval-ms", "1000" if real else "2000",
                 "--out-of-orderness-ms", "1000",
                 "--idleness-ms", "2000",
             ],
@@ -222,17 +324,32 @@ def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = 
             env,
         ),
     }  # fmt: skip
+    if real:
+        jobs["scan"] = _start(
+            settings,
+            "scan",
+            ["--modalities", "text,image", "--checkpoint-interval-ms", "1000"],
+            logs / f"scan-{run_id}log",
+            env,
+        )
     watch = _LagWatch(settings, run_id)
     try:
         for name, job in jobs.items():
             _wait_running(job, logs / f"{name}-{run_id}log")
-        say(f"demo: moderation, enforce and reconciler jobs running (logs in {logs})")
+        say(f"demo: {', '.join(jobs)} jobs running (logs in {logs})")
         watch.start()
         time.sleep(2)
-        workload.produce(settings.bootstrap_servers, lines)
+        if real:
+            say(f"demo: sending {len(lines)} records at the pace of their event time")
+            _produce_paced(settings, lines)
+            _wait_for_scans(settings, run_id, scanned, say)
+            workload.produce(settings.bootstrap_servers, markers)
+        else:
+            workload.produce(settings.bootstrap_servers, lines)
         say(
             f"demo: run {run_id[:-1]}: sent {len(lines)} records "
-            f"({count} content versions with their evidence and signals)"
+            f"({count} content versions with their evidence and signals"
+            + (", text and images scanned by the real detectors)" if real else ")")
         )
         deadline = time.monotonic() + WAIT_TIMEOUT_S
         while True:
@@ -362,6 +479,31 @@ def run(settings: Settings, count: int = 200, seed: int = 7, *, as_json: bool = 
         f"  elapsed {time.monotonic() - started:.1f}s; the stack is still up (`make down` stops it)"
     )
     return 0 if ok else 1
+
+
+def _wait_for_scans(
+    settings: Settings, run_id: str, scanned: set[str], say: Any, quiet_s: float = 6.0
+) -> None:
+    """Until every scanned upload has results and no new result came for `quiet_s`. Meanwhile
+    a tiny upload every second keeps event time moving, as live traffic would (the last
+    uploads are decided, and their scans requested, once the watermark passes them)."""
+    last_count, last_change = -1, time.monotonic()
+    deadline = time.monotonic() + WAIT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        at = int(time.time() * 1000)
+        workload.produce(
+            settings.bootstrap_servers, [workload.marker(at, f"{run_id}end-tick-{at}")]
+        )
+        results = [
+            r for r in _mine(settings, "detector.results", run_id) if r["content_id"] in scanned
+        ]
+        if len(results) != last_count:
+            last_count, last_change = len(results), time.monotonic()
+            say(f"demo:   detector results from the scan job: {len(results)}")
+        covered = {r["content_id"] for r in results}
+        if covered >= scanned and time.monotonic() - last_change > quiet_s:
+            return
+        time.sleep(1)
 
 
 def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:

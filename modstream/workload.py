@@ -336,6 +336,7 @@ def marker(ts: int, content_id: str | None = None) -> Line:
             "size_bytes": 1,
             "mime_type": "text/plain",
             "sha256": "0" * 64,
+            "text": ".",  # scannable, so a scan job answers it like any text
         },
     }
 
