@@ -22,6 +22,9 @@ from modstream import kafkaio
 from modstream.config import Settings
 from operators.moderation import OUTPUT_TOPICS
 
+SCAN_REQUESTS = "scan.requests."
+REPLAY_TOPICS = tuple(topic for topic in OUTPUT_TOPICS if not topic.startswith(SCAN_REQUESTS))
+
 # Replay input is in ts order except evidence, which may be earlier than its upsert: a wide
 # bound keeps every record on time, so the order of processing is the order of ts.
 REPLAY_OUT_OF_ORDERNESS_MS = 7 * 86_400_000
@@ -95,14 +98,17 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
     written: dict[str, list[str]] = defaultdict(list)
     with collected[0].execute_and_collect("replay") as results:
         for row in results:
-            written[row[0]].append(row[2])
+            # Scan requests are work for the detectors, which a replay does not run: its
+            # evidence is in the input file. They are not replay output.
+            if not row[0].startswith(SCAN_REQUESTS):
+                written[row[0]].append(row[2])
     out_dir.mkdir(parents=True, exist_ok=True)
-    for topic in sorted(set(OUTPUT_TOPICS) | set(written)):
+    for topic in sorted(set(REPLAY_TOPICS) | set(written)):
         path = out_dir / f"{topic}.jsonl"
         path.write_text("".join(line + "\n" for line in written.get(topic, [])), encoding="utf-8")
     print(
         f"replay: {len(rows)} input records -> "
-        + ", ".join(f"{topic} {len(written.get(topic, []))}" for topic in OUTPUT_TOPICS),
+        + ", ".join(f"{topic} {len(written.get(topic, []))}" for topic in REPLAY_TOPICS),
         file=sys.stderr,
     )
     return 0
