@@ -15,6 +15,7 @@ counts only them even when earlier demos left records behind.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -41,17 +42,6 @@ DONE = (b"COMPLETED", b"STALE")  # intents the Action Service has finished
 
 WAIT_TIMEOUT_S = 300.0
 DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
-
-
-def _next_policy_version(settings: Settings, key: bytes, policy: dict[str, Any]) -> int:
-    from modstream.policy_cli import load_store
-
-    store, _ = load_store(settings.bootstrap_servers, "policy.rules", key)
-    # Every version the topic holds, the active one included, is a record with a document.
-    seen = [
-        record["version"] for record in store.records(policy["policy_id"]) if "document" in record
-    ]
-    return max([policy["version"], *seen])
 
 
 def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
@@ -93,10 +83,11 @@ class _LagWatch(threading.Thread):
     """Decision-to-enforcement lag as a reader sees it: from the moment an action is readable
     (committed) on moderation.actions to the moment content.visibility shows its revision."""
 
-    def __init__(self, settings: Settings, run_id: str) -> None:
+    def __init__(self, settings: Settings, run_id: str, names: dict[str, str]) -> None:
         super().__init__(daemon=True)
         self.settings = settings
         self.run_id = run_id
+        self.names = names
         self.seen_action: dict[tuple[str, int, int], float] = {}
         self.seen_visible: dict[tuple[str, int, int], float] = {}
         self.stopping = threading.Event()
@@ -105,8 +96,8 @@ class _LagWatch(threading.Thread):
         from kafka import KafkaConsumer
 
         consumer = KafkaConsumer(
-            "moderation.actions",
-            "content.visibility",
+            self.names["moderation.actions"],
+            self.names["content.visibility"],
             bootstrap_servers=self.settings.bootstrap_servers,
             isolation_level="read_committed",
             auto_offset_reset="latest",
@@ -128,7 +119,7 @@ class _LagWatch(threading.Thread):
                         )
                         book = (
                             self.seen_action
-                            if partition.topic == "moderation.actions"
+                            if partition.topic == self.names["moderation.actions"]
                             else self.seen_visible
                         )
                         book.setdefault(key, now)
@@ -201,7 +192,7 @@ def _real_content(
     return kept, scanned
 
 
-def _produce_paced(settings: Settings, lines: list[dict[str, Any]]) -> None:
+def _produce_paced(settings: Settings, lines: list[dict[str, Any]], names: dict[str, str]) -> None:
     """Send each record when the wall clock reaches its ts, like live traffic."""
 
     def ts_of(line: dict[str, Any]) -> int:
@@ -214,7 +205,7 @@ def _produce_paced(settings: Settings, lines: list[dict[str, Any]]) -> None:
         now = int(time.time() * 1000)
         cut = next((i for i, line in enumerate(pending) if ts_of(line) > now), len(pending))
         if cut:
-            workload.produce(settings.bootstrap_servers, pending[:cut])
+            workload.produce(settings.bootstrap_servers, pending[:cut], names)
             pending = pending[cut:]
         time.sleep(0.1)
 
@@ -235,13 +226,20 @@ def run(
 
     say("demo: starting the local stack")
     stack.up(settings, say=say)
-    topics.create_topics(settings.bootstrap_servers, say=lambda _: None)
+    # Each run is its own deployment: topics, consumer groups, transactional ids and
+    # checkpoints under its run id, so nothing one run leaves unread reaches the next one.
+    run_id = f"demo{uuid.uuid4().hex[:6]}-"
+    prefix = run_id[:-1]
+    names = {spec.name: f"{prefix}.{spec.name}" for spec in topics.TOPICS}
+    topics.create_topics(
+        settings.bootstrap_servers,
+        [dataclasses.replace(spec, name=names[spec.name]) for spec in topics.TOPICS],
+        say=lambda _: None,
+    )
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
     policy = yaml.safe_load(policy_path.read_text())
-    shadow_base = dict(policy, version=_next_policy_version(settings, key.encode(), policy))
-
-    run_id = f"demo{uuid.uuid4().hex[:6]}-"
+    shadow_base = dict(policy, version=policy["version"])  # the run's policy.rules is new
     now = int(time.time() * 1000)
     start_ts = now - count * 200 - 600_000
     lines = generate(seed=seed, versions=count, start_ts=start_ts, prefix=run_id)
@@ -296,6 +294,17 @@ def run(
     logs = settings.run_dir / "demo"
     logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key}
+
+    def deployment(job: str) -> list[str]:
+        args = [
+            "--group-id", f"{prefix}-{job}",
+            "--transactional-id-prefix", f"{prefix}-{job}",
+            "--checkpoint-dir", str(logs / "checkpoints" / prefix / job),
+        ]  # fmt: skip
+        for name, physical in names.items():
+            args += ["--topic", f"{name}={physical}"]
+        return args
+
     jobs = {
         "moderation": _start(
             settings,
@@ -305,6 +314,7 @@ def run(
                 "--checkpoint-interval-ms", "1000" if real else "2000",
                 "--out-of-orderness-ms", "1000",
                 "--idleness-ms", "2000",
+                *deployment("moderation"),
             ],
             logs / f"moderation-{run_id}log",
             env,
@@ -312,14 +322,22 @@ def run(
         "enforce": _start(
             settings,
             "enforce",
-            ["--checkpoint-interval-ms", "1000", "--media-dir", str(media_dir)],
+            [
+                "--checkpoint-interval-ms", "1000",
+                "--media-dir", str(media_dir),
+                *deployment("enforce"),
+            ],
             logs / f"enforce-{run_id}log",
             env,
         ),
         "reconciler": _start(
             settings,
             "reconciler",
-            ["--checkpoint-interval-ms", "1000", "--sla-ms", str(RECONCILER_SLA_MS)],
+            [
+                "--checkpoint-interval-ms", "1000",
+                "--sla-ms", str(RECONCILER_SLA_MS),
+                *deployment("reconciler"),
+            ],
             logs / f"reconciler-{run_id}log",
             env,
         ),
@@ -328,11 +346,11 @@ def run(
         jobs["scan"] = _start(
             settings,
             "scan",
-            ["--modalities", "text,image", "--checkpoint-interval-ms", "1000"],
+            ["--modalities", "text,image", "--checkpoint-interval-ms", "1000", *deployment("scan")],
             logs / f"scan-{run_id}log",
             env,
         )
-    watch = _LagWatch(settings, run_id)
+    watch = _LagWatch(settings, run_id, names)
     try:
         for name, job in jobs.items():
             _wait_running(job, logs / f"{name}-{run_id}log")
@@ -341,11 +359,11 @@ def run(
         time.sleep(2)
         if real:
             say(f"demo: sending {len(lines)} records at the pace of their event time")
-            _produce_paced(settings, lines)
-            _wait_for_scans(settings, run_id, scanned, say)
-            workload.produce(settings.bootstrap_servers, markers)
+            _produce_paced(settings, lines, names)
+            _wait_for_scans(settings, run_id, names, scanned, say)
+            workload.produce(settings.bootstrap_servers, markers, names)
         else:
-            workload.produce(settings.bootstrap_servers, lines)
+            workload.produce(settings.bootstrap_servers, lines, names)
         say(
             f"demo: run {run_id[:-1]}: sent {len(lines)} records "
             f"({count} content versions with their evidence and signals"
@@ -353,7 +371,7 @@ def run(
         )
         deadline = time.monotonic() + WAIT_TIMEOUT_S
         while True:
-            decisions = _mine(settings, "moderation.decisions", run_id)
+            decisions = _mine(settings, names["moderation.decisions"], run_id)
             if any(d["content_id"] == marker for d in decisions):
                 break
             if time.monotonic() > deadline or any(j.poll() is not None for j in jobs.values()):
@@ -361,7 +379,7 @@ def run(
                 return 1
             say(f"demo:   committed so far: {len(decisions)} decisions")
             time.sleep(3)
-        actions = _mine(settings, "moderation.actions", run_id)
+        actions = _mine(settings, names["moderation.actions"], run_id)
         while True:
             done = [a for a in actions if client.get(f"intent:{a['action_id']}") in DONE]
             if len(done) == len(actions) or time.monotonic() > deadline:
@@ -383,16 +401,16 @@ def run(
 
     decisions = [
         d
-        for d in _mine(settings, "moderation.decisions", run_id)
+        for d in _mine(settings, names["moderation.decisions"], run_id)
         if not d["content_id"].startswith(marker)
     ]
-    actions = _mine(settings, "moderation.actions", run_id)
-    tasks = _mine(settings, "review.tasks", run_id)
-    shadows = _mine(settings, "moderation.shadow", run_id)
-    letters = _mine(settings, "moderation.dlq", run_id)
-    discrepancies = _mine(settings, "moderation.discrepancies", run_id)
-    sanctions = _mine(settings, "account.actions", run_id)
-    notices = _mine(settings, "user.notifications", run_id)
+    actions = _mine(settings, names["moderation.actions"], run_id)
+    tasks = _mine(settings, names["review.tasks"], run_id)
+    shadows = _mine(settings, names["moderation.shadow"], run_id)
+    letters = _mine(settings, names["moderation.dlq"], run_id)
+    discrepancies = _mine(settings, names["moderation.discrepancies"], run_id)
+    sanctions = _mine(settings, names["account.actions"], run_id)
+    notices = _mine(settings, names["user.notifications"], run_id)
     revisions = Counter(
         (d["content_id"], d["content_version"], d["decision_revision"]) for d in decisions
     )
@@ -482,7 +500,12 @@ def run(
 
 
 def _wait_for_scans(
-    settings: Settings, run_id: str, scanned: set[str], say: Any, quiet_s: float = 6.0
+    settings: Settings,
+    run_id: str,
+    names: dict[str, str],
+    scanned: set[str],
+    say: Any,
+    quiet_s: float = 6.0,
 ) -> None:
     """Until every scanned upload has results and no new result came for `quiet_s`. Meanwhile
     a tiny upload every second keeps event time moving, as live traffic would (the last
@@ -492,10 +515,12 @@ def _wait_for_scans(
     while time.monotonic() < deadline:
         at = int(time.time() * 1000)
         workload.produce(
-            settings.bootstrap_servers, [workload.marker(at, f"{run_id}end-tick-{at}")]
+            settings.bootstrap_servers, [workload.marker(at, f"{run_id}end-tick-{at}")], names
         )
         results = [
-            r for r in _mine(settings, "detector.results", run_id) if r["content_id"] in scanned
+            r
+            for r in _mine(settings, names["detector.results"], run_id)
+            if r["content_id"] in scanned
         ]
         if len(results) != last_count:
             last_count, last_change = len(results), time.monotonic()
