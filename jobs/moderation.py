@@ -54,25 +54,15 @@ REPORT_WINDOW_MS = 1_000
 REPORT_BATCH = "moderation.reports#batch"
 
 
-@dataclass(frozen=True)
-class ModerationConfig:
+@dataclass(frozen=True, kw_only=True)
+class ModerationConfig(runtime.TopicNames):
     policy_id: str = "global"
     out_of_orderness_ms: int = 5_000
     idleness_ms: int = 10_000
     policy_key: str | None = None  # the deployment's HMAC key (MODSTREAM_POLICY_KEY)
     trusted_policy: dict[str, Any] | None = None  # replay's --policy document
-    topics: dict[str, str] | None = None
     # Parallelism of everything before key_by; replay uses 1 so file order survives.
     pre_key_parallelism: int | None = None
-
-    def contract_topic(self, physical: str) -> str:
-        for name, mapped in (self.topics or {}).items():
-            if mapped == physical:
-                return name
-        return physical
-
-    def physical_topic(self, name: str) -> str:
-        return (self.topics or {}).get(name, name)
 
 
 DLQ_TAG = OutputTag("dlq", runtime.SINK_ROW)
@@ -90,7 +80,7 @@ class Decode(ProcessFunction):
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         seq = value[4] if len(value) > 4 else 0
-        topic = self.config.contract_topic(physical)
+        topic = self.config.contract(physical)
         if topic in BROADCAST_TOPICS:
             ts = _event_time(raw, record_ts)
             yield BROADCAST_TAG, Row("broadcast", topic, topic, raw or "", ts, seq)
@@ -105,7 +95,7 @@ class Decode(ProcessFunction):
             )
             yield (
                 DLQ_TAG,
-                Row(self.config.physical_topic("moderation.dlq"), key, letter.model_dump_json()),
+                Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json()),
             )
             return
         ts = record.ts  # type: ignore[attr-defined]
@@ -185,9 +175,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             # Every subtask of every keyed operator sees each broadcast record: one DLQ row.
             if self.report_rejections and self.subtask == 0:
                 letter = dead_letter_for(raw, error, ts=ts, source_topic=topic)
-                yield Row(
-                    self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json()
-                )
+                yield Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
             return
         if changed:
             self.loaded_revision += 1
@@ -369,11 +357,11 @@ class Moderate(PolicyAware):
                 # the sanctions operator by a Java filter, with the time it was emitted.
                 output = {**output, "at": timestamp}
             else:
-                topic = self.config.physical_topic(topic)
+                topic = self.config.physical(topic)
             yield Row(topic, key, json.dumps(output, separators=(",", ":"), ensure_ascii=False))
         for topic, content_id, error_class, message, raw, ts in letters:
             letter = dead_letter(
-                self.config.physical_topic(topic),
+                self.config.physical(topic),
                 content_id,
                 raw,
                 message,
@@ -381,7 +369,7 @@ class Moderate(PolicyAware):
                 error_class=error_class,  # type: ignore[arg-type]
                 operator="moderation",
             )
-            yield Row(self.config.physical_topic("moderation.dlq"), None, letter.model_dump_json())
+            yield Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
 
     def _context(
         self, store: PolicyStore, banks: HashBanks, content_id: str, ts: int, hashes: dict[str, Any]
@@ -455,7 +443,7 @@ class Sanctions(KeyedProcessFunction):
             ctx.timer_service().register_event_time_timer(timer)
         for topic, key, output in outputs:
             yield Row(
-                self.config.physical_topic(topic),
+                self.config.physical(topic),
                 key,
                 json.dumps(output, separators=(",", ":"), ensure_ascii=False),
             )
