@@ -2,35 +2,41 @@
 
 Run one scan job per group of modalities (`--modalities text`, `--modalities image,video`), so
 expensive media never starve cheap text: each job has its own source, slots and sessions.
-Requests are keyed by detector and batched dynamically (flush at `--max-batch` requests or
-`--max-wait-ms` after the first one, live before backfill); one `session.run` per batch
-(udfs/scan.py). Transient media-load failures are retried per request on processing-time
-timers with backoff and jitter, up to a maximum of attempts and the request's deadline, then
-answered `timeout`; corrupt or unsupported media is answered `error` plus a DLQ record of class
-`permanent`. Results and DLQ rows go through one exactly-once sink.
+Requests are keyed by detector and batched dynamically by a Java operator (flush at
+`--max-batch` requests or `--max-wait-ms` after the first one), so Python is entered once per
+batch; within a batch live goes before backfill; one `session.run` per batch and detector
+(udfs/scan.py), in a worker thread while the operator prepares the next batch. Transient
+media-load failures are retried per request on processing-time timers with backoff and jitter,
+up to a maximum of attempts and the request's deadline, then answered `timeout`; corrupt or
+unsupported media is answered `error` plus a DLQ record of class `permanent`. Results and DLQ
+rows go through one exactly-once sink.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from pyflink.common import Row, Types
-from pyflink.datastream import DataStream, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
-from pyflink.datastream.state import MapStateDescriptor
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
+from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
 from modstream.config import Settings
 from schemas import SchemaError, dead_letter, parse
 from udfs import scan
-from udfs.detector import Item, MediaError
+from udfs.detector import Detector, Item, MediaError
 from udfs.registry import detector
 
 MODALITIES = ("text", "image", "video", "audio")
@@ -41,6 +47,10 @@ class ScanConfig(runtime.TopicNames):
     max_batch: int = 32
     max_wait_ms: int = 20
     max_attempts: int = scan.MAX_ATTEMPTS
+    # Concurrent model calls, one ONNX intra-op thread each: on 2 cores two callers scored
+    # 22k texts/s where one caller with two intra-op threads scored 14k (docs/BENCHMARKS.md).
+    model_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    onnx_threads: int = 1
 
 
 def load_media(request: dict[str, Any]) -> Item:
@@ -63,82 +73,79 @@ def load_media(request: dict[str, Any]) -> Item:
     )
 
 
-class Batch(KeyedProcessFunction):
-    """Keyed by detector: buffers requests, flushes a batch through the detector."""
+@dataclass
+class Handled:
+    """What one batch (or one round of due retries) produced: sink rows, and the requests to
+    try again at a processing time."""
 
-    def __init__(self, config: ScanConfig) -> None:
-        self.config = config
+    topics: list[str] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+    retries: list[tuple[dict[str, Any], int]] = field(default_factory=list)
 
-    def open(self, runtime_context: RuntimeContext) -> None:
-        self.pending = runtime_context.get_map_state(
-            MapStateDescriptor("pending", Types.STRING(), Types.STRING())
-        )
-        # Requests buffered per key, counted in memory (the durable buffer is `pending`; after
-        # a restore its processing-time timer flushes whatever it holds).
-        self.counts: dict[str, int] = {}
-        self.sequence = 0
-        self.retries = runtime_context.get_map_state(
-            MapStateDescriptor("retries", Types.STRING(), Types.STRING())
-        )
+    def emit(self, topic: str, key: str | None, value: str) -> None:
+        self.topics.append(topic)
+        self.keys.append(key)
+        self.values.append(value)
 
-    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        physical, raw = value[0], value[2]
-        topic = self.config.contract(physical)
+    def extend(self, other: Handled) -> None:
+        self.topics += other.topics
+        self.keys += other.keys
+        self.values += other.values
+        self.retries += other.retries
+
+
+def handle_batch(
+    config: ScanConfig,
+    entries: Iterable[tuple[str, str | None, str | None]],
+    now: int,
+    scanners: Callable[[str], Detector] = detector,
+) -> Handled:
+    """A batch of raw rows `(physical topic, key, value)`: invalid ones dead-lettered, the rest
+    scanned. Touches no Flink API, so it runs in a model worker thread."""
+    handled = Handled()
+    requests: list[dict[str, Any]] = []
+    for physical, key, raw in entries:
         try:
-            parse(topic, raw or "")  # validated once; the raw JSON is what is buffered
+            parse(config.contract(physical), raw or "")
         except SchemaError as error:
-            letter = dead_letter(physical, value[1], raw, error, ts=value[3] or 0, operator="scan")
-            yield Row(self.config.physical("moderation.dlq"), value[1], letter.model_dump_json())
-            return
-        yield from self._add(raw, ctx)
+            letter = dead_letter(physical, key, raw, error, ts=now, operator="scan")
+            handled.emit(config.physical("moderation.dlq"), key, letter.model_dump_json())
+            continue
+        requests.append(json.loads(raw or ""))
+    scan_requests(config, requests, now, handled, scanners)
+    return handled
 
-    def _add(self, raw: str, ctx: Any) -> Iterator[Row]:
-        key = str(ctx.get_current_key())
-        self.sequence += 1
-        self.pending.put(f"{_now():013d}-{self.sequence:09d}", raw)
-        count = self.counts.get(key, 0) + 1
-        if count >= self.config.max_batch:
-            self.counts[key] = 0
-            yield from self._flush(ctx)
-            return
-        if count == 1:
-            ctx.timer_service().register_processing_time_timer(_now() + self.config.max_wait_ms)
-        self.counts[key] = count
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        for key, raw in list(self.retries.items()):
-            request, due = json.loads(raw)
-            if due <= timestamp:
-                self.retries.remove(key)
-                yield from self._add(json.dumps(request), ctx)
-        self.counts[str(ctx.get_current_key())] = 0
-        if not self.pending.is_empty():
-            yield from self._flush(ctx)
-
-    def _flush(self, ctx: Any) -> Iterator[Row]:
-        entries = list(self.pending.items())
-        self.pending.clear()
-        requests = scan.order([json.loads(raw) for _, raw in entries])
+def scan_requests(
+    config: ScanConfig,
+    requests: list[dict[str, Any]],
+    now: int,
+    handled: Handled,
+    scanners: Callable[[str], Detector] = detector,
+) -> None:
+    """Valid requests, grouped by their own detector (a batch is keyed by a detector hint
+    only), one model call per group: results, DLQ rows and retries into `handled`."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for request in requests:
+        groups.setdefault(request["detector"], []).append(request)
+    results = config.physical("detector.results")
+    for name, group in groups.items():
+        group = scan.order(group)
         try:
-            scanner = detector(str(ctx.get_current_key()))
+            scanner = scanners(name)
         except KeyError as error:  # a policy requires a detector this job does not serve
-            outcome = scan.ScanOutcome(permanent=[(r, str(error)) for r in requests])
+            outcome = scan.ScanOutcome(permanent=[(r, str(error)) for r in group])
         else:
             outcome = scan.scan_batch(
-                scanner, requests, load_media, _now(), max_attempts=self.config.max_attempts
+                scanner, group, load_media, now, max_attempts=config.max_attempts
             )
-        for request, due in outcome.retries:
-            self.retries.put(request["request_id"], json.dumps([request, due]))
-            ctx.timer_service().register_processing_time_timer(due)
+        handled.retries.extend(outcome.retries)
         for record in outcome.results:
-            yield Row(
-                self.config.physical("detector.results"),
-                record["content_id"],
-                json.dumps(record, separators=(",", ":")),
-            )
+            handled.emit(results, record["content_id"], json.dumps(record, separators=(",", ":")))
         for request, why in outcome.permanent:
             letter = dead_letter(
-                self.config.physical(f"scan.requests.{request['modality']}"),
+                config.physical(f"scan.requests.{request['modality']}"),
                 request["content_id"],
                 json.dumps({k: v for k, v in request.items() if k != "text"}),
                 f"scan: {request['detector']} cannot scan this media ({why})",
@@ -147,15 +154,130 @@ class Batch(KeyedProcessFunction):
                 attempts=int(request.get("attempt", 1)),
                 operator="scan",
             )
-            yield Row(
-                self.config.physical("moderation.dlq"),
-                request["content_id"],
-                letter.model_dump_json(),
+            handled.emit(
+                config.physical("moderation.dlq"), request["content_id"], letter.model_dump_json()
             )
+
+
+@dataclass
+class InFlight:
+    future: Future[Handled]
+    rows: str  # the batch as JSON [topics, keys, values], for keyed state
+    drain_at: int
+
+
+class Scan(KeyedProcessFunction):
+    """Batches from the Java `Batcher` (keyed by detector) through the detectors. Emits one
+    `Row(topics[], keys[], values[])` per batch, split for the sink by the Java `Unbatch`.
+
+    A batch is handled whole (validation, media loading, one model call per detector, result
+    records) by one of `model_workers` threads; ONNX Runtime releases the GIL and each call
+    uses `onnx_threads` intra-op threads (docs/BENCHMARKS.md: on 2 cores two callers with one
+    thread each outscore one caller with two). This thread only hands batches over and emits
+    what comes back, in arrival order. Up to `model_workers` batches per key are in flight;
+    their rows are in keyed state (`inflight`) until their results are emitted, so a
+    checkpoint taken meanwhile handles them again after a restore. A processing-time timer
+    `max_wait_ms` after each submission completes a batch that no next one pushes out.
+    Transient failures wait in keyed state (`retries`) for their retry timer.
+    """
+
+    def __init__(self, config: ScanConfig) -> None:
+        self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.retries = runtime_context.get_map_state(
+            MapStateDescriptor("retries", Types.STRING(), Types.STRING())
+        )
+        self.inflight_state = runtime_context.get_state(
+            ValueStateDescriptor("inflight", Types.STRING())
+        )
+        self.inflight: dict[str, deque[InFlight]] = {}
+        self.seen: set[str] = set()
+        self.workers = ThreadPoolExecutor(self.config.model_workers, "scan-model")
+
+    def close(self) -> None:
+        self.workers.shutdown(wait=True, cancel_futures=True)
+
+    def _scanner(self, name: str) -> Detector:
+        return detector(name, intra_op_threads=self.config.onnx_threads)
+
+    def _handle(self, rows: list[tuple[str, str | None, str | None]], now: int) -> Handled:
+        return handle_batch(self.config, rows, now, self._scanner)
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        now = _now()
+        handled = Handled()
+        flying = self._flying(ctx, handled)
+        topics, keys, values = list(value[0]), list(value[1]), list(value[2])
+        rows = list(zip(topics, keys, values, strict=True))
+        drain_at = now + self.config.max_wait_ms
+        future = self.workers.submit(self._handle, rows, now)
+        flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at))
+        ctx.timer_service().register_processing_time_timer(drain_at)
+        # Oldest first: past the worker count, or already done.
+        while len(flying) > 2 * self.config.model_workers or (flying and flying[0].future.done()):
+            self._complete(flying.popleft(), ctx, handled)
+        self._hold(flying)
+        yield from self._out(handled, ctx)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        handled = Handled()
+        flying = self._flying(ctx, handled)
+        while flying and flying[0].drain_at <= timestamp:
+            self._complete(flying.popleft(), ctx, handled)
+        self._hold(flying)
+        due: list[dict[str, Any]] = []
+        for request_id, raw in list(self.retries.items()):
+            request, at = json.loads(raw)
+            if at <= timestamp:
+                self.retries.remove(request_id)
+                due.append(request)
+        if due:
+            scan_requests(self.config, due, _now(), handled, self._scanner)
+        yield from self._out(handled, ctx)
+
+    def _complete(self, flying: InFlight, ctx: Any, handled: Handled) -> None:
+        """Wait for a batch's worker; its rows and retries join `handled`."""
+        ctx.timer_service().delete_processing_time_timer(flying.drain_at)
+        handled.extend(flying.future.result())
+
+    def _hold(self, flying: deque[InFlight]) -> None:
+        """Keyed state = the batches still in flight (one write per call)."""
+        if flying:
+            self.inflight_state.update("[" + ",".join(f.rows for f in flying) + "]")
+        else:
+            self.inflight_state.clear()
+
+    def _flying(self, ctx: Any, handled: Handled) -> deque[InFlight]:
+        """This key's batches in flight. The first time a key is seen since open(), batches
+        a restored checkpoint held in flight (their results were never committed) are
+        handled again, here."""
+        key = str(ctx.get_current_key())
+        if key not in self.seen:
+            self.seen.add(key)
+            held = self.inflight_state.value()
+            if held:
+                self.inflight_state.clear()
+                for topics, keys, values in json.loads(held):
+                    rows = list(zip(topics, keys, values, strict=True))
+                    handled.extend(self._handle(rows, _now()))
+        return self.inflight.setdefault(key, deque())
+
+    def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
+        for request, due in handled.retries:
+            self.retries.put(request["request_id"], json.dumps([request, due]))
+            ctx.timer_service().register_processing_time_timer(due)
+        if handled.topics:
+            yield Row(handled.topics, handled.keys, handled.values)
 
 
 def _now() -> int:
     return int(time.time() * 1000)
+
+
+# Row(topics[], keys[], values[]): a batch of rows in one Java <-> Python crossing (the
+# Batcher's batches of requests, the scan operator's batches of results).
+BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
 
 
 def build(
@@ -164,27 +286,30 @@ def build(
     sink: Callable[[DataStream], Any],
     config: ScanConfig,
 ) -> None:
-    scanned = (
-        source.key_by(_detector_of, key_type=Types.STRING())
-        .process(Batch(config), output_type=runtime.SINK_ROW)
-        .name("scan")
-        .uid("scan")
+    """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink.
+
+    The batching and the split are Java so that Python is entered once per batch, not once per
+    request, and the three run chained in one task: the batcher's output is already keyed the
+    way PyFlink keys a Python operator (`Row(key)`), so it is reinterpreted as keyed instead of
+    shuffled again (docs/BENCHMARKS.md)."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
+    j_batches = (
+        source._j_data_stream.keyBy(flink.DetectorKey(), flink.DetectorKey.keyType())
+        .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
+        .name("scan batches")
+        .uid("scan_batches")
     )
-    sink(scanned)
-
-
-def _detector_of(row: Row) -> str:
-    """The detector named in the request (cheap: no full decode); unparseable rows go to a
-    key of their own and are dead-lettered there."""
-    raw = row[2] or ""
-    marker = raw.find('"detector":"')
-    if marker < 0:
-        try:
-            return str(json.loads(raw).get("detector") or "_invalid")
-        except (ValueError, AttributeError):
-            return "_invalid"
-    start = marker + len('"detector":"')
-    return raw[start : raw.find('"', start)]
+    utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
+    j_keyed = utils.reinterpretAsKeyedStream(
+        j_batches, gateway.jvm.KeyByKeySelector(), flink.DetectorKey.keyType()
+    )
+    batches = KeyedStream(j_keyed, BATCH_ROW, DataStream(j_batches))
+    scanned = batches.process(Scan(config), output_type=BATCH_ROW).name("scan").uid("scan")
+    split = DataStream(
+        scanned._j_data_stream.flatMap(flink.Unbatch(), runtime.SINK_ROW.get_java_type_info())
+    )
+    sink(split.name("scan results").uid("scan_results"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -194,10 +319,22 @@ def main(argv: list[str] | None = None) -> int:
         "--max-batch",
         type=int,
         default=None,
-        help="requests per model call (default: 256 for text only, else 8; docs/BENCHMARKS.md)",
+        help="requests per model call (default: 256 for text only, else 4; docs/BENCHMARKS.md)",
     )
     parser.add_argument("--max-wait-ms", type=int, default=20)
     parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
+    parser.add_argument(
+        "--model-workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="concurrent model calls (default: one per core)",
+    )
+    parser.add_argument(
+        "--onnx-threads",
+        type=int,
+        default=int(os.environ.get("MODSTREAM_ONNX_THREADS") or 1),
+        help="ONNX Runtime intra-op threads per model call (default 1, or MODSTREAM_ONNX_THREADS)",
+    )
     args = parser.parse_args(argv)
     modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
     unknown = sorted(set(modalities) - set(MODALITIES))
@@ -223,11 +360,13 @@ def main(argv: list[str] | None = None) -> int:
                 "taskmanager.network.memory.buffer-debloat.enabled": "true",
             },
         )
-    max_batch = args.max_batch or (256 if modalities == ["text"] else 8)
+    max_batch = args.max_batch or (256 if modalities == ["text"] else 4)
     config = ScanConfig(
         max_batch=max_batch,
         max_wait_ms=args.max_wait_ms,
         max_attempts=args.max_attempts,
+        model_workers=max(1, args.model_workers),
+        onnx_threads=max(1, args.onnx_threads),
         topics=job.topics,
     )
     return runtime.run_on_kafka(

@@ -2,41 +2,50 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from udfs.detector import Detector
 
 
-def _nsfw() -> Detector:
+def _nsfw(threads: int | None) -> Detector:
     from udfs.nsfw_image import NsfwImage
 
-    return NsfwImage()
+    return NsfwImage(intra_op_threads=threads)
 
 
-def _text() -> Detector:
+def _text(threads: int | None) -> Detector:
     from udfs.offensive_text import OffensiveText
 
-    return OffensiveText()
+    return OffensiveText(intra_op_threads=threads)
 
 
-def _media() -> Detector:
+def _media(_threads: int | None) -> Detector:
     from udfs.media_check import MediaCheck
 
     return MediaCheck()
 
 
-FACTORIES: dict[str, Callable[[], Any]] = {
+# name -> factory(ONNX intra-op threads, None for the detector's default)
+FACTORIES: dict[str, Callable[[int | None], Any]] = {
     "nsfw_image": _nsfw,
     "offensive_text": _text,
     "media_check": _media,
 }
-_built: dict[str, Detector] = {}
+_built: dict[tuple[str, int | None], Detector] = {}
+_building = threading.Lock()
 
 
-def detector(name: str) -> Detector:
+def detector(name: str, *, intra_op_threads: int | None = None) -> Detector:
+    """The detector `name`, built once per thread setting (its session is shared: ONNX
+    Runtime sessions may be run from several threads at once)."""
     if name not in FACTORIES:
         raise KeyError(f"unknown detector {name!r} (known: {', '.join(sorted(FACTORIES))})")
-    if name not in _built:
-        _built[name] = FACTORIES[name]()
-    return _built[name]
+    key = (name, intra_op_threads)
+    built = _built.get(key)
+    if built is None:
+        with _building:  # the scan job's model workers may ask for it at once
+            built = _built.get(key) or FACTORIES[name](intra_op_threads)
+            _built[key] = built
+    return built

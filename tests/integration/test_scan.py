@@ -4,8 +4,11 @@ real models' model_version."""
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
 import time
+import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +16,13 @@ import pytest
 
 from modstream import workload
 from tests.conftest import upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from tests.integration.conftest import (
+    JobProcess,
+    Kafka,
+    ModerationDeployment,
+    completed_checkpoints,
+    wait_for_checkpoint_after,
+)
 from tests.udfs.images import GENERATED, encode
 from udfs.media_check import MediaCheck
 from udfs.nsfw_image import NsfwImage
@@ -123,3 +132,61 @@ def test_decisions_cite_the_real_models(
     assert ("scan-image", "nsfw_image", versions["nsfw_image"]) in cited
     final_text = [d for d in decisions if d["content_id"] == "scan-text"][-1]
     assert final_text["outcome"] == "ALLOW"  # a benign text, scored by the real model
+
+
+def test_results_exactly_once_across_cancel_and_restore(
+    kafka: Kafka, start_job: Any, tmp_path: Path
+) -> None:
+    """A backlog of text requests; the job is cancelled after some checkpoints (each taken
+    with batches in flight in the model workers) and restored from the latest: every request
+    is answered exactly once, bad rows are dead-lettered exactly once."""
+    prefix = f"it-scan-{uuid.uuid4().hex[:8]}"
+    names = ["scan.requests.text", "detector.results", "moderation.dlq"]
+    topics = {name: f"{prefix}.{name}" for name in names}
+    kafka.create_topics(list(topics.values()), partitions=2)
+    now = int(time.time() * 1000)
+    total = 40_000
+    records: list[tuple[str | None, bytes | None]] = []
+    for index in range(total):
+        request = {
+            "request_id": f"r{index}", "content_id": f"c{index}", "content_version": 1,
+            "detector": "offensive_text", "segment_id": None, "segments": 1,
+            "modality": "text", "mime_type": "text/plain", "priority": "live", "attempt": 1,
+            "deadline_ts": now + 3_600_000, "ts": now, "text": f"comment number {index}",
+        }  # fmt: skip
+        records.append((f"c{index}", json.dumps(request).encode()))
+    records[100] = ("bad-1", b"{not json")
+    records[20_000] = ("bad-2", json.dumps({"detector": "offensive_text"}).encode())
+    kafka.produce(topics["scan.requests.text"], records)
+    checkpoints = tmp_path / "ckpt"
+    args = [
+        "--modalities", "text",
+        "--max-batch", "64",
+        "--checkpoint-dir", str(checkpoints),
+        "--checkpoint-interval-ms", "300",
+        "--transactional-id-prefix", prefix,
+        "--group-id", prefix,
+        "--bootstrap-servers", kafka.bootstrap_servers,
+    ]  # fmt: skip
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+    first: JobProcess = start_job("scan", *args)
+    first.wait_running()
+    wait_for_checkpoint_after(checkpoints, 2)
+    assert first.stop() == 0
+    partial = len(kafka.read(topics["detector.results"]))
+    assert 0 < partial < total - 2, f"the first run answered {partial}: not a mid-stream stop"
+
+    restored: JobProcess = start_job("scan", *args, "--restore-from", "latest")
+    restored.wait_running()
+    assert "restoring from file:" in restored.output()
+    results = kafka.wait_for(
+        topics["detector.results"], lambda values: len(values) >= total - 2, timeout_s=240
+    )
+    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    results = kafka.values(topics["detector.results"])
+    answered = Counter(result["content_id"] for result in results)
+    assert len(answered) == total - 2 and set(answered.values()) == {1}
+    assert {result["status"] for result in results} == {"ok"}
+    letters = kafka.values(topics["moderation.dlq"])
+    assert sorted(letter["key"] for letter in letters) == ["bad-1", "bad-2"]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Sequence
 from typing import Any
 
-from jobs.scan import _detector_of, load_media
+from jobs.scan import ScanConfig, handle_batch, load_media
 from tests.conftest import T0
 from udfs.detector import Item, MediaError
 from udfs.scan import order, scan_batch
@@ -36,6 +37,7 @@ def request(request_id: str, text: str | None = None, **extra: Any) -> dict[str,
         "content_version": 1,
         "detector": "offensive_text",
         "segment_id": None,
+        "segments": 1,
         "modality": "text",
         "mime_type": "text/plain",
         "priority": "live",
@@ -102,5 +104,35 @@ def test_media_is_read_from_file_refs_only(tmp_path: Any) -> None:
         pass
     else:
         raise AssertionError("an unsupported scheme must be a permanent error")
-    assert _detector_of(("t", "k", '{"detector":"nsfw_image","x":1}')) == "nsfw_image"  # type: ignore[arg-type]
-    assert _detector_of(("t", "k", "{oops")) == "_invalid"  # type: ignore[arg-type]
+
+
+def test_a_batch_is_grouped_by_each_requests_own_detector_and_bad_rows_are_dead_lettered() -> None:
+    """The Java batcher keys by a detector hint only: a batch may mix detectors, hold
+    unparseable rows, or name a detector this job does not serve."""
+    scanners = {"offensive_text": Counting(), "media_check": Counting()}
+
+    def lookup(name: str) -> Any:
+        if name not in scanners:
+            raise KeyError(f"unknown detector {name!r}")
+        return scanners[name]
+
+    config = ScanConfig(topics={"scan.requests.text": "p.text", "detector.results": "p.results"})
+    rows = [
+        ("p.text", "c-a", json.dumps(request("a", "fine"))),
+        ("p.text", "c-b", json.dumps(request("b", "fine too", detector="media_check"))),
+        ("p.text", "c-c", json.dumps(request("c", "also fine"))),
+        ("p.text", "c-x", "{oops"),
+        ("p.text", "c-u", json.dumps(request("u", "hm", detector="speech"))),
+    ]
+    handled = handle_batch(config, rows, T0, lookup)
+    assert scanners["offensive_text"].calls == [2] and scanners["media_check"].calls == [1]
+    rows_out = zip(handled.topics, handled.keys, handled.values, strict=True)
+    out = [(t, k, json.loads(v)) for t, k, v in rows_out]
+    results = {k: v["status"] for t, k, v in out if t == "p.results"}
+    # A detector this job does not serve: no result (no model to cite), a permanent DLQ record;
+    # the version's deadline answers it (docs/scanning.md).
+    assert results == {"c-a": "ok", "c-b": "ok", "c-c": "ok"}
+    letters = {k: v for t, k, v in out if t == "moderation.dlq"}
+    assert set(letters) == {"c-x", "c-u"}
+    assert letters["c-u"]["error_class"] == "permanent" and "speech" in letters["c-u"]["message"]
+    assert letters["c-x"]["source_topic"] == "p.text" and not handled.retries
