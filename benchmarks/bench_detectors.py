@@ -157,7 +157,9 @@ def _timed(pool: ThreadPoolExecutor, call: Any, inputs: list[Any], batch: int) -
     return rate(len(inputs), time.perf_counter() - started)
 
 
-def scan_job(settings: Settings, modality: str, count: int, max_batch: int) -> dict[str, Any]:
+def scan_job(
+    settings: Settings, modality: str, count: int, max_batch: int, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Requests produced to fresh topics, the scan job on them, committed results per second."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     names = [f"scan.requests.{modality}", "detector.results", "moderation.dlq"]
@@ -196,6 +198,7 @@ def scan_job(settings: Settings, modality: str, count: int, max_batch: int) -> d
         "--checkpoint-dir", str(workdir / "ckpt"),
         "--transactional-id-prefix", prefix,
         "--group-id", prefix,
+        *extra,
     ]  # fmt: skip
     for name, physical in topics.items():
         args += ["--topic", f"{name}={physical}"]
@@ -332,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, default=256)
     parser.add_argument("--texts", type=int, default=20_000)
     parser.add_argument("--job-images", type=int, default=1_000)
-    parser.add_argument("--job-texts", type=int, default=150_000)
+    parser.add_argument("--job-texts", type=int, default=300_000)
     parser.add_argument("--skip-job", action="store_true", help="only the in-process figures")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {"cpu_count": os.cpu_count()}

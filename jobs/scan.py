@@ -51,6 +51,9 @@ class ScanConfig(runtime.TopicNames):
     # 22k texts/s where one caller with two intra-op threads scored 14k (docs/BENCHMARKS.md).
     model_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     onnx_threads: int = 1
+    # Batching keys per detector: 1 at parallelism 1; above it, requests of one detector are
+    # spread over 8 keys per subtask (keys hash to subtasks; few keys would leave some idle).
+    shards: int = 1
 
 
 def load_media(request: dict[str, Any]) -> Item:
@@ -295,7 +298,7 @@ def build(
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
     j_batches = (
-        source._j_data_stream.keyBy(flink.DetectorKey(), flink.DetectorKey.keyType())
+        source._j_data_stream.keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
         .name("scan batches")
         .uid("scan_batches")
@@ -326,8 +329,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--model-workers",
         type=int,
-        default=os.cpu_count() or 1,
-        help="concurrent model calls (default: one per core)",
+        default=None,
+        help="concurrent model calls per subtask (default: the cores / --parallelism)",
     )
     parser.add_argument(
         "--onnx-threads",
@@ -365,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         max_batch=max_batch,
         max_wait_ms=args.max_wait_ms,
         max_attempts=args.max_attempts,
-        model_workers=max(1, args.model_workers),
+        model_workers=max(1, args.model_workers or (os.cpu_count() or 1) // job.parallelism),
+        shards=1 if job.parallelism == 1 else 8 * job.parallelism,
         onnx_threads=max(1, args.onnx_threads),
         topics=job.topics,
     )

@@ -24,9 +24,9 @@ def providers() -> list[str]:
 
 def session(path: Any, *, intra_op_threads: int | None = None) -> ort.InferenceSession:
     """One session for `path` with threads set for this machine and the best provider; which
-    one is logged once per model. Threads: half the cores by default (the Flink JVM and the
-    Kafka client need the rest: on 2 cores the text scan job ran at 3,980 texts/s with one
-    ONNX thread and 3,190 with two), or MODSTREAM_ONNX_THREADS."""
+    one is logged once per model. Intra-op threads: `intra_op_threads`, else
+    MODSTREAM_ONNX_THREADS, else half the cores. The scan job asks for 1 and calls the session
+    from several threads at once (docs/scanning.md)."""
     options = ort.SessionOptions()
     threads = intra_op_threads or int(os.environ.get("MODSTREAM_ONNX_THREADS") or 0)
     options.intra_op_num_threads = threads or max(1, (os.cpu_count() or 2) // 2)
