@@ -177,11 +177,14 @@ class Scan(KeyedProcessFunction):
     records) by one of `model_workers` threads; ONNX Runtime releases the GIL and each call
     uses `onnx_threads` intra-op threads (docs/BENCHMARKS.md: on 2 cores two callers with one
     thread each outscore one caller with two). This thread only hands batches over and emits
-    what comes back, in arrival order. Up to `model_workers` batches per key are in flight;
+    what comes back, in arrival order. Up to twice `model_workers` batches per key are in
+    flight (one queued behind each running call, so the workers never wait for this thread);
     their rows are in keyed state (`inflight`) until their results are emitted, so a
     checkpoint taken meanwhile handles them again after a restore. A processing-time timer
-    `max_wait_ms` after each submission completes a batch that no next one pushes out.
-    Transient failures wait in keyed state (`retries`) for their retry timer.
+    `max_wait_ms` after each submission completes what is in flight once no batch came after
+    it, so the last batch of a burst is not held. Timers are never deleted: batches and
+    retries may share a timestamp, and one key has one timer per timestamp. Transient failures
+    wait in keyed state (`retries`) for their retry timer.
     """
 
     def __init__(self, config: ScanConfig) -> None:
@@ -217,17 +220,20 @@ class Scan(KeyedProcessFunction):
         future = self.workers.submit(self._handle, rows, now)
         flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at))
         ctx.timer_service().register_processing_time_timer(drain_at)
-        # Oldest first: past the worker count, or already done.
+        # Oldest first: past the in-flight bound, or already done.
         while len(flying) > 2 * self.config.model_workers or (flying and flying[0].future.done()):
-            self._complete(flying.popleft(), ctx, handled)
+            handled.extend(flying.popleft().future.result())  # waits for its worker
         self._hold(flying)
         yield from self._out(handled, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         handled = Handled()
         flying = self._flying(ctx, handled)
-        while flying and flying[0].drain_at <= timestamp:
-            self._complete(flying.popleft(), ctx, handled)
+        # Quiet (no batch since this timer's): complete them all, waiting. Busy: only what is
+        # done; later batches push the rest out without this thread waiting.
+        quiet = bool(flying) and flying[-1].drain_at <= timestamp
+        while flying and (quiet or flying[0].future.done()):
+            handled.extend(flying.popleft().future.result())
         self._hold(flying)
         due: list[dict[str, Any]] = []
         for request_id, raw in list(self.retries.items()):
@@ -238,11 +244,6 @@ class Scan(KeyedProcessFunction):
         if due:
             scan_requests(self.config, due, _now(), handled, self._scanner)
         yield from self._out(handled, ctx)
-
-    def _complete(self, flying: InFlight, ctx: Any, handled: Handled) -> None:
-        """Wait for a batch's worker; its rows and retries join `handled`."""
-        ctx.timer_service().delete_processing_time_timer(flying.drain_at)
-        handled.extend(flying.future.result())
 
     def _hold(self, flying: deque[InFlight]) -> None:
         """Keyed state = the batches still in flight (one write per call)."""
