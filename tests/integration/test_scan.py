@@ -24,6 +24,7 @@ from tests.integration.conftest import (
     wait_for_checkpoint_after,
 )
 from tests.udfs.images import GENERATED, encode
+from tests.udfs.test_scan import request
 from udfs.media_check import MediaCheck
 from udfs.nsfw_image import NsfwImage
 from udfs.offensive_text import OffensiveText
@@ -148,13 +149,8 @@ def test_results_exactly_once_across_cancel_and_restore(
     total = 40_000
     records: list[tuple[str | None, bytes | None]] = []
     for index in range(total):
-        request = {
-            "request_id": f"r{index}", "content_id": f"c{index}", "content_version": 1,
-            "detector": "offensive_text", "segment_id": None, "segments": 1,
-            "modality": "text", "mime_type": "text/plain", "priority": "live", "attempt": 1,
-            "deadline_ts": now + 3_600_000, "ts": now, "text": f"comment number {index}",
-        }  # fmt: skip
-        records.append((f"c{index}", json.dumps(request).encode()))
+        value = request(f"{index}", f"comment number {index}", deadline_ts=now + 3_600_000, ts=now)
+        records.append((f"c{index}", json.dumps(value).encode()))
     records[100] = ("bad-1", b"{not json")
     records[20_000] = ("bad-2", json.dumps({"detector": "offensive_text"}).encode())
     kafka.produce(topics["scan.requests.text"], records)

@@ -18,13 +18,14 @@ import jobs.scan
 from jobs.scan import Scan, ScanConfig
 from tests.conftest import T0
 from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
+from tests.udfs.test_scan import request
 from udfs.detector import Item, MediaError
 
 TOPIC = "scan.requests.text"
 
 
 class Gated:
-    """A text detector whose calls wait until `release` is set (all calls, or per text)."""
+    """A text detector whose calls wait until `release` is set."""
 
     name = "offensive_text"
     model_version = "gated-1"
@@ -33,10 +34,8 @@ class Gated:
 
     def __init__(self) -> None:
         self.release = threading.Event()
-        self.calls = 0
 
     def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
-        self.calls += 1
         if not self.release.wait(timeout=10):
             raise AssertionError("the detector was never released")
         return [{"offensive": 0.5} for _ in items]
@@ -72,28 +71,10 @@ class Context:
         return self.timers
 
 
-def request(index: int) -> str:
-    return json.dumps(
-        {
-            "request_id": f"r{index}",
-            "content_id": f"c{index}",
-            "content_version": 1,
-            "detector": "offensive_text",
-            "segment_id": None,
-            "segments": 1,
-            "modality": "text",
-            "mime_type": "text/plain",
-            "priority": "live",
-            "attempt": 1,
-            "deadline_ts": T0 + 60_000,
-            "ts": T0,
-            "text": f"text {index}",
-        }
-    )
-
-
 def batch(*indexes: int) -> Row:
-    return Row([TOPIC] * len(indexes), [f"c{i}" for i in indexes], [request(i) for i in indexes])
+    """Text requests `index` for content `c-index`, as the Java Batcher hands them over."""
+    values = [json.dumps(request(str(i), f"text {i}")) for i in indexes]
+    return Row([TOPIC] * len(indexes), [f"c-{i}" for i in indexes], values)
 
 
 def answered(outputs: list[Row]) -> list[str]:
@@ -132,17 +113,17 @@ def test_batches_in_flight_are_in_state_and_come_out_in_arrival_order(gated: Gat
         assert outputs == []
         held = json.loads(runtime.states["inflight"].value())
         assert [keys for _, keys, _ in held] == [
-            ["c0", "c1"],
-            ["c2", "c3"],
-            ["c4", "c5"],
-            ["c6", "c7"],
+            ["c-0", "c-1"],
+            ["c-2", "c-3"],
+            ["c-4", "c-5"],
+            ["c-6", "c-7"],
         ]
         gated.release.set()
         outputs += scan.process_element(batch(8), ctx)  # the fifth pushes the oldest out
-        assert answered(outputs)[:2] == ["c0", "c1"]
+        assert answered(outputs)[:2] == ["c-0", "c-1"]
         last = max(ctx.timers.registered)
         outputs += scan.on_timer(last, ctx)  # quiet: everything in flight completes
-        assert answered(outputs) == [f"c{i}" for i in range(9)]
+        assert answered(outputs) == [f"c-{i}" for i in range(9)]
         assert runtime.states["inflight"].value() is None
     finally:
         gated.release.set()
@@ -162,7 +143,7 @@ def test_a_timer_while_batches_keep_coming_waits_for_nothing(gated: Gated) -> No
         assert list(scan.on_timer(first, ctx)) == []
         gated.release.set()
         outputs = list(scan.on_timer(max(ctx.timers.registered), ctx))
-        assert answered(outputs) == ["c0", "c1"]
+        assert answered(outputs) == ["c-0", "c-1"]
     finally:
         gated.release.set()
         scan.close()
@@ -182,7 +163,7 @@ def test_batches_a_restored_checkpoint_held_in_flight_are_handled_again(gated: G
     try:
         outputs = list(restored.process_element(batch(2), ctx))
         outputs += restored.on_timer(max(ctx.timers.registered), ctx)
-        assert answered(outputs) == ["c0", "c1", "c2"]
+        assert answered(outputs) == ["c-0", "c-1", "c-2"]
         bad = Row([TOPIC], ["bad"], ["{not json"])
         outputs = list(restored.process_element(bad, ctx))
         outputs += restored.on_timer(max(ctx.timers.registered), ctx)
