@@ -12,9 +12,11 @@ EXT_JAR := $(JARS)/flink/modstream-flink-ext.jar
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # `make test` runs on its own ports and run directory, so it never touches a stack you
-# started with `make up` (defaults 9092/9093/6379 in .run/).
+# started with `make up` (defaults 9092/9093/6379 in .run/). Its jobs require signatures on
+# every authority topic, keys derived from one dev secret (docs/reliability/signing.md).
 TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
-	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379
+	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
+	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
 .PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation bench-detectors
 

@@ -196,6 +196,7 @@ def scan_job(
         "--max-wait-ms", "20",
         "--checkpoint-interval-ms", "1000",
         "--checkpoint-dir", str(workdir / "ckpt"),
+        "--media-root", str(workdir),
         "--transactional-id-prefix", prefix,
         "--group-id", prefix,
         *extra,

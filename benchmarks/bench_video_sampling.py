@@ -19,7 +19,7 @@ import time
 
 from tests.udfs.frames import background, flagged
 from udfs.nsfw_image import NsfwImage
-from udfs.video import encode, score_segments
+from udfs.video import encode, segment_scores
 
 RATES = (1, 2, 3, 5, 10)
 
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
         found = sum(
             1
             for video in videos
-            if score_segments(detector, video, segments=1, sample_every=rate)[0] >= args.threshold
+            if segment_scores(video, "video/mp4", 1, detector.score_frames, sample_every=rate)[0]
+            >= args.threshold
         )
         elapsed = time.perf_counter() - started
         report[rate] = {

@@ -6,6 +6,10 @@ pattern (operators/enforcement.py) against the reference Content Service on Redi
 through an exactly-once sink. Failed applies are retried on processing-time timers with
 backoff and jitter, then dead-lettered as `transient_exhausted`; an action another worker holds
 is looked at again when its intent's TTL may have freed it.
+
+One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
+validate goes to the DLQ as `schema`; a valid action whose handling fails unexpectedly goes as
+`permanent`, with nothing emitted for it; either way the next record is handled.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators import enforcement
 from schemas import SchemaError, dead_letter, parse
+from schemas.dlq import ErrorClass
+from schemas.registry import load_json, validate
 
 INPUT_TOPICS = ("moderation.actions", "enforcement.repairs")
 # For drills and the crash test: exit the whole process right after applying this action and
@@ -64,38 +70,98 @@ class Enforce(KeyedProcessFunction):
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        self.redis = redis.Redis.from_url(self.config.redis_url)
-        self.service = ContentService(self.redis, Path(self.config.media_dir))
-        self.intents = enforcement.RedisIntents(self.redis)
-        crash = os.environ.get(CRASH_ENV)
-        self.target: Any = _CrashAfterApply(self.service, crash) if crash else self.service
-        # Actions waiting for a retry: action_id -> {"action", "attempt", "source"}.
-        self.waiting = runtime_context.get_map_state(
+        self.redis: Any = redis.Redis.from_url(self.config.redis_url)
+        service = ContentService(self.redis, Path(self.config.media_dir))
+        # Actions waiting for a retry: action_id -> {"action", "attempt", "source", "at"}.
+        waiting = runtime_context.get_map_state(
             MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
         )
+        self.attach(service, enforcement.RedisIntents(self.redis), waiting)
+
+    def attach(self, service: Any, intents: enforcement.Intents, waiting: Any) -> None:
+        """The Content Service, the intent store and the retry state (tests pass fakes)."""
+        self.service = service
+        self.intents = intents
+        crash = os.environ.get(CRASH_ENV)
+        self.target: Any = _CrashAfterApply(service, crash) if crash else service
+        self.waiting = waiting
 
     def close(self) -> None:
-        self.redis.close()
+        if getattr(self, "redis", None) is not None:
+            self.redis.close()
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        physical, raw = value[0], value[2]
+        physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         source = self.config.contract(physical)
         try:
             action = _decode(source, raw)
         except SchemaError as error:
-            letter = dead_letter(
-                physical, value[1], raw, error, ts=value[3] or 0, operator="enforce"
-            )
-            yield Row(self.config.physical("moderation.dlq"), value[1], letter.model_dump_json())
+            yield self._letter(physical, key, raw, error, record_ts, "schema")
             return
-        yield from self._attempt(action, 1, physical, ctx)
+        yield from self._handle(action, 1, physical, raw, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        due = [(key, json.loads(raw)) for key, raw in self.waiting.items()]
-        for key, entry in due:
-            if entry["at"] <= timestamp:
+        for key, stored in list(self.waiting.items()):
+            try:
+                entry = json.loads(stored)
+                due = int(entry["at"]) <= timestamp
+                action, attempt, source = entry["action"], int(entry["attempt"]), entry["source"]
+                if not isinstance(action, dict) or not isinstance(source, str):
+                    raise TypeError("retry entry")
+                raw = json.dumps(action, separators=(",", ":"))
+            except Exception as error:  # a retry entry this code did not write: drop it, once
                 self.waiting.remove(key)
-                yield from self._attempt(entry["action"], entry["attempt"], entry["source"], ctx)
+                yield self._letter("enforce.waiting", None, stored, error, timestamp, "permanent")
+                continue
+            if due:
+                self.waiting.remove(key)
+                yield from self._handle(action, attempt, source, raw, ctx)
+
+    def _handle(
+        self, action: dict[str, Any], attempt: int, source: str, raw: str | None, ctx: Any
+    ) -> Iterator[Row]:
+        """One attempt at one action; an unexpected failure dead-letters this action only, and
+        nothing it would have emitted is emitted."""
+        try:
+            rows = list(self._attempt(action, attempt, source, ctx))
+        except Exception as error:
+            content_id, ts = action.get("content_id"), action.get("ts")
+            rows = [
+                self._letter(
+                    source,
+                    content_id if isinstance(content_id, str) else None,
+                    raw,
+                    f"enforce: action {_short(action.get('action_id'))}: handling failed "
+                    f"({type(error).__name__})",
+                    ts if isinstance(ts, int) else 0,
+                    "permanent",
+                    attempts=attempt,
+                )
+            ]
+        yield from rows
+
+    def _letter(
+        self,
+        source: str,
+        key: str | None,
+        raw: str | None,
+        error: BaseException | str,
+        ts: int,
+        error_class: ErrorClass,
+        *,
+        attempts: int = 1,
+    ) -> Row:
+        letter = dead_letter(
+            source,
+            key,
+            raw,
+            error,
+            ts=ts,
+            error_class=error_class,
+            attempts=attempts,
+            operator="enforce",
+        )
+        return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
 
     def _attempt(
         self, action: dict[str, Any], attempt: int, source: str, ctx: Any
@@ -149,19 +215,29 @@ class Enforce(KeyedProcessFunction):
             )
 
 
+def _short(value: object) -> str:
+    """An id for a message: ids are ours (sha256 hex), but a message never carries more."""
+    return str(value)[:64] if isinstance(value, str) else "<none>"
+
+
 def _decode(source: str, raw: str | None) -> dict[str, Any]:
-    """A moderation.actions record, or a repair: the same record plus `repair_of`."""
-    if source == "enforcement.repairs":
-        try:
-            record = json.loads(raw or "")
-        except ValueError:
-            raise SchemaError(source, "enforcement.repairs: not a JSON object") from None
-        if not isinstance(record, dict) or not isinstance(record.get("repair_of"), str):
-            raise SchemaError(source, "enforcement.repairs.repair_of: required string")
-        repair_of = record.pop("repair_of")
-        action = parse("moderation.actions", json.dumps(record)).model_dump(exclude_none=True)
-        return {**action, "repair_of": repair_of}
-    return parse("moderation.actions", raw or "").model_dump(exclude_none=True)
+    """A moderation.actions record, or a repair: the same record plus `repair_of`. Any failure
+    is a SchemaError (strict JSON: size, depth, duplicated names, NaN, 64-bit integers)."""
+    try:
+        if source == "enforcement.repairs":
+            record = load_json(source, raw or "")
+            if not isinstance(record, dict) or not isinstance(record.get("repair_of"), str):
+                raise SchemaError(source, "enforcement.repairs.repair_of: required string")
+            repair_of = record.pop("repair_of")
+            if not 1 <= len(repair_of) <= 256:
+                raise SchemaError(source, "enforcement.repairs.repair_of: 1 to 256 characters")
+            action = validate("moderation.actions", record).model_dump(exclude_none=True)
+            return {**action, "repair_of": repair_of}
+        return parse("moderation.actions", raw or "").model_dump(exclude_none=True)
+    except SchemaError:
+        raise
+    except Exception as error:  # whatever a hostile record makes the parser raise
+        raise SchemaError(source, f"enforce: undecodable record ({type(error).__name__})") from None
 
 
 def build(

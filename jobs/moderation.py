@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import zlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pyflink.common import Duration, Row, Types, WatermarkStrategy
-from pyflink.common.watermark_strategy import TimestampAssigner
+from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.datastream import DataStream, OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import (
     KeyedBroadcastProcessFunction,
@@ -33,18 +34,31 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
 from modstream.config import Settings
-from operators import moderation, reports, sanctions
+from modstream.limits import Limits
+from operators import admission, moderation, reports, sanctions, signing
+from operators.admission import Refused
 from operators.hashbank import HashBanks
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
 from operators.reports import REPORTER_TTL_MS, ReportWeight
+from operators.signing import Keyring
 from schemas import SchemaError, dead_letter, parse
 from schemas.signals import HashBankEntry
 
-# Row(kind, key, topic, value, ts, seq): kind "keyed" | "broadcast" | "report"; seq orders
-# records of equal ts that reach a key by different paths (replay: the line number; Kafka: 0).
+# Row(kind, key, topic, value, ts, seq, lane): kind "keyed" | "broadcast" | "report"; seq orders
+# records of equal ts that reach a key by different paths (replay: the line number; Kafka: 0);
+# lane is where an admitted record came from (`topic#partition`), or "" for records that never
+# move event time (policy, control and hash-bank records, re-evaluation requests).
 DECODED_ROW = Types.ROW(
-    [Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()]
+    [
+        Types.STRING(),
+        Types.STRING(),
+        Types.STRING(),
+        Types.STRING(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.STRING(),
+    ]
 )
 BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
 # A viral item's report storm: reports are combined per (version, shard, window) before the
@@ -63,57 +77,95 @@ class ModerationConfig(runtime.TopicNames):
     trusted_policy: dict[str, Any] | None = None  # replay's --policy document
     # Parallelism of everything before key_by; replay uses 1 so file order survives.
     pre_key_parallelism: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    # Producers' and approvers' keys; which authority topics must be signed (operators/signing).
+    keyring: Keyring = field(default_factory=Keyring)
+    # Event time (docs/moderation.md, "Time"): the processing clock is the wall clock unless
+    # fixed (replay fixes it at its start, so its admission does not depend on how long it runs);
+    # `wall_clock` lets event time follow the processing clock when every lane is live or quiet.
+    now_ms: int | None = None
+    wall_clock: bool = True
+    live_window_ms: int = 30_000
+    backfill_idleness_ms: int = 10_000
+
+    def clock(self) -> int:
+        """The processing clock, in ms since the epoch."""
+        return self.now_ms if self.now_ms is not None else int(time.time() * 1000)
 
 
 DLQ_TAG = OutputTag("dlq", runtime.SINK_ROW)
-BROADCAST_TAG = OutputTag("broadcast", DECODED_ROW)
-REPORTS_TAG = OutputTag("reports", DECODED_ROW)
+# Everything a record must not take down: what a handler may raise on hostile input or a bug.
+HANDLER_FAILURES = (Exception, RecursionError, MemoryError)
 
 
 class Decode(ProcessFunction):
-    """Row(topic, key, value, ts) -> a validated keyed row; policy and hash-bank records to the
-    `broadcast` side output; anything invalid to the `dlq` side output. One pass per record."""
+    """Row(topic, key, value, ts, lane[, seq]) -> one admitted DECODED_ROW (keyed input, reports,
+    policy and hash-bank records) on the main output, or one DLQ row on the `dlq` side output.
+    Only what `operators.admission` admits carries a lane, so only that moves event time."""
 
     def __init__(self, config: ModerationConfig) -> None:
         self.config = config
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
-        physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
-        seq = value[4] if len(value) > 4 else 0
+        physical, key, raw = value[0], value[1], value[2]
+        record_ts = int(value[3] or 0)
+        lane = (value[4] or "") if len(value) > 4 else ""
+        seq = int(value[5] or 0) if len(value) > 5 else 0
         topic = self.config.contract(physical)
-        if topic in BROADCAST_TOPICS:
-            ts = _event_time(raw, record_ts)
-            yield BROADCAST_TAG, Row("broadcast", topic, topic, raw or "", ts, seq)
+        if topic == "policy.rules":
+            # Verified and validated where it is applied (PolicyStore); never moves event time.
+            ts = admission.event_time(admission.document_of(raw, self.config.limits), record_ts)
+            yield Row("broadcast", topic, topic, raw or "", ts, seq, "")
             return
-        try:
-            if topic not in KEYED_TOPICS:
-                raise SchemaError(topic, f"{topic!r} is not an input of the moderation job")
-            record = parse(topic, raw if raw is not None else "")
-        except SchemaError as error:
-            letter = dead_letter(
-                physical, key, raw, error, ts=_event_time(raw, record_ts), operator="moderation"
+        if topic not in KEYED_TOPICS and topic != "hash.bank":
+            refused = Refused(
+                "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
             )
-            yield (
-                DLQ_TAG,
-                Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json()),
-            )
+            yield self._letter(physical, raw, refused)
             return
-        ts = record.ts  # type: ignore[attr-defined]
-        version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
+        verdict = admission.admit(
+            topic,
+            raw,
+            now_ms=self.config.clock(),
+            limits=self.config.limits,
+            fallback_ts=record_ts,
+            fallback_key=key,
+            time_checked=topic in KEYED_TOPICS,
+            signature=self._signature,
+        )
+        if isinstance(verdict, Refused):
+            yield self._letter(physical, raw, verdict)
+            return
+        record, ts = verdict.record, verdict.ts
+        if topic == "hash.bank":
+            yield Row("broadcast", topic, topic, raw, ts, seq, "")
+            return
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
-            reporter = getattr(record, "reporter_id", None)
-            yield REPORTS_TAG, Row("report", reporter, topic, record.model_dump_json(), ts, seq)
+            reporter = record.reporter_id  # type: ignore[attr-defined]
+            yield Row("report", reporter, topic, record.model_dump_json(), ts, seq, lane)
             return
-        yield Row("keyed", version_key, topic, record.model_dump_json(), ts, seq)
+        version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
+        # Re-evaluation is low priority: it never holds event time back for live input.
+        moves_time = "" if topic == "moderation.reevaluate" else lane
+        yield Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
 
+    def _signature(self, topic: str, document: Any) -> str | None:
+        return signing.check(topic, document, self.config.keyring)
 
-def _event_time(raw: str | None, fallback: int) -> int:
-    try:
-        ts = json.loads(raw).get("ts") if raw else None
-    except (ValueError, AttributeError):
-        return fallback
-    return ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else fallback
+    def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
+        letter = dead_letter(
+            physical,
+            refused.key,
+            raw,
+            refused.message,
+            ts=refused.ts,
+            error_class=refused.error_class,  # type: ignore[arg-type]
+            operator="moderation",
+        )
+        return DLQ_TAG, Row(
+            self.config.physical("moderation.dlq"), refused.key, letter.model_dump_json()
+        )
 
 
 def subtask_index(runtime_context: RuntimeContext) -> int:
@@ -125,9 +177,23 @@ def subtask_index(runtime_context: RuntimeContext) -> int:
     return runtime_context.get_index_of_this_subtask()
 
 
-class PayloadTime(TimestampAssigner):
-    def extract_timestamp(self, value: Row, record_timestamp: int) -> int:
-        return int(value[3])
+def failure_letter(
+    config: ModerationConfig, topic: str, key: str | None, raw: str, ts: int, error: BaseException
+) -> Row:
+    """A DLQ row (`permanent`) for an admitted input whose handling failed: the input is set
+    aside and the operator goes on. The message names the failure, never the content."""
+    message = f"{type(error).__name__} while handling the record; input set aside"
+    print(f"moderation: {message} ({topic}, key {key!r})", file=sys.stderr, flush=True)
+    letter = dead_letter(
+        config.physical(topic),
+        key,
+        raw,
+        message,
+        ts=ts,
+        error_class="permanent",
+        operator="moderation",
+    )
+    return Row(config.physical("moderation.dlq"), key, letter.model_dump_json())
 
 
 class PolicyAware(KeyedBroadcastProcessFunction):
@@ -152,7 +218,9 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         revision = int(state.get("revision") or 0)
         if self.store is None or self.banks is None or revision != self.loaded_revision:
             store = PolicyStore.from_records(
-                json.loads(state.get("policies") or "[]"), trusted=self.config.trusted_policy
+                json.loads(state.get("policies") or "[]"),
+                trusted=self.config.trusted_policy,
+                keyring=self.config.keyring,
             )
             self.store = store
             banks = json.loads(state.get("banks") or "{}")
@@ -176,6 +244,10 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             if self.report_rejections and self.subtask == 0:
                 letter = dead_letter_for(raw, error, ts=ts, source_topic=topic)
                 yield Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
+            return
+        except HANDLER_FAILURES as error:
+            if self.report_rejections and self.subtask == 0:
+                yield failure_letter(self.config, topic, None, raw, ts, error)
             return
         if changed:
             self.loaded_revision += 1
@@ -234,15 +306,22 @@ class ReportGate(PolicyAware):
         limits = policy.document.reports if policy is not None else None
         hourly_limit = limits.reporter_hourly_limit if limits is not None else 10
         for topic, raw, seq in drained:
-            record = json.loads(raw)
-            state, weight = reports.gate(state, timestamp, hourly_limit)
+            try:
+                record = json.loads(raw)
+                state, weight = reports.gate(
+                    state, timestamp, hourly_limit, self.config.limits.max_reporter_reports
+                )
+            except HANDLER_FAILURES as error:
+                yield failure_letter(self.config, topic, None, raw, timestamp, error)
+                continue
             record["_modstream_weight"] = weight.weight
             record["_modstream_new_reporter"] = weight.new_reporter
             record["_modstream_seq"] = seq
             shard = zlib.crc32(record["reporter_id"].encode("utf-8")) % REPORT_SHARDS
             key = f"{record['content_id']}\x1f{record['content_version']}\x1f{shard}"
-            yield Row("keyed", key, topic, json.dumps(record), timestamp, seq)
-        assert state is not None
+            yield Row("keyed", key, topic, json.dumps(record), timestamp, seq, "")
+        if state is None:
+            return
         if "timer" not in state:
             state["timer"] = state["last"] + REPORTER_TTL_MS
             ctx.timer_service().register_event_time_timer(state["timer"])
@@ -277,7 +356,18 @@ class ReportCombine(KeyedProcessFunction):
             _, ts, seq, event_id = key.split("|", 3)
             batch.append([int(ts), int(seq), event_id, raw])
         version_key = str(ctx.get_current_key()).rsplit("\x1f", 1)[0]
-        yield Row("keyed", version_key, REPORT_BATCH, json.dumps(batch), timestamp, 0)
+        yield Row("keyed", version_key, REPORT_BATCH, json.dumps(batch), timestamp, 0, "")
+
+
+_TIMER = -1  # the index under which a failed timer is set aside
+_TIMERS = "moderation.timers"  # DLQ source of a failed timer (no input record)
+
+
+class _InputFailed(Exception):
+    def __init__(self, index: int, error: BaseException) -> None:
+        super().__init__(index)
+        self.index = index
+        self.error = error
 
 
 class Moderate(PolicyAware):
@@ -307,44 +397,17 @@ class Moderate(PolicyAware):
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
         store, banks = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
         raw_state = self.version.value()
-        state = json.loads(raw_state) if raw_state else None
-        outputs: list[moderation.Output] = []
-        letters: list[tuple[str, str | None, str, str, str, int]] = []
-        timers: list[int] = []
-        for topic, raw, ts in self._inputs(timestamp):
-            parsed: Any = parse(topic, raw)
-            hashes = (state or {}).get("content") or (
-                {"sha256": parsed.sha256, "phash": parsed.phash}
-                if topic == "content.versions" and parsed.type == "upsert"
-                else {}
-            )
-            context = self._context(store, banks, parsed.content_id, ts, hashes)
-            if topic == "moderation.reports":
-                weights = json.loads(raw)
-                context = moderation.Context(
-                    context.resolution,
-                    context.hash_matches,
-                    ReportWeight(
-                        float(weights.get("_modstream_weight", 1.0)),
-                        bool(weights.get("_modstream_new_reporter")),
-                    ),
-                )
-            result = moderation.step(state, topic, parsed, ts, context)
-            state = result.state
-            outputs += result.outputs
-            timers += result.timers
-            letters += [
-                (topic, parsed.content_id, error_class, message, raw, ts)
-                for error_class, message in result.dead_letters
-            ]
-        if state is not None:
-            context = self._context(
-                store, banks, state["cid"], timestamp, state.get("content") or {}
-            )
-            result = moderation.on_timer(state, timestamp, context)
-            state = result.state
-            outputs += result.outputs
-            timers += result.timers
+        inputs = self._inputs(timestamp)
+        # An input whose step fails is set aside (DLQ `permanent`) and the batch runs again from
+        # the stored state without it, so a half-applied input never reaches state or output.
+        set_aside: dict[int, BaseException] = {}
+        while True:
+            try:
+                run = self._run(raw_state, inputs, set_aside, timestamp, store, banks)
+                break
+            except _InputFailed as failed:
+                set_aside[failed.index] = failed.error
+        state, outputs, timers, letters = run
         if state is None:
             self.version.clear()
         else:
@@ -366,10 +429,79 @@ class Moderate(PolicyAware):
                 raw,
                 message,
                 ts=ts,
-                error_class=error_class,  # type: ignore[arg-type]
+                error_class=error_class,
                 operator="moderation",
             )
-            yield Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
+            yield Row(self.config.physical("moderation.dlq"), content_id, letter.model_dump_json())
+        key = str(ctx.get_current_key())
+        for index, error in sorted(set_aside.items()):
+            # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
+            topic, raw, ts = inputs[index] if index != _TIMER else (_TIMERS, "", timestamp)
+            yield failure_letter(self.config, topic, key.split("\x1f", 1)[0], raw, ts, error)
+
+    def _run(
+        self,
+        raw_state: str | None,
+        inputs: list[tuple[str, str, int]],
+        set_aside: dict[int, BaseException],
+        timestamp: int,
+        store: PolicyStore,
+        banks: HashBanks,
+    ) -> tuple[Any, list[moderation.Output], list[int], list[Any]]:
+        """Apply `inputs` (but those set aside) and the timer to the stored state."""
+        state = json.loads(raw_state) if raw_state else None
+        outputs: list[moderation.Output] = []
+        letters: list[tuple[str, str | None, str, str, str, int]] = []
+        timers: list[int] = []
+        for index, (topic, raw, ts) in enumerate(inputs):
+            if index in set_aside:
+                continue
+            try:
+                result, content_id = self._step(state, topic, raw, ts, store, banks)
+            except HANDLER_FAILURES as error:
+                raise _InputFailed(index, error) from None
+            state = result.state
+            outputs += result.outputs
+            timers += result.timers
+            letters += [
+                (topic, content_id, error_class, message, raw, ts)
+                for error_class, message in result.dead_letters
+            ]
+        if state is not None and _TIMER not in set_aside:
+            try:
+                context = self._context(
+                    store, banks, state["cid"], timestamp, state.get("content") or {}
+                )
+                result = moderation.on_timer(state, timestamp, context)
+            except HANDLER_FAILURES as error:
+                raise _InputFailed(_TIMER, error) from None
+            state = result.state
+            outputs += result.outputs
+            timers += result.timers
+        return state, outputs, timers, letters
+
+    def _step(
+        self, state: Any, topic: str, raw: str, ts: int, store: PolicyStore, banks: HashBanks
+    ) -> tuple[moderation.StepResult, str]:
+        parsed: Any = parse(topic, raw)
+        hashes = (state or {}).get("content") or (
+            {"sha256": parsed.sha256, "phash": parsed.phash}
+            if topic == "content.versions" and parsed.type == "upsert"
+            else {}
+        )
+        context = self._context(store, banks, parsed.content_id, ts, hashes)
+        if topic == "moderation.reports":
+            weights = json.loads(raw)
+            context = moderation.Context(
+                context.resolution,
+                context.hash_matches,
+                limits=self.config.limits,
+                report=ReportWeight(
+                    float(weights.get("_modstream_weight", 1.0)),
+                    bool(weights.get("_modstream_new_reporter")),
+                ),
+            )
+        return moderation.step(state, topic, parsed, ts, context), parsed.content_id
 
     def _context(
         self, store: PolicyStore, banks: HashBanks, content_id: str, ts: int, hashes: dict[str, Any]
@@ -384,7 +516,7 @@ class Moderate(PolicyAware):
                 ts,
                 resolution.decide.document.phash_max_distance,
             )
-        return moderation.Context(resolution, matches)
+        return moderation.Context(resolution, matches, limits=self.config.limits)
 
 
 class Sanctions(KeyedProcessFunction):
@@ -430,11 +562,30 @@ class Sanctions(KeyedProcessFunction):
                 ),
             )
             for entry in entries:
-                result = sanctions.on_decision(state, user_id, entry["decision"], entry["strikes"])
+                before = json.dumps(state)
+                try:
+                    result = sanctions.on_decision(
+                        state, user_id, entry["decision"], entry["strikes"]
+                    )
+                except HANDLER_FAILURES as error:
+                    state = json.loads(before)
+                    decision = entry["decision"]
+                    yield failure_letter(
+                        self.config,
+                        "moderation.decisions",
+                        decision.get("content_id"),
+                        json.dumps(decision),
+                        timestamp,
+                        error,
+                    )
+                    continue
                 state, outputs, timers = result.state, outputs + result.outputs, result.timers
         else:
-            result = sanctions.on_timer(state, timestamp)
-            state, timers = result.state, result.timers
+            try:
+                result = sanctions.on_timer(state, timestamp)
+                state, timers = result.state, result.timers
+            except HANDLER_FAILURES as error:
+                yield failure_letter(self.config, _TIMERS, user_id, "", timestamp, error)
         if state is None:
             self.account.clear()
         else:
@@ -454,23 +605,11 @@ def build(
     source: DataStream,
     sink: Callable[[DataStream], Any],
     config: ModerationConfig,
-    *,
-    source_has_event_time: bool = False,
 ) -> None:
-    """Wire decode -> event time -> key -> broadcast join -> sink. `source` gives SOURCE_ROW
-    rows (topic, key, value, ts) of every input topic, keyed and broadcast alike; when
-    `source_has_event_time` its watermarks come from the source (Kafka, per partition),
-    otherwise they are assigned here from each record's `ts` (replay's ordered file)."""
-    if not source_has_event_time:
-        source = source.assign_timestamps_and_watermarks(
-            WatermarkStrategy.for_bounded_out_of_orderness(
-                Duration.of_millis(config.out_of_orderness_ms)
-            )
-            .with_timestamp_assigner(PayloadTime())
-            .with_idleness(Duration.of_millis(config.idleness_ms))
-        )
-        if config.pre_key_parallelism:
-            source = source.set_parallelism(config.pre_key_parallelism)
+    """Wire decode -> event time -> key -> broadcast join -> sink. `source` gives rows
+    (topic, key, value, ts, lane[, seq]) of every input topic, keyed and broadcast alike, with
+    no watermarks: event time is assigned after decoding, from admitted records only
+    (`ValidatedTime`, docs/moderation.md "Time")."""
     decoded = (
         source.process(Decode(config), output_type=DECODED_ROW)
         .name("decode")
@@ -479,10 +618,11 @@ def build(
     if config.pre_key_parallelism:
         # The order of the input is the order of equal-ts records: no reshuffle before key_by.
         decoded = decoded.set_parallelism(config.pre_key_parallelism)
+    timed = validated_time(decoded, config)
     dlq = decoded.get_side_output(DLQ_TAG)
-    broadcast = decoded.get_side_output(BROADCAST_TAG).broadcast(BROADCAST_STATE)
+    broadcast = by_topic(timed, "broadcast", keep=True, config=config).broadcast(BROADCAST_STATE)
     weighed = (
-        decoded.get_side_output(REPORTS_TAG)
+        by_topic(timed, "report", keep=True, config=config)
         .key_by(lambda row: row[1], key_type=Types.STRING())
         .connect(broadcast)
         .process(ReportGate(config), output_type=DECODED_ROW)
@@ -495,7 +635,11 @@ def build(
         .name("report_combine")
         .uid("moderation_report_combine")
     )
-    keyed = decoded.union(combined).key_by(lambda row: row[1], key_type=Types.STRING())
+    keyed = (
+        by_topic(timed, "keyed", keep=True, config=config)
+        .union(combined)
+        .key_by(lambda row: row[1], key_type=Types.STRING())
+    )
     decided = (
         keyed.connect(broadcast)
         .process(Moderate(config), output_type=runtime.SINK_ROW)
@@ -512,10 +656,33 @@ def build(
     sink(by_topic(decided, moderation.SANCTIONS, keep=False).union(dlq, sanctioned))
 
 
-def by_topic(stream: DataStream, topic: str, *, keep: bool) -> DataStream:
-    """The rows of `stream` whose topic is (keep) or is not `topic`, filtered in Java."""
+def by_topic(
+    stream: DataStream, topic: str, *, keep: bool, config: ModerationConfig | None = None
+) -> DataStream:
+    """The rows of `stream` whose first field is (keep) or is not `topic`, filtered in Java;
+    before key_by at the configured pre-key parallelism."""
     jvm = get_gateway().jvm
-    return DataStream(stream._j_data_stream.filter(jvm.io.modstream.flink.TopicFilter(topic, keep)))
+    filtered = stream._j_data_stream.filter(jvm.io.modstream.flink.TopicFilter(topic, keep))
+    if config is not None and config.pre_key_parallelism:
+        filtered.setParallelism(config.pre_key_parallelism)
+    return DataStream(filtered)
+
+
+def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
+    """Timestamps and watermarks from admitted records only, per lane (ValidatedTime.java)."""
+    jvm = get_gateway().jvm
+    strategy = jvm.io.modstream.flink.ValidatedTime(
+        config.out_of_orderness_ms,
+        config.idleness_ms,
+        config.backfill_idleness_ms,
+        config.live_window_ms,
+        config.wall_clock,
+    )
+    timed = decoded._j_data_stream.assignTimestampsAndWatermarks(strategy)
+    timed.name("validated event time").uid("moderation_validated_time")
+    if config.pre_key_parallelism:
+        timed.setParallelism(config.pre_key_parallelism)
+    return DataStream(timed)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -529,7 +696,24 @@ def main(argv: list[str] | None = None) -> int:
         help="a trusted policy YAML used until a policy.rules record arrives",
     )
     parser.add_argument("--out-of-orderness-ms", type=int, default=2_000)
-    parser.add_argument("--idleness-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--idleness-ms",
+        type=int,
+        default=1_000,
+        help="a live lane silent this long is quiet: it no longer holds event time back",
+    )
+    parser.add_argument(
+        "--live-window-ms",
+        type=int,
+        default=30_000,
+        help="a lane whose records arrive within this of their ts is live (docs/moderation.md)",
+    )
+    parser.add_argument(
+        "--backfill-idleness-ms",
+        type=int,
+        default=10_000,
+        help="a lane that is behind holds event time this long after its last record",
+    )
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("moderation", args, settings)
@@ -538,6 +722,10 @@ def main(argv: list[str] | None = None) -> int:
         policy_id=args.policy_id,
         out_of_orderness_ms=args.out_of_orderness_ms,
         idleness_ms=args.idleness_ms,
+        live_window_ms=args.live_window_ms,
+        backfill_idleness_ms=args.backfill_idleness_ms,
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
         trusted_policy=trusted,
         topics=job.topics,
@@ -545,7 +733,8 @@ def main(argv: list[str] | None = None) -> int:
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.
-    event_time = runtime.payload_watermarks(args.out_of_orderness_ms, args.idleness_ms)
+    # No watermarks at the sources: event time comes from admitted records (validated_time).
+    event_time = WatermarkStrategy.no_watermarks()
     live = env.from_source(
         runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
         event_time,
@@ -566,7 +755,6 @@ def main(argv: list[str] | None = None) -> int:
         source,
         lambda stream: stream.sink_to(runtime.kafka_sink(job)).uid("sink"),
         config,
-        source_has_event_time=True,
     )
     if job.restore_from:
         print(f"moderation: restoring from {job.restore_from}", flush=True)

@@ -7,6 +7,11 @@ after `--max-retries` repairs, one `alert`. Outputs go through this job's own ex
 Metrics (Flink's metric system, group `reconciler`): `enforcement_lag_ms` (a histogram of the
 time from an action's arrival to the matching effective visibility) and `open_discrepancies`
 (a gauge, per subtask).
+
+One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
+validate goes to the DLQ as `schema`; a valid one whose handling fails unexpectedly goes as
+`permanent`, and the content item's state stays as it was; a failing timer dead-letters the
+item's desired action. Either way the next record is handled.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from jobs import runtime
 from modstream.config import Settings
 from operators import reconcile
 from schemas import SchemaError, dead_letter, parse
+from schemas.dlq import ErrorClass
 
 INPUT_TOPICS = ("moderation.actions", "content.visibility")
 
@@ -52,37 +58,75 @@ class Reconcile(KeyedProcessFunction):
             self.lag = None
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        physical, raw = value[0], value[2]
+        physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         topic = self.config.contract(physical)
         try:
-            record = parse(topic, raw or "").model_dump(exclude_none=True)
+            record = _decode(topic, raw)
         except SchemaError as error:
-            letter = dead_letter(
-                physical, value[1], raw, error, ts=value[3] or 0, operator="reconciler"
-            )
-            yield Row(self.config.physical("moderation.dlq"), value[1], letter.model_dump_json())
+            yield self._letter(physical, key, raw, error, record_ts, "schema")
             return
-        now = int(time.time() * 1000)
-        stored = self.state.value()
-        state = json.loads(stored) if stored else None
-        if topic == "moderation.actions":
-            result = reconcile.on_action(state, record, now, self.config.sla_ms)
-        else:
-            result = reconcile.on_visibility(state, record, now, self.config.sla_ms)
-        yield from self._finish(result, ctx)
+        try:
+            now = int(time.time() * 1000)
+            stored = self.state.value()
+            state = json.loads(stored) if stored else None
+            if topic == "moderation.actions":
+                result = reconcile.on_action(state, record, now, self.config.sla_ms)
+            else:
+                result = reconcile.on_visibility(state, record, now, self.config.sla_ms)
+            rows = self._finish(result, ctx)
+        except Exception as error:
+            message = f"reconciler: {topic} record: handling failed ({type(error).__name__})"
+            rows = [
+                self._letter(
+                    physical, record["content_id"], raw, message, record["ts"], "permanent"
+                )
+            ]
+        yield from rows
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         stored = self.state.value()
         if not stored:
             return
-        result = reconcile.on_timer(
-            json.loads(stored), int(time.time() * 1000), self.config.sla_ms, self.config.max_retries
-        )
-        yield from self._finish(result, ctx)
+        try:
+            result = reconcile.on_timer(
+                json.loads(stored),
+                int(time.time() * 1000),
+                self.config.sla_ms,
+                self.config.max_retries,
+            )
+            rows = self._finish(result, ctx)
+        except Exception as error:
+            # No record to blame: the letter carries the state's desired action (no content),
+            # and no timer is armed again, so a failing state cannot loop.
+            key = str(ctx.get_current_key())
+            message = f"reconciler: timer failed ({type(error).__name__})"
+            rows = [
+                self._letter(
+                    self.config.physical("moderation.actions"),
+                    key,
+                    _desired(stored),
+                    message,
+                    timestamp,
+                    "permanent",
+                )
+            ]
+        yield from rows
 
-    def _finish(self, result: reconcile.ReconcileResult, ctx: Any) -> Iterator[Row]:
+    def _finish(self, result: reconcile.ReconcileResult, ctx: Any) -> list[Row]:
+        """Store the new state and arm its timers; the rows to emit. Everything that can fail
+        on a value runs before the state is touched."""
         key = str(ctx.get_current_key())
-        self.state.update(json.dumps(result.state, separators=(",", ":")))
+        rows = [
+            Row(self.config.physical(topic), output_key, json.dumps(output, separators=(",", ":")))
+            for topic, output_key, output in result.outputs
+        ]
+        stored = (
+            json.dumps(result.state, separators=(",", ":")) if result.state is not None else None
+        )
+        if stored is None:
+            self.state.clear()
+        else:
+            self.state.update(stored)
         if result.open:
             self.open_keys.add(key)
         else:
@@ -91,10 +135,47 @@ class Reconcile(KeyedProcessFunction):
             self.lag.update(result.lag_ms)
         for timer in result.timers:
             ctx.timer_service().register_processing_time_timer(timer)
-        for topic, output_key, output in result.outputs:
-            yield Row(
-                self.config.physical(topic), output_key, json.dumps(output, separators=(",", ":"))
-            )
+        return rows
+
+    def _letter(
+        self,
+        source: str,
+        key: str | None,
+        raw: str | None,
+        error: BaseException | str,
+        ts: int,
+        error_class: ErrorClass,
+    ) -> Row:
+        letter = dead_letter(
+            source, key, raw, error, ts=ts, error_class=error_class, operator="reconciler"
+        )
+        return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
+
+
+def _decode(topic: str, raw: str | None) -> dict[str, Any]:
+    """A validated moderation.actions or content.visibility record; any failure is a
+    SchemaError (strict JSON: size, depth, duplicated names, NaN, 64-bit integers)."""
+    if topic not in INPUT_TOPICS:
+        raise SchemaError(topic, f"reconciler: {topic!r} is not an input of this job")
+    try:
+        return parse(topic, raw or "").model_dump(exclude_none=True)
+    except SchemaError:
+        raise
+    except Exception as error:  # whatever a hostile record makes the parser raise
+        raise SchemaError(
+            topic, f"reconciler: undecodable record ({type(error).__name__})"
+        ) from None
+
+
+def _desired(stored: str) -> str | None:
+    """The desired action kept in a stored state, as JSON, for a letter about that state."""
+    try:
+        desired = json.loads(stored).get("desired")
+    except Exception:
+        return None
+    if not isinstance(desired, dict):
+        return None
+    return json.dumps({k: v for k, v in desired.items() if k != "received"}, separators=(",", ":"))
 
 
 def build(

@@ -33,9 +33,12 @@ from pyflink.java_gateway import get_gateway
 
 from modstream.config import Settings
 
-# Row(topic, key, value, ts) from TopicKeyValueDeserializationSchema: ts is the value's own
-# top-level `ts` when it has one, else the Kafka record timestamp.
-SOURCE_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG()])
+# Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
+# top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is
+# `topic#partition`.
+SOURCE_ROW = Types.ROW(
+    [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.STRING()]
+)
 # Row(topic, key, value) for TopicKeyValueSerializationSchema.
 SINK_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING()])
 
@@ -103,6 +106,12 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
         help="return once the job is submitted (`flink run -d` on a cluster)",
     )
     parser.add_argument(
+        "--restart-strategy",
+        default=None,
+        choices=["none", "fixed-delay", "exponential-delay"],
+        help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
+    )
+    parser.add_argument(
         "--topic",
         action="append",
         default=[],
@@ -129,6 +138,7 @@ def job_config(name: str, args: argparse.Namespace, settings: Settings) -> JobCo
         transactional_id_prefix=args.transactional_id_prefix,
         group_id=args.group_id,
         parallelism=args.parallelism,
+        restart_strategy=args.restart_strategy,
         topics=dict(item.split("=", 1) for item in args.topic),
     )
 
@@ -231,22 +241,6 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         jvm.io.modstream.flink.TopicKeyValueSerializationSchema()
     )
     return builder.build()
-
-
-def payload_watermarks(out_of_orderness_ms: int, idleness_ms: int) -> WatermarkStrategy:
-    """Event time from the records' own `ts`, generated inside the Kafka source: one watermark
-    per partition, so a partition that lags or a topic that another source reads later cannot
-    let timers fire before its records arrived; idle partitions stop holding time back after
-    `idleness_ms`."""
-    jvm = get_gateway().jvm
-    java_strategy = (
-        jvm.org.apache.flink.api.common.eventtime.WatermarkStrategy.forBoundedOutOfOrderness(
-            jvm.java.time.Duration.ofMillis(out_of_orderness_ms)
-        )
-        .withTimestampAssigner(jvm.io.modstream.flink.PayloadTime())
-        .withIdleness(jvm.java.time.Duration.ofMillis(idleness_ms))
-    )
-    return WatermarkStrategy(java_strategy)
 
 
 def latest_checkpoint(checkpoint_dir: Path) -> str | None:

@@ -7,24 +7,28 @@ Requests are keyed by detector and batched dynamically by a Java operator (flush
 batch; within a batch live goes before backfill; one `session.run` per batch and detector
 (udfs/scan.py), in a worker thread while the operator prepares the next batch. Transient
 media-load failures are retried per request on processing-time timers with backoff and jitter,
-up to a maximum of attempts and the request's deadline, then answered `timeout`; corrupt or
-unsupported media is answered `error` plus a DLQ record of class `permanent`. Results and DLQ
-rows go through one exactly-once sink.
+up to a maximum of attempts and the request's deadline, then answered `timeout`; corrupt,
+unsupported or hostile media (a reference outside `--media-root`, a device, a FIFO, more bytes
+than declared; udfs/media.py) is answered `error` plus a DLQ record of class `permanent`, and
+so is a request whose handling throws anything else: one record never stops the job, and a
+batch restored from a checkpoint that fails again fails per request. Results and DLQ rows go
+through one exactly-once sink.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
+import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
@@ -34,11 +38,16 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
 from modstream.config import Settings
+from modstream.limits import Limits
+from operators import signing
+from operators.signing import Keyring
 from schemas import SchemaError, dead_letter, parse
 from udfs import scan
 from udfs.detector import Detector, Item, MediaError
+from udfs.media import read_media
 from udfs.registry import detector
 
+LOG = logging.getLogger("modstream.scan")
 MODALITIES = ("text", "image", "video", "audio")
 
 
@@ -54,25 +63,40 @@ class ScanConfig(runtime.TopicNames):
     # Batching keys per detector: 1 at parallelism 1; above it, requests of one detector are
     # spread over 8 keys per subtask (keys hash to subtasks; few keys would leave some idle).
     shards: int = 1
+    # The only folder media references may point into (MODSTREAM_MEDIA_ROOT, --media-root).
+    media_root: str = field(default_factory=lambda: str(Settings.from_env().media_root))
+    limits: Limits = field(default_factory=Limits.from_env)
+    # Keys the results are signed with (contract v1.1, the detector's own key).
+    keyring: Keyring = field(default_factory=Keyring)
 
 
-def load_media(request: dict[str, Any]) -> Item:
-    """The request's text, or its `file://` media (other schemes: a MediaError)."""
+def load_media(
+    request: dict[str, Any],
+    root: Path | str,
+    limits: Limits,
+    read: Callable[[str, Path, Limits, int | None], bytes] = read_media,
+) -> Item:
+    """The request's text, or its `file://` media read within bounds (udfs/media.py): a
+    hostile reference or a version over `max_segments` is a MediaError (permanent), an
+    ordinary I/O failure an OSError (retried)."""
+    segments = int(request.get("segments") or 1)
+    segment = request.get("segment_id")
+    if segments > limits.max_segments:
+        raise MediaError(f"segments: {segments}, over the {limits.max_segments} limit")
+    if segment is not None and segment >= segments:
+        raise MediaError(f"segment_id: {segment} of {segments}")
     if request.get("text") is not None:
         return Item(text=request["text"], mime_type=request.get("mime_type"))
     ref = request.get("media_ref")
     if not ref:
         raise MediaError("no text and no media_ref")
-    parsed = urlparse(ref)
-    if parsed.scheme != "file":
-        raise MediaError(f"unsupported media_ref scheme {parsed.scheme!r}")
-    data = Path(unquote(parsed.path)).read_bytes()  # OSError: transient, retried
+    data = read(ref, Path(root), limits, request.get("size_bytes"))
     return Item(
         data=data,
         mime_type=request.get("mime_type"),
         ref=ref,
-        segment=request.get("segment_id"),
-        segments=int(request.get("segments") or 1),
+        segment=segment,
+        segments=segments,
     )
 
 
@@ -109,15 +133,108 @@ def handle_batch(
     handled = Handled()
     requests: list[dict[str, Any]] = []
     for physical, key, raw in entries:
-        try:
-            parse(config.contract(physical), raw or "")
-        except SchemaError as error:
-            letter = dead_letter(physical, key, raw, error, ts=now, operator="scan")
-            handled.emit(config.physical("moderation.dlq"), key, letter.model_dump_json())
-            continue
-        requests.append(json.loads(raw or ""))
+        request = decode_row(config, physical, key, raw, now, handled)
+        if request is not None:
+            requests.append(request)
     scan_requests(config, requests, now, handled, scanners)
     return handled
+
+
+def decode_row(
+    config: ScanConfig, physical: str, key: str | None, raw: str | None, now: int, handled: Handled
+) -> dict[str, Any] | None:
+    """One row as a validated request, or None and a DLQ row `schema`: whatever the row is
+    (not JSON, nested deep, wrong types), decoding it never throws."""
+    try:
+        record = parse(config.contract(physical), raw or "")
+        request: dict[str, Any] = record.model_dump()
+        return request
+    except Exception as error:  # SchemaError, or anything the validator did not foresee
+        reason: Any = error if isinstance(error, SchemaError) else _unforeseen(error)
+        letter = dead_letter(physical, key, raw, reason, ts=now, operator="scan")
+        handled.emit(config.physical("moderation.dlq"), key, letter.model_dump_json())
+        return None
+
+
+def handle_safely(
+    config: ScanConfig,
+    entries: Sequence[tuple[str, str | None, str | None]],
+    now: int,
+    scanners: Callable[[str], Detector] = detector,
+) -> Handled:
+    """`handle_batch`, and if it throws, each row alone; a request that throws alone is
+    answered `error` and dead-lettered `permanent` (`refuse`). So a batch (a fresh one, or one
+    a restored checkpoint held in flight) never fails the operator and never sends the job
+    into a restart loop: it fails per request."""
+    try:
+        return handle_batch(config, entries, now, scanners)
+    except Exception as error:
+        LOG.warning(
+            "scan: a batch of %d failed (%s): one row at a time", len(entries), _kind(error)
+        )
+    handled = Handled()
+    for physical, key, raw in entries:
+        try:
+            one = handle_batch(config, [(physical, key, raw)], now, scanners)
+        except Exception as error:
+            one = Handled()
+            request = decode_row(config, physical, key, raw, now, one)
+            if request is not None:
+                refuse(config, request, _unforeseen(error), now, one, scanners)
+        handled.extend(one)
+    return handled
+
+
+class Refusing:
+    """Stands in for a detector on a request whose handling threw: answers `error` for it,
+    citing the real detector's model_version, without touching its media again."""
+
+    def __init__(self, real: Detector, why: str) -> None:
+        self.name, self.model_version = real.name, real.model_version
+        self.modalities, self.labels = real.modalities, real.labels
+        self.why = why
+
+    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+        return [MediaError(self.why) for _ in items]
+
+
+def refuse(
+    config: ScanConfig,
+    request: dict[str, Any],
+    why: str,
+    now: int,
+    handled: Handled,
+    scanners: Callable[[str], Detector] = detector,
+) -> None:
+    """A valid request whose handling threw even alone: answered `error` (its version need not
+    wait for the deadline) with a DLQ row `permanent`, through the path every result takes;
+    if even that throws, the DLQ row alone."""
+    one = Handled()
+    try:
+        scan_requests(
+            config, [request], now, one, lambda name: Refusing(scanners(name), why),
+            load=lambda _request: Item(),
+        )  # fmt: skip
+    except Exception:
+        one = Handled()
+        raw = json.dumps({k: v for k, v in request.items() if k != "text"})
+        physical = config.physical(f"scan.requests.{request.get('modality')}")
+        letter = dead_letter(
+            physical, request.get("content_id"), raw, why, ts=now, error_class="permanent",
+            operator="scan",
+        )  # fmt: skip
+        one.emit(config.physical("moderation.dlq"), letter.key, letter.model_dump_json())
+    handled.extend(one)
+
+
+def _kind(error: BaseException) -> str:
+    return type(error).__name__
+
+
+def _unforeseen(error: BaseException) -> str:
+    """A message for an exception nobody raised on purpose: its kind, never its text (which
+    may quote the input)."""
+    return f"scan: cannot handle this record ({_kind(error)})"
 
 
 def scan_requests(
@@ -126,25 +243,32 @@ def scan_requests(
     now: int,
     handled: Handled,
     scanners: Callable[[str], Detector] = detector,
+    load: Callable[[dict[str, Any]], Item] | None = None,
 ) -> None:
     """Valid requests, grouped by their own detector (a batch is keyed by a detector hint
-    only), one model call per group: results, DLQ rows and retries into `handled`."""
+    only), one model call per group: results, DLQ rows and retries into `handled`. A file is
+    read once per batch, however many of its requests (segments, detectors) the batch holds."""
     groups: dict[str, list[dict[str, Any]]] = {}
     for request in requests:
         groups.setdefault(request["detector"], []).append(request)
     results = config.physical("detector.results")
+    if load is None:
+        read = functools.lru_cache(maxsize=8)(read_media)
+        load = functools.partial(
+            load_media, root=config.media_root, limits=config.limits, read=read
+        )
     for name, group in groups.items():
         group = scan.order(group)
         try:
             scanner = scanners(name)
-        except KeyError as error:  # a policy requires a detector this job does not serve
-            outcome = scan.ScanOutcome(permanent=[(r, str(error)) for r in group])
+        except Exception as error:  # a detector this job does not serve, or cannot build
+            why = str(error) if isinstance(error, KeyError) else _unforeseen(error)
+            outcome = scan.ScanOutcome(permanent=[(r, why) for r in group])
         else:
-            outcome = scan.scan_batch(
-                scanner, group, load_media, now, max_attempts=config.max_attempts
-            )
+            outcome = scan.scan_batch(scanner, group, load, now, max_attempts=config.max_attempts)
         handled.retries.extend(outcome.retries)
         for record in outcome.results:
+            record = signing.signed("detector.results", record, config.keyring)
             handled.emit(results, record["content_id"], json.dumps(record, separators=(",", ":")))
         for request, why in outcome.permanent:
             letter = dead_letter(
@@ -205,10 +329,10 @@ class Scan(KeyedProcessFunction):
         self.workers.shutdown(wait=True, cancel_futures=True)
 
     def _scanner(self, name: str) -> Detector:
-        return detector(name, intra_op_threads=self.config.onnx_threads)
+        return detector(name, intra_op_threads=self.config.onnx_threads, limits=self.config.limits)
 
     def _handle(self, rows: list[tuple[str, str | None, str | None]], now: int) -> Handled:
-        return handle_batch(self.config, rows, now, self._scanner)
+        return handle_safely(self.config, rows, now, self._scanner)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         now = _now()
@@ -242,8 +366,28 @@ class Scan(KeyedProcessFunction):
                 self.retries.remove(request_id)
                 due.append(request)
         if due:
-            scan_requests(self.config, due, _now(), handled, self._scanner)
+            handled.extend(self._retry(due))
         yield from self._out(handled, ctx)
+
+    def _retry(self, due: list[dict[str, Any]]) -> Handled:
+        """Due retries, scanned; if that throws, each alone; one that throws alone is answered
+        `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
+        handled = Handled()
+        try:
+            scan_requests(self.config, due, _now(), handled, self._scanner)
+            return handled
+        except Exception as error:
+            LOG.warning("scan: %d retries failed (%s): one at a time", len(due), _kind(error))
+        handled = Handled()
+        for request in due:
+            one = Handled()
+            try:
+                scan_requests(self.config, [request], _now(), one, self._scanner)
+            except Exception as error:
+                one = Handled()
+                refuse(self.config, request, _unforeseen(error), _now(), one, self._scanner)
+            handled.extend(one)
+        return handled
 
     def _hold(self, flying: deque[InFlight]) -> None:
         """Keyed state = the batches still in flight (one write per call)."""
@@ -339,6 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         default=int(os.environ.get("MODSTREAM_ONNX_THREADS") or 1),
         help="ONNX Runtime intra-op threads per model call (default 1, or MODSTREAM_ONNX_THREADS)",
     )
+    parser.add_argument(
+        "--media-root",
+        type=Path,
+        default=None,
+        help="the only folder media references may point into "
+        "(default: MODSTREAM_MEDIA_ROOT, else RUN_DIR/media)",
+    )
     args = parser.parse_args(argv)
     modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
     unknown = sorted(set(modalities) - set(MODALITIES))
@@ -372,7 +523,10 @@ def main(argv: list[str] | None = None) -> int:
         model_workers=max(1, args.model_workers or (os.cpu_count() or 1) // job.parallelism),
         shards=1 if job.parallelism == 1 else 8 * job.parallelism,
         onnx_threads=max(1, args.onnx_threads),
+        media_root=str((args.media_root or settings.media_root).resolve()),
+        limits=Limits.from_env(),
         topics=job.topics,
+        keyring=Keyring.from_env(),
     )
     return runtime.run_on_kafka(
         job,

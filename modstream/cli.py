@@ -151,7 +151,9 @@ def _cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
         print(f"dlq: {len(letters)} records on {topic}", file=sys.stderr)
         return 0
     client = redis.Redis.from_url(settings.redis_url)
-    counts = dlq.replay(servers, topic, client, error_class=args.error_class, prefix=args.prefix)
+    counts = dlq.replay(
+        servers, topic, client, error_class=args.error_class, prefix=args.prefix, say=print
+    )
     print("dlq replay: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
     return 0
 
@@ -163,7 +165,7 @@ def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     import redis
 
     from modstream import kafkaio
-    from modstream.review import ReviewError, ReviewQueue, Roles
+    from modstream.review import Reviewer, ReviewError, ReviewQueue, Roles
 
     roles_file = Path(
         os.environ.get("MODSTREAM_REVIEW_ROLES")
@@ -182,12 +184,13 @@ def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
             fed = sum(queue.feed(json.loads(record.value)) for record in records)
             print(f"review feed: {fed} new tasks of {len(records)}")
         elif args.action == "claim":
-            task = queue.claim(args.queue, args.reviewer)
+            task = queue.claim(args.queue, Reviewer.from_env().reviewer_id)
             print(json.dumps(task) if task else f"review claim: queue {args.queue} is empty")
         elif args.action == "show":
-            print(json.dumps(queue.show(args.task, args.reviewer), indent=2))
+            print(json.dumps(queue.show(args.task, Reviewer.from_env().reviewer_id), indent=2))
         elif args.action == "decide":
-            record = queue.decide(args.task, args.reviewer, args.outcome, args.reason, now)
+            # Who decides is whoever's key signs: the one entry of the reviewer's keys file.
+            record = queue.decide(args.task, Reviewer.from_env(), args.outcome, args.reason, now)
             kafkaio.produce(
                 servers,
                 topic("review.decisions"),
@@ -269,11 +272,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="the Flink distribution whose `flink run` submits (default: the wheel's)",
     )
     sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
-    sub = add("review", _cmd_review, "the human review queue (Redis Streams)")
+    sub = add(
+        "review",
+        _cmd_review,
+        "the human review queue (Redis Streams); you are the reviewer whose key is in "
+        "MODSTREAM_KEYS_FILE, and decisions are signed with it",
+    )
     sub.add_argument("action", choices=["feed", "claim", "show", "decide", "backlog"])
     sub.add_argument("task", nargs="?", help="TASK for show / decide")
     sub.add_argument("--queue")
-    sub.add_argument("--reviewer", default=os.environ.get("USER", "reviewer"))
     sub.add_argument(
         "--outcome", choices=["ALLOW", "PROVISIONAL_ALLOW", "PENDING", "RESTRICT", "BLOCK"]
     )

@@ -35,6 +35,9 @@ class Settings:
     kafka_port: int = 9092
     controller_port: int = 9093
     redis_port: int = 6379
+    # MODSTREAM_MEDIA_ROOT: the only folder the scan job reads `file://` media from; None:
+    # RUN_DIR/media, the Content Service's folder (docs/scanning.md).
+    media_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -49,6 +52,9 @@ class Settings:
             kafka_port=_port(env, "MODSTREAM_KAFKA_PORT", 9092),
             controller_port=_port(env, "MODSTREAM_KAFKA_CONTROLLER_PORT", 9093),
             redis_port=_port(env, "MODSTREAM_REDIS_PORT", 6379),
+            media_dir=Path(env["MODSTREAM_MEDIA_ROOT"]).resolve()
+            if env.get("MODSTREAM_MEDIA_ROOT")
+            else None,
         )
         ports = [settings.kafka_port, settings.controller_port, settings.redis_port]
         if len(set(ports)) != len(ports):
@@ -58,6 +64,11 @@ class Settings:
     @property
     def bootstrap_servers(self) -> str:
         return f"{LOCALHOST}:{self.kafka_port}"
+
+    @property
+    def media_root(self) -> Path:
+        """Where media references may point (MODSTREAM_MEDIA_ROOT, default RUN_DIR/media)."""
+        return self.media_dir or self.run_dir / "media"
 
     @property
     def redis_url(self) -> str:

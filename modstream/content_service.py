@@ -18,7 +18,9 @@ reports, so the reconciler sees the gap and re-applies; the next apply retries t
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,6 +50,18 @@ return {'applied', ARGV[1], ARGV[2]}
 
 # Visibilities under which the media is exported to the public location.
 EXPORTED = ("public", "limited")
+# A content id used as is in a media file name; any other id (a path separator, `..`, NUL,
+# unicode, over 128 characters) is named by its sha256, so no id can reach outside the media
+# directories or fail the file system.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def media_name(content_id: str, content_version: int) -> str:
+    """The file name of one version's media in the quarantine and public directories."""
+    if _PLAIN_ID.fullmatch(content_id):
+        return f"{content_id}.v{content_version}"
+    digest = hashlib.sha256(content_id.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return f"id-{digest}.v{content_version}"
 
 
 @dataclass(frozen=True)
@@ -106,7 +120,7 @@ class ContentService:
         """A new version: its bytes go to quarantine; it becomes the current version, pending
         (not visible) until modstream's action for it is applied. Older versions lose their
         export at once: an edit inherits nothing."""
-        path = self.quarantine / f"{content_id}.v{content_version}"
+        path = self.quarantine / media_name(content_id, content_version)
         path.write_bytes(data)
         current = int(self.redis.hget(self.key(content_id), "version") or 0)
         if content_version > current:
@@ -160,12 +174,12 @@ class ContentService:
 
     def _publish(self, content_id: str, content_version: int, visibility: str) -> None:
         if visibility in EXPORTED:
-            source = self.quarantine / f"{content_id}.v{content_version}"
+            source = self.quarantine / media_name(content_id, content_version)
             if source.exists():
-                target = self.public / f"{content_id}.v{content_version}"
+                target = self.public / media_name(content_id, content_version)
                 shutil.copyfile(source, target)
                 # A derived artifact (a thumbnail in production): follows its source.
-                thumb = self.public / f"{content_id}.v{content_version}.thumb"
+                thumb = self.public / f"{media_name(content_id, content_version)}.thumb"
                 thumb.write_bytes(source.read_bytes()[:1024])
                 # Remembered, so withdrawing never has to list the public directory.
                 self.redis.hset(
@@ -179,7 +193,9 @@ class ContentService:
         exported, stale = self.redis.hmget(self.key(content_id), "exported", "stale_cache")
         if not exported and not stale:
             return  # nothing was exported: no cache can serve it
-        removed = [self.public / name for name in json.loads(exported or "[]")]
+        # Names this service wrote; a name with a separator is not one of them.
+        names = [n for n in json.loads(exported or "[]") if isinstance(n, str) and "/" not in n]
+        removed = [self.public / name for name in names if name not in ("", ".", "..")]
         for path in removed:
             path.unlink(missing_ok=True)
         self.redis.hdel(self.key(content_id), "exported")
@@ -207,7 +223,7 @@ class ContentService:
         )
 
     def is_exported(self, content_id: str, content_version: int) -> bool:
-        return (self.public / f"{content_id}.v{content_version}").exists()
+        return (self.public / media_name(content_id, content_version)).exists()
 
     def set_visibility_by_hand(self, content_id: str, visibility: str, ts: int) -> Visibility:
         """An operator's change outside modstream (for drills of the reconciler): returns the

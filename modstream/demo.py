@@ -37,19 +37,38 @@ from modstream.config import Settings
 from modstream.content_service import ContentService
 from modstream.workload import generate
 from operators.moderation import VISIBILITY
+from operators.signing import Keyring
 
 DONE = (b"COMPLETED", b"STALE")  # intents the Action Service has finished
 
 WAIT_TIMEOUT_S = 300.0
 DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
+# The demo requires signatures on every authority topic (docs/reliability/signing.md); keys
+# come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file) is set.
+DEMO_SIGNING_SECRET = "modstream-demo-signing"
+
+
+def _signing_env() -> dict[str, str]:
+    """What the demo's jobs and its own producers use: signatures required on all four
+    authority topics, keys derived from a dev secret."""
+    return {
+        "MODSTREAM_SIGNING_DEV_SECRET": os.environ.get("MODSTREAM_SIGNING_DEV_SECRET")
+        or DEMO_SIGNING_SECRET,
+        "MODSTREAM_SIGNATURES_REQUIRED": "all",
+    }
 
 
 def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
-    return [
-        json.loads(r.value)
+    """This run's valid records of `topic`; a malformed one is skipped with a warning."""
+    records = [
+        r
         for r in kafkaio.read_to_end(settings.bootstrap_servers, topic)
-        if run_id in r.value.decode("utf-8", errors="replace")
+        if r.value is not None and run_id in r.value.decode("utf-8", errors="replace")
     ]
+    values, skipped = kafkaio.decode_values(records, kafkaio.schema_topic(topic))
+    if skipped:
+        print(f"demo: {topic}: skipped {skipped} malformed record(s)", file=sys.stderr)
+    return values
 
 
 RECONCILER_SLA_MS = 20_000
@@ -108,10 +127,14 @@ class _LagWatch(threading.Thread):
             while not self.stopping.is_set():
                 for partition, records in consumer.poll(timeout_ms=200).items():
                     now = time.monotonic()
-                    for record in records:
-                        if self.run_id not in record.value.decode("utf-8", errors="replace"):
-                            continue
-                        value = json.loads(record.value)
+                    mine = [
+                        r
+                        for r in records
+                        if r.value is not None
+                        and self.run_id in r.value.decode("utf-8", errors="replace")
+                    ]
+                    schema = kafkaio.schema_topic(partition.topic)
+                    for value in kafkaio.decode_values(mine, schema)[0]:  # malformed: skipped
                         key = (
                             value["content_id"],
                             value["content_version"],
@@ -192,8 +215,11 @@ def _real_content(
     return kept, scanned
 
 
-def _produce_paced(settings: Settings, lines: list[dict[str, Any]], names: dict[str, str]) -> None:
-    """Send each record when the wall clock reaches its ts, like live traffic."""
+def _produce_paced(
+    settings: Settings, lines: list[dict[str, Any]], names: dict[str, str], keyring: Keyring
+) -> None:
+    """Send each record when the wall clock reaches its ts, like live traffic (signed as it
+    leaves, so with the ts it is sent with)."""
 
     def ts_of(line: dict[str, Any]) -> int:
         value = line["value"]
@@ -205,7 +231,7 @@ def _produce_paced(settings: Settings, lines: list[dict[str, Any]], names: dict[
         now = int(time.time() * 1000)
         cut = next((i for i, line in enumerate(pending) if ts_of(line) > now), len(pending))
         if cut:
-            workload.produce(settings.bootstrap_servers, pending[:cut], names)
+            workload.produce(settings.bootstrap_servers, pending[:cut], names, keyring)
             pending = pending[cut:]
         time.sleep(0.1)
 
@@ -293,7 +319,8 @@ def run(
 
     logs = settings.run_dir / "demo"
     logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MODSTREAM_POLICY_KEY": key}
+    env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
+    keyring = Keyring.from_env(env)
 
     def deployment(job: str) -> list[str]:
         args = [
@@ -346,7 +373,15 @@ def run(
         jobs["scan"] = _start(
             settings,
             "scan",
-            ["--modalities", "text,image", "--checkpoint-interval-ms", "1000", *deployment("scan")],
+            [
+                "--modalities",
+                "text,image",
+                "--checkpoint-interval-ms",
+                "1000",
+                "--media-root",
+                str(media_dir),
+                *deployment("scan"),
+            ],
             logs / f"scan-{run_id}log",
             env,
         )
@@ -359,11 +394,11 @@ def run(
         time.sleep(2)
         if real:
             say(f"demo: sending {len(lines)} records at the pace of their event time")
-            _produce_paced(settings, lines, names)
+            _produce_paced(settings, lines, names, keyring)
             _wait_for_scans(settings, run_id, names, scanned, say)
             workload.produce(settings.bootstrap_servers, markers, names)
         else:
-            workload.produce(settings.bootstrap_servers, lines, names)
+            workload.produce(settings.bootstrap_servers, lines, names, keyring)
         say(
             f"demo: run {run_id[:-1]}: sent {len(lines)} records "
             f"({count} content versions with their evidence and signals"

@@ -6,6 +6,11 @@ since (a newer version, or the current version blocked or deleted). Otherwise it
 replayed and a `stale` DLQ record says why, so an old item can never publish content that was
 blocked or deleted since. Each DLQ record is replayed at most once (its digest is remembered in
 Redis, `dlq:replayed`).
+
+Replay writes only to the contract's input topics (of this deployment's prefix): a DLQ record
+whose `source_topic` is anything else (an output such as moderation.actions, another
+deployment's topic) is refused and named, never produced. A record whose signature does not
+pass the deployment's keyring is not replayed either: the job would refuse it again.
 """
 
 from __future__ import annotations
@@ -17,7 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from modstream import kafkaio
-from schemas import SchemaError, dead_letter, parse
+from operators import signing
+from operators.signing import Keyring
+from schemas import INPUT_TOPICS, SchemaError, dead_letter, parse
+from schemas.dlq import is_redacted
 
 REPLAYED_KEY = "dlq:replayed"
 
@@ -36,15 +44,41 @@ def contract_topic(physical: str, prefix: str = "") -> str:
     return physical[len(prefix) + 1 :] if prefix and physical.startswith(prefix + ".") else physical
 
 
+def input_topic(source_topic: object, prefix: str = "") -> str | None:
+    """The contract input topic a DLQ record may be replayed to, or None: only the
+    deployment's own physical name of an input topic (`<prefix>.<topic>`, or `<topic>`)."""
+    if not isinstance(source_topic, str):
+        return None
+    topic = contract_topic(source_topic, prefix)
+    if topic not in INPUT_TOPICS:
+        return None
+    return topic if source_topic == (f"{prefix}.{topic}" if prefix else topic) else None
+
+
 def recheck(
-    letter: dict[str, Any], content_state: Callable[[str], dict[str, str]], prefix: str = ""
+    letter: dict[str, Any],
+    content_state: Callable[[str], dict[str, str]],
+    prefix: str = "",
+    keyring: Keyring | None = None,
 ) -> Verdict:
-    """Whether the DLQ record may go back to its source topic now."""
-    topic = contract_topic(letter["source_topic"], prefix)
+    """Whether the DLQ record may go back to its source topic now. With a `keyring`, an
+    authority record must also pass its signature check (operators/signing.py)."""
+    topic = input_topic(letter.get("source_topic"), prefix)
+    if topic is None:
+        return Verdict(False, "not_an_input_topic")
+    raw = letter.get("raw") or ""
+    if is_redacted(raw):
+        # Content fields were kept only as their SHA-256 (schemas/dlq.py): replaying it would
+        # send the digests as content. The producer must send the record again.
+        return Verdict(False, "redacted")
     try:
-        record: Any = parse(topic, letter.get("raw") or "")
+        record: Any = parse(topic, raw)
     except SchemaError:
         return Verdict(False, "still_invalid")
+    if keyring is not None and topic in signing.AUTHORITY_TOPICS:
+        problem = signing.check(topic, json.loads(raw), keyring)
+        if problem is not None:
+            return Verdict(False, "bad_signature")
     content_id = getattr(record, "content_id", None)
     version = getattr(record, "content_version", None)
     if content_id is None or version is None:
@@ -76,8 +110,12 @@ def replay(
     error_class: str | None = None,
     prefix: str = "",
     namespace: str = "content",
+    keyring: Keyring | None = None,
+    say: Callable[[str], None] = lambda _: None,
 ) -> dict[str, int]:
-    """Re-check and replay; returns counts per outcome."""
+    """Re-check and replay; returns counts per outcome. `keyring` defaults to the
+    deployment's (`Keyring.from_env()`); `say` hears each refusal of a non-input topic."""
+    keyring = Keyring.from_env() if keyring is None else keyring
     counts: dict[str, int] = {}
 
     def state(content_id: str) -> dict[str, str]:
@@ -92,15 +130,23 @@ def replay(
         if client.sismember(REPLAYED_KEY, key):
             counts["already_replayed"] = counts.get("already_replayed", 0) + 1
             continue
-        verdict = recheck(letter, state, prefix)
+        verdict = recheck(letter, state, prefix, keyring)
         counts[verdict.reason] = counts.get(verdict.reason, 0) + 1
+        if verdict.reason == "not_an_input_topic":
+            say(
+                f"dlq replay: refused a record from {str(letter.get('source_topic'))[:300]!r}: "
+                f"replay writes only to the contract's input topics"
+                + (f" of prefix {prefix!r}" if prefix else "")
+                + f" ({', '.join(INPUT_TOPICS)})"
+            )
+            continue
         if verdict.replay:
             kafkaio.produce(
                 bootstrap_servers,
                 letter["source_topic"],
                 [(letter.get("key"), (letter.get("raw") or "").encode("utf-8"))],
             )
-        elif verdict.reason != "still_invalid":
+        elif verdict.reason not in ("still_invalid", "bad_signature"):
             note = dead_letter(
                 letter["source_topic"],
                 letter.get("key"),
@@ -112,7 +158,7 @@ def replay(
                 operator="dlq-replay",
             )
             stale.append((letter.get("key"), note.model_dump_json().encode("utf-8")))
-        if verdict.reason != "still_invalid":
+        if verdict.reason not in ("still_invalid", "bad_signature"):
             client.sadd(REPLAYED_KEY, key)
     if stale:
         kafkaio.produce(bootstrap_servers, dlq_topic, stale)

@@ -3,30 +3,34 @@ policies on the policy.rules topic.
 
 Keys: the deployment key that signs policy records comes from MODSTREAM_POLICY_KEY (UTF-8).
 People's own keys (for approvals) come from MODSTREAM_KEY_<NAME> or a JSON keys file
-(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}).
+(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}), then
+from the deployment's keyring (operators/signing.py: MODSTREAM_SIGNING_KEYS_FILE, the dev
+secret). The moderation job checks an active version's approval itself (PolicyStore.apply);
+this command reads the topic the same way, so what it shows is what the job accepted.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
-import hmac
 import json
 import os
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from modstream.config import PROJECT_ROOT, Settings
+from operators import signing
 from operators.policy import PolicyError, load_policy, warnings
 from operators.policy_diff import diff
-from operators.policy_store import PolicyStore, Rejected, Snapshot, canonical_json, sign
+from operators.policy_store import PolicyStore, Rejected, Snapshot, sign
+from operators.signing import Keyring, approval_record
 from schemas import SchemaError
 
 APPROVALS_DIR = PROJECT_ROOT / "policy_rules" / "approvals"
@@ -47,61 +51,48 @@ def policy_key(env: Mapping[str, str] = os.environ) -> bytes:
     return key.encode("utf-8")
 
 
+def people_keys(env: Mapping[str, str] = os.environ) -> dict[str, bytes]:
+    """The person's keys file (MODSTREAM_KEYS_FILE), or nothing when there is none."""
+    path = signing.person_keys_path(env)
+    if not path.exists():
+        return {}
+    try:
+        return signing.read_keys_file(path, signing.PERSON_KEYS_VARIABLE)
+    except ValueError as error:
+        raise PolicyCliError(str(error)) from None
+
+
+def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
+    """The deployment's keyring as the job builds it, plus the person's keys file: the keys
+    this command checks approvals with."""
+    try:
+        keyring = Keyring.from_env(env)
+    except ValueError as error:
+        raise PolicyCliError(str(error)) from None
+    return replace(keyring, keys={**keyring.keys, **people_keys(env)})
+
+
 def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
+    """MODSTREAM_KEY_<NAME>, else the keys file, else the deployment keyring's key for name."""
     variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
     if env.get(variable):
         return env[variable].encode("utf-8")
-    path = Path(env.get("MODSTREAM_KEYS_FILE", str(Path.home() / ".config/modstream/keys.json")))
-    if path.exists():
-        keys = json.loads(path.read_text())
-        if isinstance(keys, dict) and isinstance(keys.get(name), str):
-            return keys[name].encode("utf-8")
-    return None
-
-
-def document_digest(document: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical_json(document)).hexdigest()
-
-
-def approval_record(
-    document: Mapping[str, Any], approver: str, key: bytes, ts: int
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "policy_id": document["policy_id"],
-        "version": document["version"],
-        "document_sha256": document_digest(document),
-        "approver": approver,
-        "ts": ts,
-    }
-    record["signature"] = sign(record, key)
-    return record
+    return cli_keyring(env).key_for(name)
 
 
 def valid_approvals(
     document: Mapping[str, Any], author: str, directory: Path, env: Mapping[str, str] = os.environ
 ) -> list[dict[str, Any]]:
-    """Approvals of exactly this document, by someone other than its author, whose signature
-    verifies with the approver's own key."""
-    digest = document_digest(document)
-    found = []
+    """Approvals in `directory` of exactly this document, by someone other than its author,
+    whose signature verifies with the approver's own key (the rule the job applies too)."""
+    approvals = []
     pattern = f"{document['policy_id']}-v{document['version']}-*.json"
     for path in sorted(directory.glob(pattern)):
         try:
-            approval = json.loads(path.read_text())
+            approvals.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-        approver = approval.get("approver")
-        if not isinstance(approver, str) or approver == author:
-            continue
-        if approval.get("document_sha256") != digest:
-            continue
-        key = person_key(approver, env)
-        if key is None:
-            continue
-        expected = sign(approval, key)
-        if hmac.compare_digest(str(approval.get("signature")).encode(), expected.encode()):
-            found.append(approval)
-    return found
+    return signing.valid_approvals(document, author, approvals, lambda name: person_key(name, env))
 
 
 def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
@@ -175,11 +166,14 @@ def control_record(
     return record
 
 
-def load_store(bootstrap: str, topic: str, key: bytes) -> tuple[PolicyStore, list[str]]:
-    """Rebuild the store from the topic as the moderation job would; list what it rejected."""
+def load_store(
+    bootstrap: str, topic: str, key: bytes, keyring: Keyring | None = None
+) -> tuple[PolicyStore, list[str]]:
+    """Rebuild the store from the topic as the moderation job would (approvals checked with
+    `keyring`, default `cli_keyring()`); list what it rejected."""
     from modstream import kafkaio
 
-    store = PolicyStore()
+    store = PolicyStore(cli_keyring() if keyring is None else keyring)
     rejected = []
     for message in kafkaio.read_to_end(bootstrap, topic):
         try:
@@ -312,6 +306,13 @@ def cmd_push(args: argparse.Namespace, say: Say) -> int:
         percent=args.percent,
         approvals=approvals,
     )
+    # The job's own rules (PolicyStore.apply, approvals included): never push what it refuses.
+    try:
+        store.apply(record, key)
+    except Rejected as error:
+        raise PolicyCliError(
+            f"the moderation job would refuse {policy_id} v{version} ({error.error_class}): {error}"
+        ) from None
     kafkaio.produce(
         args.bootstrap_servers,
         args.topic,
@@ -442,6 +443,8 @@ def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
         dest="require_approval",
         action="store_false",
         default=require_approval_default(),
+        help="skip the approval-file check; the job still refuses an unapproved active version "
+        "unless its deployment sets MODSTREAM_REQUIRE_APPROVAL=0",
     )
     for name, command, help_text in [
         ("rollback", "rollback", "make an older, already-pushed version active again"),

@@ -5,7 +5,8 @@ PyFlink has no `applyToKeyedState`, so re-evaluation goes through the job's inpu
 selects the affected versions from the decision stream (their latest decision was made under an
 older policy version) and produces `moderation.reevaluate` records at a bounded rate, so live
 traffic keeps priority. Event ids are deterministic (`reeval-<policy>-v<N>-<content>-<version>`):
-running it twice re-decides nothing twice.
+running it twice re-decides nothing twice. A record on the decision or upload stream that is
+not valid is skipped with a warning that counts it (modstream/kafkaio.py), never a crash.
 """
 
 from __future__ import annotations
@@ -100,17 +101,18 @@ def run(
     dry_run: bool = False,
     say: Callable[[str], None] = print,
 ) -> int:
-    decisions = [
-        json.loads(r.value) for r in kafkaio.read_to_end(bootstrap, decisions_topic, timeout_s=120)
-    ]
+    def warn(text: str) -> None:
+        say(f"reevaluate: {text}")
+
+    decisions = kafkaio.read_values(
+        bootstrap, decisions_topic, schema="moderation.decisions", timeout_s=120, warn=warn
+    )
     uploads: dict[tuple[str, int], dict[str, Any]] = {}
     if selection.surface or selection.region:
-        for message in kafkaio.read_to_end(bootstrap, versions_topic, timeout_s=120):
-            try:
-                value = json.loads(message.value)
-                uploads[(value["content_id"], value["content_version"])] = value
-            except (ValueError, KeyError, TypeError):
-                continue
+        for value in kafkaio.read_values(
+            bootstrap, versions_topic, schema="content.versions", timeout_s=120, warn=warn
+        ):
+            uploads[(value["content_id"], value["content_version"])] = value
     chosen = select(decisions, uploads, selection)
     say(
         f"reevaluate: {len(chosen)} content version(s) decided before "

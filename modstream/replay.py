@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ import yaml
 
 from modstream import kafkaio
 from modstream.config import Settings
+from modstream.limits import Limits
 from operators.moderation import OUTPUT_TOPICS
+from operators.signing import Keyring
 
 SCAN_REQUESTS = "scan.requests."
 REPLAY_TOPICS = tuple(topic for topic in OUTPUT_TOPICS if not topic.startswith(SCAN_REQUESTS))
@@ -28,27 +31,76 @@ REPLAY_TOPICS = tuple(topic for topic in OUTPUT_TOPICS if not topic.startswith(S
 # Replay input is in ts order except evidence, which may be earlier than its upsert: a wide
 # bound keeps every record on time, so the order of processing is the order of ts.
 REPLAY_OUT_OF_ORDERNESS_MS = 7 * 86_400_000
+REPLAY_LANE = "replay"  # one file, one lane of event time
 
 
 def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
     """(topic, key, value, ts) rows; a line that is not a record becomes DLQ input."""
     rows = []
-    with open(input_path, encoding="utf-8") as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                envelope = json.loads(line)
-                topic = envelope["topic"]
-                value = envelope["value"]
-                text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-                key = kafkaio.contract_key(str(topic), value)
-            except (ValueError, KeyError, TypeError, AttributeError):
-                topic, key, text, value = "replay.input", None, line.rstrip("\n"), None
-            ts = value.get("ts") if isinstance(value, dict) else None
-            ts = ts if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0 else 0
-            rows.append((str(topic), key if isinstance(key, str) else None, text, ts))
+    with open(input_path, "rb") as lines:
+        for data in lines:
+            row = _row(data)
+            if row is not None:
+                rows.append(row)
     return rows
+
+
+def _row(data: bytes) -> tuple[str, str | None, str, int] | None:
+    """One line as a row. A line that is not UTF-8, not a `{topic, value}` envelope or nested
+    too deep to read is a `replay.input` row (the job dead-letters it); an object value is
+    written back with every field it had, duplicated names included, so the job validates the
+    record as written, not a cleaned copy (tests/fuzz/test_replay.py)."""
+    try:
+        line = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "replay.input", None, data.decode("utf-8", errors="replace").rstrip("\n"), 0
+    if not line.strip():
+        return None
+    try:
+        envelope = dict(json.loads(line, object_pairs_hook=_Fields))
+        topic = envelope["topic"]
+        value = envelope["value"]
+        text = value if isinstance(value, str) else _json_text(value)
+        fields = dict(value) if isinstance(value, _Fields) else value
+        key = kafkaio.contract_key(str(topic), fields)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return "replay.input", None, line.rstrip("\n"), 0
+    ts = fields.get("ts") if isinstance(fields, dict) else None
+    if not (isinstance(ts, int) and not isinstance(ts, bool) and 0 <= ts < 2**63):
+        ts = 0  # a Row's LONG carries no other value; the job refuses such a record anyway
+    return str(topic), key if isinstance(key, str) else None, text, ts
+
+
+class _Fields(list[Any]):
+    """A JSON object as read: its (name, value) pairs, a duplicated name kept."""
+
+
+def _json_text(value: Any) -> str:
+    """The JSON text of a value read with `_Fields`; non-ASCII kept unless the value holds a
+    lone surrogate (no UTF-8 text can carry one), then escaped."""
+    try:
+        text = _dumps(value, ascii_only=False)
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _dumps(value, ascii_only=True)
+
+
+def _dumps(value: Any, *, ascii_only: bool) -> str:
+    if isinstance(value, _Fields):
+        return (
+            "{"
+            + ", ".join(
+                json.dumps(name, ensure_ascii=ascii_only)
+                + ": "
+                + _dumps(item, ascii_only=ascii_only)
+                for name, item in value
+            )
+            + "}"
+        )
+    if isinstance(value, list):
+        return "[" + ", ".join(_dumps(item, ascii_only=ascii_only) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=ascii_only)
 
 
 def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1) -> int:
@@ -65,6 +117,12 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
         idleness_ms=3_600_000,
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
         trusted_policy=policy,
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
+        # The processing clock is fixed at the start (admission of future-stamped input does
+        # not depend on how long the run takes) and event time follows the file alone.
+        now_ms=int(time.time() * 1000),
+        wall_clock=False,
     )
     job = runtime.JobConfig(
         name="replay",
@@ -84,9 +142,19 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
     # applied in file order even when they reach their key by different paths (reports go
     # through the reporter gate first).
     source = env.from_collection(
-        [Row(topic, key, text, ts, line) for line, (topic, key, text, ts) in enumerate(rows)],
+        [
+            Row(topic, key, text, ts, REPLAY_LANE, line)
+            for line, (topic, key, text, ts) in enumerate(rows)
+        ],
         type_info=Types.ROW(
-            [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()]
+            [
+                Types.STRING(),
+                Types.STRING(),
+                Types.STRING(),
+                Types.LONG(),
+                Types.STRING(),
+                Types.LONG(),
+            ]
         ),
     ).set_parallelism(1)
     collected: list[Any] = []

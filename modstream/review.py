@@ -4,20 +4,31 @@
 consumer group `reviewers`); `claim` takes the most urgent task of a queue under a lease (an
 entry pending longer than the lease is reclaimed with XAUTOCLAIM by the next claimant);
 `show` gives what a reviewer needs (evidence references, policy version, reasons; nothing else
-about users); `decide` produces a `review.decisions` record, acknowledges the entry and records
-who decided and why. Reviewers claim only queues the roles file grants them, and every access
-is appended to the `review:access` stream with who, what and when.
+about users); `decide` produces a `review.decisions` record signed with the reviewer's own key,
+acknowledges the entry and records who decided and why. Reviewers claim only queues the roles
+file grants them, and every access is appended to the `review:access` stream with who, what and
+when.
+
+Who the reviewer is comes from their key, never from a flag or $USER: `Reviewer.from_env` reads
+the person's keys file (MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json), which must
+hold exactly one entry, `{"<reviewer id>": "<key>"}`. The moderation job verifies a decision's
+signature with the key of its `reviewer_id`, so nobody decides as a reviewer whose key they do
+not hold (operators/signing.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from operators.signing import PERSON_KEYS_VARIABLE, person_keys_path, read_keys_file, sign
 
 GROUP = "reviewers"
 ACCESS_LOG = "review:access"
@@ -44,6 +55,41 @@ class Roles:
     def may(self, reviewer: str, queue: str) -> bool:
         queues = self.grants.get(reviewer, [])
         return queue in queues or "*" in queues
+
+
+@dataclass(frozen=True)
+class Reviewer:
+    """A reviewer as their key says: the id their decisions carry and the key that signs them."""
+
+    reviewer_id: str
+    key: bytes
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Reviewer:
+        env = os.environ if env is None else env
+        path = person_keys_path(env)
+        if not path.exists():
+            raise ReviewError(
+                f"no reviewer key: {path} does not exist ({PERSON_KEYS_VARIABLE} names your "
+                f'keys file, {{"<your reviewer id>": "<your key>"}})'
+            )
+        try:
+            keys = read_keys_file(path, PERSON_KEYS_VARIABLE)
+        except ValueError as error:
+            raise ReviewError(str(error)) from None
+        if len(keys) != 1:
+            raise ReviewError(
+                f"{path} holds {len(keys)} keys; a reviewer's keys file holds exactly one, "
+                f"their own (it says who decides)"
+            )
+        ((reviewer_id, key),) = keys.items()
+        return cls(reviewer_id, key)
+
+    def sign(self, record: Mapping[str, Any]) -> dict[str, Any]:
+        """`record` signed with this reviewer's key. The job verifies a decision with the key
+        of its `reviewer_id`, so only one naming this reviewer passes."""
+        body = {key: value for key, value in record.items() if key != "signature"}
+        return {**body, "signature": sign(body, self.key)}
 
 
 def _stream(queue: str, priority: int) -> str:
@@ -139,9 +185,17 @@ class ReviewQueue:
         return {key: task[key] for key in keep if key in task}
 
     def decide(
-        self, task_id: str, reviewer: str, outcome: str, reason: str, now_ms: int
+        self,
+        task_id: str,
+        reviewer: str | Reviewer,
+        outcome: str,
+        reason: str,
+        now_ms: int,
     ) -> dict[str, Any]:
-        """A review.decisions record for the task; the lease holder only."""
+        """A review.decisions record for the task; the lease holder only. Given a `Reviewer`
+        (what the command passes) the record is signed with the reviewer's key."""
+        signer = reviewer if isinstance(reviewer, Reviewer) else None
+        reviewer = reviewer.reviewer_id if isinstance(reviewer, Reviewer) else reviewer
         task = self.task(task_id)
         lease = {
             _text(k): _text(v) for k, v in self.redis.hgetall(f"review:lease:{task_id}").items()
@@ -159,6 +213,8 @@ class ReviewQueue:
             "reason": reason,
             "ts": now_ms,
         }
+        if signer is not None:
+            record = signer.sign(record)
         self.redis.xack(lease["stream"], GROUP, lease["entry"])
         self.redis.delete(f"review:lease:{task_id}")
         self.redis.hset(

@@ -5,6 +5,12 @@ segment with realistic delays, duplicates, evidence that carries an earlier `ts`
 upsert, missing and timed-out evidence (deadlines), edits, deletes, reports, a review, an
 appeal, a re-evaluation, a hash-bank entry with a matching upload, a signed policy version
 and malformed records. Same seed, same records.
+
+Authority records (detector results, reviews, appeals, bank entries) are generated unsigned and
+signed where they leave: `for_kafka` / `produce` and `write` sign each with its producer's key
+from the deployment's keyring (`Keyring.from_env()` unless one is given), so a stack that
+requires signatures gets them and one without keys gets the records as generated. A line that
+already carries `signature` is sent as it is (tests forge records that way).
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import json
 import random
 from typing import Any
 
-from operators.policy_store import sign
+from operators.signing import AUTHORITY_TOPICS, Keyring, sign, signed
 
 T0 = 1_764_460_800_000
 REQUIRED = {
@@ -307,9 +313,27 @@ def _extras(
         emit("policy.rules", record, ts + 900)
 
 
-def write(lines: list[Line], path: Any) -> None:
+def sign_lines(lines: list[Line], keyring: Keyring | None = None) -> list[Line]:
+    """Each authority line signed with its producer's key (where the keyring has one); lines
+    that already carry `signature`, other topics and non-object values unchanged."""
+    keyring = Keyring.from_env() if keyring is None else keyring
+    out: list[Line] = []
+    for line in lines:
+        value = line["value"]
+        if (
+            line["topic"] in AUTHORITY_TOPICS
+            and isinstance(value, dict)
+            and "signature" not in value
+        ):
+            line = {**line, "value": signed(line["topic"], value, keyring)}
+        out.append(line)
+    return out
+
+
+def write(lines: list[Line], path: Any, keyring: Keyring | None = None) -> None:
+    """JSON lines for `modstream replay`, authority records signed (`sign_lines`)."""
     with open(path, "w", encoding="utf-8") as out:
-        for line in lines:
+        for line in sign_lines(lines, keyring):
             if isinstance(line["value"], str):
                 out.write(json.dumps({"topic": line["topic"], "value": line["value"]}) + "\n")
             else:
@@ -342,13 +366,14 @@ def marker(ts: int, content_id: str | None = None) -> Line:
 
 
 def for_kafka(
-    lines: list[Line], topics: dict[str, str] | None = None
+    lines: list[Line], topics: dict[str, str] | None = None, keyring: Keyring | None = None
 ) -> dict[str, list[tuple[str | None, bytes]]]:
-    """Physical topic -> (contract key, value bytes), in line order."""
+    """Physical topic -> (contract key, value bytes), in line order; authority records signed
+    (`sign_lines`)."""
     from modstream.kafkaio import contract_key
 
     grouped: dict[str, list[tuple[str | None, bytes]]] = {}
-    for line in lines:
+    for line in sign_lines(lines, keyring):
         value = line["value"]
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         physical = str((topics or {}).get(line["topic"], line["topic"]))
@@ -359,9 +384,12 @@ def for_kafka(
 
 
 def produce(
-    bootstrap_servers: str, lines: list[Line], topics: dict[str, str] | None = None
+    bootstrap_servers: str,
+    lines: list[Line],
+    topics: dict[str, str] | None = None,
+    keyring: Keyring | None = None,
 ) -> None:
     from modstream.kafkaio import produce as produce_records
 
-    for topic, records in for_kafka(lines, topics).items():
+    for topic, records in for_kafka(lines, topics, keyring).items():
         produce_records(bootstrap_servers, topic, records)

@@ -7,7 +7,8 @@ For each action (or reconciler repair) the Action Service takes an intent in a s
   that died between apply and COMPLETED leaves PENDING behind, and the TTL frees it);
 - we own it: apply behind the Content Service's version and revision fences, then mark it
   COMPLETED (or STALE when a fence refused it), keeping a TTL; on failure delete the key and
-  retry with exponential backoff and jitter, up to a maximum of attempts.
+  retry with exponential backoff and jitter, up to a maximum of attempts. An intent store that
+  cannot be reached is a failed attempt too, retried the same way (never a crash).
 A retry after a crash re-applies at most what the fences allow, so nothing is applied twice.
 I/O comes in as two small interfaces; the Flink adapter (jobs/enforce.py) opens Redis.
 """
@@ -83,7 +84,10 @@ def enforce(
 ) -> Outcome:
     """Apply `action` (a moderation.actions record, or a repair with `repair_of`) once."""
     action_id = action["action_id"]
-    held = intents.begin(action_id, intent_ttl_ms)
+    try:
+        held = intents.begin(action_id, intent_ttl_ms)
+    except Exception as error:  # the intent store is unreachable: a failed attempt, retried
+        return Outcome("failed", retry_in_ms=backoff_ms(attempt, rng), error=type(error).__name__)
     if held in ("COMPLETED", "STALE"):
         return Outcome("acknowledged")
     if held == "PENDING":

@@ -6,9 +6,9 @@ content_id; anything else leaves as a DLQ record. Nothing is dropped and nothing
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
+from operators.admission import document_of, event_time
 from schemas import SchemaError, dead_letter, parse
 
 
@@ -20,18 +20,6 @@ class Routed:
     key: str | None
     value: str
     rejected: bool
-
-
-def _event_time(value: str | None, fallback_ts: int) -> int:
-    """The input's own `ts` when it has a usable one, else the transport's timestamp."""
-    try:
-        document = json.loads(value) if value else None
-    except ValueError:
-        return fallback_ts
-    ts = document.get("ts") if isinstance(document, dict) else None
-    if isinstance(ts, int) and not isinstance(ts, bool) and ts >= 0:
-        return ts
-    return fallback_ts
 
 
 def check(
@@ -57,7 +45,7 @@ def check(
             key,
             value,
             error,
-            ts=_event_time(value, record_ts),
+            ts=event_time(document_of(value), record_ts),
             operator="ingest_check",
         )
         return Routed(dlq_topic, key, letter.model_dump_json(), rejected=True)

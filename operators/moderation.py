@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from modstream.limits import Limits
 from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
 from operators.policy_store import Resolution
 from operators.reports import ReportWeight
@@ -77,6 +78,7 @@ ORPHAN_TTL_MS = 86_400_000
 # Reports from new reporters that reach the review threshold within this window are flagged as
 # possible brigading (a review task in queue `brigading`) instead of counted.
 BRIGADE_WINDOW_MS = 600_000
+DEFAULT_LIMITS = Limits()
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
 State = dict[str, Any]
@@ -89,11 +91,13 @@ def sha256_hex(*parts: object) -> str:
 @dataclass(frozen=True)
 class Context:
     """What the adapter knows at the event's time: policies, the content's bank matches, and
-    for a report its weight from the reporter-side gate (operators/reports.py)."""
+    for a report its weight from the reporter-side gate (operators/reports.py), and the
+    deployment's bounds on one version's state (modstream/limits.py)."""
 
     resolution: Resolution
     hash_matches: frozenset[str] = frozenset()
     report: ReportWeight | None = None
+    limits: Limits = DEFAULT_LIMITS
 
 
 @dataclass
@@ -481,6 +485,13 @@ def _ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[i
 
 def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) -> StepResult:
     """Apply one input of this content version at event time `ts` (its own `ts`)."""
+    refusal = _over_bounds(topic, record, ctx.limits)
+    if refusal is not None:
+        return StepResult(state, dead_letters=[("schema", refusal)])
+    if topic == "moderation.reports" and not _report_kept(state, record, ctx):
+        # Not counted: nothing of it is kept (not even its event id) and the version's TTL
+        # does not move, so a flood of reports beyond the reporter's limit costs no state.
+        return StepResult(state)
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
@@ -542,6 +553,10 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "moderation.reports":
         result.outputs += _report(state, record, ts, ctx)
+        if record.reporter_id not in state["reporters"]:
+            # Flagged as a possible brigade, not counted: the burst window remembers it (bounded
+            # by `max_reporters`); its event id is not kept, so events stay bounded too.
+            del state["events"][record.event_id]
     elif topic == "review.decisions":
         appeal = state["appeal"]
         trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
@@ -577,6 +592,40 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS
     result.timers += _ttl(state, ts, ttl)
     return result
+
+
+def _over_bounds(topic: str, record: Any, limits: Limits) -> str | None:
+    """Why one input would make this version's state larger than the deployment allows
+    (modstream/limits.py), or None. Such an input goes to the DLQ (`schema`) and changes
+    nothing: an upsert declaring too many segments is never decided, its version waits for
+    a valid upsert."""
+    if topic == "content.versions" and record.type == "upsert":
+        if record.segments > limits.max_segments:
+            return (
+                f"moderation: content.versions.segments: {record.segments} declared, over "
+                f"the limit of {limits.max_segments}"
+            )
+    elif topic == "detector.results" and (record.segment_id or 0) >= limits.max_segments:
+        return (
+            f"moderation: detector.results.segment_id: {record.segment_id} is beyond the "
+            f"limit of {limits.max_segments} segments"
+        )
+    return None
+
+
+def _report_kept(state: State | None, record: Any, ctx: Context) -> bool:
+    """Whether a report can count (or be flagged) on this version: the reporter gate gave it a
+    weight, the version is not deleted, the reporter is not counted yet, and fewer than
+    `max_reporters` reporters are. Beyond that bound the report count saturates: review
+    thresholds are far below it."""
+    weight = ctx.report or ReportWeight(1.0, new_reporter=False)
+    if weight.weight <= 0:
+        return False
+    if state is None:
+        return True
+    if state["deleted"] or record.reporter_id in state["reporters"]:
+        return False
+    return len(state["reporters"]) < ctx.limits.max_reporters
 
 
 def _scan_requests(
@@ -616,6 +665,7 @@ def _scan_requests(
                 request["text"] = record.text
             if record.media_ref is not None:
                 request["media_ref"] = record.media_ref
+                request["size_bytes"] = record.size_bytes  # the scan job reads no more
             outputs.append((f"scan.requests.{record.modality}", state["cid"], request))
     return outputs
 
@@ -634,6 +684,10 @@ def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
     del burst[:expired]
     burst.append([ts, weight.new_reporter])
     state["burst_new"] += int(weight.new_reporter)
+    overflow = len(burst) - ctx.limits.max_reporters
+    if overflow > 0:  # a bounded window: the oldest reports of a storm leave it first
+        state["burst_new"] -= sum(1 for _, new in burst[:overflow] if new)
+        del burst[:overflow]
     policy = ctx.resolution.decide
     reports = policy.document.reports if policy is not None else None
     new_in_burst = state["burst_new"]
@@ -671,12 +725,19 @@ def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
     return _decide(state, ctx, ts, "report")
 
 
+# What a deleted version's tombstone keeps: its identity, the event ids that make late and
+# duplicate input a no-op, the revision and last decision (so nothing is decided twice), the
+# active appeal's id, and its TTL. Nothing that holds or derives from the content (facts,
+# hashes, evidence, scores, a reviewer's reason) survives the delete.
+TOMBSTONE_KEEPS = ("cid", "ver", "events", "rev", "last", "appeal", "deleted", "ttl", "ttl_timer")
+
+
 def _compact_tombstone(state: State) -> None:
-    """A deleted version keeps only what ignores late input: its event ids and revision."""
-    for key in ("evidence", "reporters", "burst", "tasks", "open_tasks"):
-        state[key] = [] if isinstance(state[key], list) else {}
-    state["shadow"] = {}
-    state["report_weight"], state["burst_new"] = 0.0, 0
+    """A deleted version keeps only what ignores late input (`TOMBSTONE_KEEPS`)."""
+    kept = {key: state[key] for key in TOMBSTONE_KEEPS if key in state}
+    state.clear()
+    state.update(new_state(kept["cid"], kept["ver"]))
+    state.update(kept)
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:

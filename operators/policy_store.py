@@ -1,5 +1,6 @@
 """Policy versions over time: every version seen, which is active, shadow or canary when, and
-whether publication is paused; HMAC verification and the contract's rejection rules.
+whether publication is paused; HMAC verification (operators/signing.py), the two-person
+approval of active versions and the contract's rejection rules.
 
 This is what the moderation job keeps in broadcast state (as the list of accepted records,
 `to_records` / `from_records`). Event time rules: a version or control record takes effect for
@@ -9,7 +10,6 @@ input whose `ts` is at or after its own `ts`, whatever order records arrive in.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -17,35 +17,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from operators.policy import CompiledPolicy, PolicyError, load_policy
+from operators.signing import (
+    SIGNATURE_PREFIX,
+    Keyring,
+    canonical_json,
+    sign,
+    valid_approvals,
+    verify,
+)
 from schemas import SchemaError, dead_letter, parse
 from schemas.policy import PolicyControl, PolicyVersion
-
-SIGNATURE_PREFIX = "hmac-sha256:"
-
-
-def canonical_json(record: Mapping[str, Any]) -> bytes:
-    """The bytes a signature covers: the record without `signature`, keys sorted, separators
-    `,` and `:`, no other whitespace, non-ASCII kept as UTF-8."""
-    body = {key: value for key, value in record.items() if key != "signature"}
-    return json.dumps(
-        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
-def sign(record: Mapping[str, Any], key: bytes) -> str:
-    return SIGNATURE_PREFIX + hmac.new(key, canonical_json(record), hashlib.sha256).hexdigest()
-
-
-def verify(record: Mapping[str, Any], key: bytes) -> bool:
-    """Constant-time check of `record['signature']` against the deployment key."""
-    claimed = record.get("signature")
-    if not isinstance(claimed, str):
-        return False
-    try:
-        expected = sign(record, key)
-    except (TypeError, ValueError):
-        return False
-    return hmac.compare_digest(claimed.encode("utf-8"), expected.encode("utf-8"))
 
 
 def canary_bucket(content_id: str) -> int:
@@ -148,9 +129,15 @@ def _next(state: Snapshot, record: Mapping[str, Any], ts: int) -> Snapshot:
 
 
 class PolicyStore:
-    """Every policy version seen, per policy_id, and which applies at which event time."""
+    """Every policy version seen, per policy_id, and which applies at which event time.
 
-    def __init__(self) -> None:
+    `keyring` holds the people's keys that verify approvals: an active version is accepted only
+    with an approval of its exact document by someone other than its author (contract: two
+    people publish a policy), unless the keyring says `require_approval=False`. Without a
+    keyring no approval verifies, so every pushed active version is refused."""
+
+    def __init__(self, keyring: Keyring | None = None) -> None:
+        self.keyring = keyring if keyring is not None else Keyring()
         self._policies: dict[str, _Policy] = {}
         self._event_ids: set[str] = set()
         self._sequence = 0
@@ -271,8 +258,28 @@ class PolicyStore:
                 f"{parsed.policy_id} v{parsed.version} is not greater than "
                 f"the active version {active}",
             )
+        if parsed.mode == "active" and self.keyring.require_approval:
+            self._check_approval(record, parsed)
         self._accept(record, compiled)
         return True
+
+    def _check_approval(self, record: Mapping[str, Any], parsed: PolicyVersion) -> None:
+        """An active version needs an approval of its exact document, by someone other than
+        its author, that verifies with the approver's key (class `policy` otherwise)."""
+        approvals = record.get("approvals")
+        found = valid_approvals(
+            parsed.document,
+            parsed.author,
+            approvals if isinstance(approvals, list) else [],
+            self.keyring.key_for,
+        )
+        if not found:
+            raise Rejected(
+                "policy",
+                f"policy_store: {parsed.policy_id} v{parsed.version} mode active has no "
+                f"approval (field approvals) of this document by someone other than its "
+                f"author that verifies with the approver's key",
+            )
 
     def _accept(self, record: dict[str, Any], compiled: CompiledPolicy | None) -> None:
         policy = self._policies.setdefault(str(record["policy_id"]), _Policy())
@@ -293,11 +300,14 @@ class PolicyStore:
 
     @classmethod
     def from_records(
-        cls, records: list[dict[str, Any]], trusted: Mapping[str, Any] | None = None
+        cls,
+        records: list[dict[str, Any]],
+        trusted: Mapping[str, Any] | None = None,
+        keyring: Keyring | None = None,
     ) -> PolicyStore:
         """Rebuild from `to_records()`; a `trusted` document is installed first (active from
-        ts 0), so signed records on the topic build on it."""
-        store = cls()
+        ts 0), so signed records on the topic build on it. `keyring` checks later `apply`s."""
+        store = cls(keyring)
         if trusted is not None:
             store.install(trusted, ts=0)
         for record in records:
@@ -313,6 +323,8 @@ def _compile(document: Mapping[str, Any]) -> CompiledPolicy:
 
 
 __all__ = [
+    "SIGNATURE_PREFIX",
+    "Keyring",
     "PolicyStore",
     "Rejected",
     "Resolution",
@@ -335,11 +347,13 @@ def dead_letter_for(
 ) -> Any:
     """The DLQ record for a policy record the store refused (class schema, signature or policy)."""
     error_class = error.error_class if isinstance(error, Rejected) else "schema"
+    # A Rejected carries a message the store wrote (policy id, version, field), safe to keep;
+    # passed as an exception, `describe` would reduce it to "unexpected Rejected".
     return dead_letter(
         source_topic,
         key,
         raw,
-        error,
+        str(error) if isinstance(error, Rejected) else error,
         ts=ts,
         error_class=error_class,  # type: ignore[arg-type]
         operator="policy_store",

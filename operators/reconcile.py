@@ -10,6 +10,8 @@ Pure Python over plain dict state; `now` is processing time passed in by the ada
 - a disagreement older than `sla_ms` gives a `moderation.discrepancies` record with
   `action: retry` and a repair on `enforcement.repairs` (the desired action with its own intent
   id, `repair_of` the original), at most `max_retries` times, then one `action: alert`.
+A content item's state is forgotten `STATE_TTL_MS` (processing time) after its last input once
+nothing is left to do (they agree, or the alert was sent); one expiry timer is armed at a time.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ State = dict[str, Any]
 Output = tuple[str, str, dict[str, Any]]
 DEFAULT_SLA_MS = 30_000
 DEFAULT_MAX_RETRIES = 3
+# How long a content item's reconciliation state outlives its last input (docs/retention.md).
+STATE_TTL_MS = 7 * 86_400_000
 
 
 @dataclass
 class ReconcileResult:
-    state: State
+    state: State | None  # None: forget this content item (the adapter clears its state)
     outputs: list[Output] = field(default_factory=list)
     timers: list[int] = field(default_factory=list)
     lag_ms: int | None = None  # desired -> effective, when this input closed the gap
@@ -77,6 +81,10 @@ def on_visibility(
 
 def _settle(state: State, now: int, sla_ms: int) -> ReconcileResult:
     result = ReconcileResult(state)
+    state["touched"] = now
+    if state.get("expires") is None:
+        state["expires"] = now + STATE_TTL_MS
+        result.timers.append(state["expires"])
     if agree(state):
         if state["desired"] is not None and not state.get("enforced"):
             result.lag_ms = max(0, now - state["desired"]["received"])
@@ -95,6 +103,15 @@ def on_timer(state: State | None, now: int, sla_ms: int, max_retries: int) -> Re
     """The SLA ran out (or a repair's SLA did): retry, or alert after `max_retries`."""
     state = state or new_state()
     result = ReconcileResult(state)
+    expires = state.get("expires")
+    if expires is not None and now >= expires:
+        idle_until = int(state.get("touched", now)) + STATE_TTL_MS
+        if now >= idle_until and (agree(state) or state["alerted"]):
+            result.state = None
+            return result
+        # Input came since: at its TTL; a gap still being repaired: after its next SLA period.
+        state["expires"] = idle_until if idle_until > now else now + sla_ms
+        result.timers.append(state["expires"])
     if agree(state) or state["since"] is None:
         return result
     result.open = True

@@ -12,9 +12,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from modstream.limits import Limits
+
 # Limits that keep one hostile record from costing more than it should. Documented in
 # docs/contract-notes.md; a record over them goes to the DLQ with error_class "schema".
-MAX_RECORD_BYTES = 1_048_576
+MAX_RECORD_BYTES = Limits().max_record_bytes
 MAX_ID_CHARS = 256
 MAX_TEXT_CHARS = 200_000
 

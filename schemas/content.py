@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Literal
 
-from pydantic import Field, TypeAdapter
+from pydantic import AfterValidator, Field, TypeAdapter
 
 from schemas.common import (
     MAX_TEXT_CHARS,
@@ -18,6 +19,24 @@ from schemas.common import (
     Probability,
     Sha256Hex,
 )
+
+# Where the bytes live: `scheme://…` with no control character (NUL included), no backslash and
+# no `..` path segment, plain or percent-encoded. Whether the place may be read at all (media
+# root, file type, size) is the scan job's check (docs/scanning.md).
+_DOT_DOT = re.compile(r"(^|[/\\])(\.|%2e){2}([/\\]|$)", re.IGNORECASE)
+
+
+def _safe_reference(ref: str) -> str:
+    if _DOT_DOT.search(ref.split("://", 1)[-1]):
+        raise ValueError("a media reference may not contain a '..' path segment")
+    return ref
+
+
+MediaRef = Annotated[
+    str,
+    Field(max_length=2048, pattern=r"^[a-z][a-z0-9+.-]*://[^\x00-\x1f\x7f\\]+$"),
+    AfterValidator(_safe_reference),
+]
 
 
 class _ContentEvent(InputRecord):
@@ -42,7 +61,7 @@ class ContentUpsert(_ContentEvent):
     sha256: Sha256Hex
     phash: PHashHex | None = None
     text: Annotated[str, Field(max_length=MAX_TEXT_CHARS)] | None = None
-    media_ref: Annotated[str, Field(max_length=2048)] | None = None
+    media_ref: MediaRef | None = None
     segments: Annotated[int, Field(ge=1, le=100_000)] = 1
 
 

@@ -3,15 +3,25 @@
 `dead_letter` is the single function that turns any rejected input into a DLQ record. Its
 message names the topic and the offending fields and never repeats the input's values: a
 rejected record may carry content text or tokens, and the DLQ is read by more people than
-the content is. Only `raw` keeps the input, capped at 4 KiB, so the record can be replayed.
+the content is. `raw` keeps the input for diagnosis and replay, capped at 4 KiB, but never
+content text (docs/retention.md):
+- a JSON object keeps its fields, except that the value of every content field
+  (`CONTENT_FIELDS` at any depth, plus `FREE_TEXT_FIELDS` of the record's topic) becomes
+  `sha256:<hex>` of its UTF-8, and the object gains `"_modstream_redacted": [field, ...]`:
+  such a record is not the one that was sent, so `dlq replay` must not send it back;
+- anything else (not JSON, not an object, not UTF-8, over the record size or nesting limit)
+  is kept only as `sha256:<hex>` of the bytes received; the message gives its size.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
+from modstream.limits import Limits
 from schemas.common import EventTime, Id, OutputRecord
 
 ErrorClass = Literal[
@@ -24,6 +34,38 @@ RAW_LIMIT_BYTES = 4096
 MESSAGE_LIMIT_CHARS = 1024
 _MAX_LISTED_ERRORS = 5
 
+# Fields whose values are user content or point to it (the media), on every topic and at any
+# depth: an upload's text and media reference, and the names platforms use for captions,
+# titles, descriptions and transcripts.
+CONTENT_FIELDS = frozenset(
+    {
+        "text",
+        "caption",
+        "title",
+        "description",
+        "body",
+        "comment",
+        "transcript",
+        "alt_text",
+        "media_ref",
+        "media_url",
+        "thumbnail_url",
+        "url",
+    }
+)
+# Free text a person wrote, on the topics where the field is free text (elsewhere `reason` is
+# a reason code, e.g. on moderation.reports, and is kept).
+FREE_TEXT_FIELDS: dict[str, frozenset[str]] = {
+    "review.decisions": frozenset({"reason"}),
+    "moderation.reevaluate": frozenset({"reason"}),
+    "moderation.appeals": frozenset({"reason", "statement"}),
+}
+# Added to a redacted object: the fields whose values were replaced (sorted, deduplicated).
+REDACTED_MARKER = "_modstream_redacted"
+# Nesting beyond this is not walked: the whole input is kept only as its digest.
+_LIMITS = Limits()
+_LONG_MAX = 2**63 - 1
+
 
 class DlqRecord(OutputRecord):
     """A rejected input and why it was rejected."""
@@ -34,7 +76,10 @@ class DlqRecord(OutputRecord):
     message: Annotated[str, Field(max_length=MESSAGE_LIMIT_CHARS)]
     attempts: Annotated[int, Field(ge=1)]
     workflow_version: Annotated[int, Field(ge=1)]
-    raw: str = Field(description="the input as received, cut to at most 4096 UTF-8 bytes")
+    raw: str = Field(
+        description="the input without content text, cut to at most 4096 UTF-8 bytes: a JSON "
+        "object with content fields replaced by sha256:<hex>, or sha256:<hex> of the whole input"
+    )
     ts: EventTime
 
 
@@ -45,6 +90,94 @@ def cap_utf8(text: str, limit_bytes: int) -> tuple[str, int]:
     if len(encoded) <= limit_bytes:
         return text, len(encoded)
     return encoded[:limit_bytes].decode("utf-8", errors="ignore"), len(encoded)
+
+
+def sha256_ref(data: bytes) -> str:
+    """The reference the DLQ keeps instead of content: `sha256:<hex>`."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class _Unkept(Exception):
+    """The input cannot be kept field by field: keep only its digest."""
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", errors="surrogatepass")
+
+
+def _hidden(value: Any) -> str:
+    if isinstance(value, str):
+        return sha256_ref(_utf8(value))
+    return sha256_ref(_utf8(json.dumps(value, sort_keys=True, separators=(",", ":"))))
+
+
+def _redact(value: Any, names: frozenset[str], found: set[str], depth: int) -> Any:
+    """`value` with the values of `names` replaced by their digest, at any depth."""
+    if depth > _LIMITS.max_json_depth:
+        raise _Unkept("nested too deep")
+    if isinstance(value, dict):
+        redacted = {}
+        for name, item in value.items():
+            if name in names:
+                found.add(name)
+                redacted[name] = _hidden(item)
+            else:
+                redacted[name] = _redact(item, names, found, depth + 1)
+        return redacted
+    if isinstance(value, list):
+        return [_redact(item, names, found, depth + 1) for item in value]
+    return value
+
+
+def _content_names(source_topic: str) -> frozenset[str]:
+    names = CONTENT_FIELDS
+    for topic, extra in FREE_TEXT_FIELDS.items():
+        if source_topic == topic or source_topic.endswith("." + topic):
+            names = names | extra
+    return names
+
+
+def kept_raw(source_topic: str, raw: str | bytes | None) -> tuple[str, str | None]:
+    """What `raw` of a DLQ record keeps of an input, and a note for the message when that is
+    not the input as received (redacted fields, or only a digest)."""
+    if raw is None or raw == "" or raw == b"":
+        return "", None
+    data = raw if isinstance(raw, bytes) else _utf8(raw)
+    digest_only = (sha256_ref(data), f"raw kept as its sha256 only ({len(data)} bytes)")
+    if len(data) > _LIMITS.max_record_bytes:
+        return digest_only
+    try:
+        text = data.decode("utf-8") if isinstance(raw, bytes) else raw
+        document = json.loads(text)
+        if not isinstance(document, dict):
+            raise _Unkept("not a JSON object")
+        found: set[str] = set()
+        redacted = _redact(document, _content_names(source_topic), found, 1)
+    except (_Unkept, ValueError, RecursionError, MemoryError):
+        return digest_only
+    if not found:
+        try:
+            text.encode("utf-8")
+            return text, None
+        except UnicodeEncodeError:  # lone surrogates: keep the parsed object, escaped
+            return json.dumps(redacted, separators=(",", ":")), None
+    redacted[REDACTED_MARKER] = sorted(found)
+    try:
+        kept = json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+        kept.encode("utf-8")
+    except UnicodeEncodeError:
+        kept = json.dumps(redacted, separators=(",", ":"))
+    return kept, f"{', '.join(sorted(found))} kept as sha256"
+
+
+def is_redacted(raw: str | None) -> bool:
+    """Whether a DLQ record's `raw` is not the input as sent (content fields replaced, or only a
+    digest kept): `dlq replay` must not send it back (its `stale` reason: `redacted`)."""
+    if not raw:
+        return False
+    if raw.startswith("sha256:"):
+        return True
+    return f'"{REDACTED_MARKER}":' in raw
 
 
 def _location(loc: tuple[int | str, ...]) -> str:
@@ -80,7 +213,9 @@ def describe(error: BaseException | str) -> str:
     if isinstance(error, ValueError):
         # SchemaError and the operators' own errors carry messages we wrote, naming fields.
         return str(error)
-    return f"{type(error).__name__}: {error}"
+    # An unexpected exception: its type only. Its text may repeat the input (a KeyError names
+    # the missing key, a ValueError from a library its argument).
+    return f"unexpected {type(error).__name__}"
 
 
 def dead_letter(
@@ -99,20 +234,24 @@ def dead_letter(
     `ts` is the input's event time when it has one, else the Kafka record's timestamp, so a
     replay of the same input writes the same DLQ record.
     """
-    if isinstance(raw, bytes):
-        raw = raw.decode("utf-8", errors="replace")
-    raw_text, raw_size = cap_utf8(raw or "", RAW_LIMIT_BYTES)
-    message = f"{operator} rejected a {source_topic} record: {describe(error)}"
+    raw_text, note = kept_raw(source_topic, raw)
+    raw_text, raw_size = cap_utf8(raw_text, RAW_LIMIT_BYTES)
+    notes = [note] if note else []
     if raw_size > RAW_LIMIT_BYTES:
-        message += f" (raw cut from {raw_size} to {RAW_LIMIT_BYTES} bytes)"
-    message, _ = cap_utf8(message, MESSAGE_LIMIT_CHARS)
+        notes.append(f"raw cut from {raw_size} to {RAW_LIMIT_BYTES} bytes")
+    suffix = f" ({'; '.join(notes)})" if notes else ""
+    message = f"{operator} rejected a {source_topic} record: {describe(error)}"
+    message, _ = cap_utf8(message, MESSAGE_LIMIT_CHARS - len(suffix))
+    message = (message + suffix)[:MESSAGE_LIMIT_CHARS]
+    if key is not None:  # a key from a hostile producer may not even be valid UTF-8
+        key = key.encode("utf-8", errors="replace").decode("utf-8")
     return DlqRecord(
         source_topic=source_topic,
         key=key,
         error_class=error_class,
-        message=message[:MESSAGE_LIMIT_CHARS],
+        message=message,
         attempts=max(1, attempts),
         workflow_version=WORKFLOW_VERSION,
         raw=raw_text,
-        ts=max(0, ts),
+        ts=min(max(0, ts), _LONG_MAX),
     )

@@ -170,4 +170,6 @@ class ScanRequest(OutputRecord):
     deadline_ts: int | None
     text: str | None = None
     media_ref: Annotated[str, Field(max_length=2048)] | None = None
+    # The upload's declared size: the scan job reads at most this many bytes of `media_ref`.
+    size_bytes: Annotated[int, Field(ge=0)] | None = None
     ts: EventTime

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from typing import Any
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from schemas.common import MAX_RECORD_BYTES
+from modstream.limits import Limits
 from schemas.content import CONTENT_VERSION_ADAPTER
 from schemas.detector import DetectorResult
 from schemas.dlq import DlqRecord, describe
@@ -54,6 +57,7 @@ OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
 }
 
 TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS, **OWN_TOPICS}
+DEFAULT_LIMITS = Limits()
 
 
 class SchemaError(ValueError):
@@ -66,14 +70,134 @@ class SchemaError(ValueError):
 
 def parse(topic: str, raw: str | bytes) -> BaseModel:
     """Validate one JSON record of `topic`; raise SchemaError naming the field on any failure."""
+    return validate(topic, load_json(topic, raw))
+
+
+def validate(topic: str, document: Any) -> BaseModel:
+    """Validate an already loaded JSON document (`load_json`) against `topic`'s model."""
     adapter = TOPIC_MODELS.get(topic)
     if adapter is None:
         raise SchemaError(topic, f"no schema for topic {topic!r}")
-    size = len(raw.encode("utf-8")) if isinstance(raw, str) else len(raw)
-    if size > MAX_RECORD_BYTES:
-        raise SchemaError(topic, f"<record>: {size} bytes, over the {MAX_RECORD_BYTES}-byte limit")
     try:
-        record: BaseModel = adapter.validate_json(raw)
+        record: BaseModel = adapter.validate_python(document)
     except ValidationError as error:
         raise SchemaError(topic, describe(error)) from None
     return record
+
+
+def load_json(topic: str, raw: str | bytes, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """Strict JSON for one record, or SchemaError: UTF-8, at most `max_record_bytes`, nesting
+    at most `max_json_depth`, no duplicated field name at any depth (the field the watermark
+    sees and the one validated must be the same), no NaN or infinity, integers within a signed
+    64-bit long (what the JVM side carries). Never raises anything else, whatever `raw` is."""
+    if isinstance(raw, bytes):
+        if len(raw) > limits.max_record_bytes:
+            raise _too_large(topic, len(raw), limits)
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise SchemaError(topic, f"<record>: not UTF-8 (byte {error.start})") from None
+    elif raw.startswith(NOT_UTF8):
+        digest, _, length = raw[len(NOT_UTF8) :].partition(":")
+        raise SchemaError(topic, f"<record>: not UTF-8 ({length} bytes, sha256 {digest[:64]})")
+    elif len(raw) > limits.max_record_bytes // 4:
+        size = len(raw.encode("utf-8", errors="surrogatepass"))
+        if size > limits.max_record_bytes:
+            raise _too_large(topic, size, limits)
+    if not raw.isascii() and not _encodable(raw):
+        raise SchemaError(topic, "<record>: not UTF-8 (a lone surrogate)")
+    _check_depth(topic, raw, limits.max_json_depth)
+    try:
+        document = json.loads(
+            raw,
+            object_pairs_hook=_unique_fields,
+            parse_constant=_no_constant,
+            parse_int=_long,
+            parse_float=_finite,
+        )
+        if _SURROGATE_ESCAPE.search(raw) and not _encodable(
+            json.dumps(document, ensure_ascii=False)
+        ):
+            raise _Refused("a string holds a lone surrogate (no UTF-8 text can)")
+        return document
+    except _Refused as refusal:
+        raise SchemaError(topic, f"<record>: {refusal}") from None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}"
+        raise SchemaError(topic, f"<record>: Invalid JSON at {where}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise SchemaError(topic, f"<record>: unreadable JSON ({type(error).__name__})") from None
+
+
+class _Refused(ValueError):
+    """A JSON text that parses but is not acceptable input (duplicate field, NaN, overflow)."""
+
+
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+# What the Kafka source hands over for a value that is not UTF-8 (no JSON starts with NUL):
+# TopicKeyValueDeserializationSchema.NOT_UTF8, then the bytes' sha256 and length.
+NOT_UTF8 = "\x00modstream:not-utf-8:"
+# A \uD800-\uDFFF escape: only a pair of them is text.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# A JSON string (with escapes) or a bracket: enough to measure nesting outside strings.
+_BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _too_large(topic: str, size: int, limits: Limits) -> SchemaError:
+    return SchemaError(
+        topic, f"<record>: {size} bytes, over the {limits.max_record_bytes}-byte limit"
+    )
+
+
+def _check_depth(topic: str, raw: str, max_depth: int) -> None:
+    """Refuse nesting deeper than `max_depth` before the parser recurses into it. Cheap for
+    ordinary records: only a text with more brackets than the limit is scanned."""
+    if raw.count("[") + raw.count("{") <= max_depth:
+        return
+    depth = 0
+    for match in _BRACKETS.finditer(raw):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise SchemaError(topic, f"<record>: nested deeper than {max_depth} levels")
+        elif token in "]}":
+            depth -= 1
+
+
+def _unique_fields(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    document = dict(pairs)
+    if len(document) != len(pairs):
+        names = [name for name, _ in pairs]
+        duplicate = next(name for name in names if names.count(name) > 1)
+        shown = duplicate if len(duplicate) <= 64 and duplicate.isidentifier() else "<name>"
+        raise _Refused(f"duplicated field name {shown!r}")
+    return document
+
+
+def _no_constant(name: str) -> Any:
+    raise _Refused(f"{name} is not a JSON number")
+
+
+def _long(text: str) -> int:
+    if len(text) > 20:
+        raise _Refused("integer beyond a signed 64-bit long")
+    value = int(text)
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        raise _Refused("integer beyond a signed 64-bit long")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _Refused("number beyond a 64-bit float")
+    return value

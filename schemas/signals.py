@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from schemas.common import (
     ContentVersion,
@@ -17,6 +17,9 @@ from schemas.common import (
 )
 
 _HASH_PATTERNS = {"sha256": 64, "phash": 16}
+# `hmac-sha256:<hex>` of the producer (contract v1.1); checked by operators/signing.py, so a
+# malformed one is refused as a signature, not as a schema error.
+OptionalSignature = Annotated[str, Field(max_length=1024)] | None
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
@@ -29,6 +32,7 @@ class HashBankEntry(InputRecord):
     hash: Id
     op: Literal["add", "remove"]
     ts: EventTime
+    signature: OptionalSignature = None
 
     @model_validator(mode="after")
     def _hash_matches_type(self) -> Self:
@@ -61,6 +65,7 @@ class ReviewDecision(InputRecord):
     outcome: Outcome
     reason: ShortText
     ts: EventTime
+    signature: OptionalSignature = None
 
 
 class Appeal(InputRecord):
@@ -73,6 +78,7 @@ class Appeal(InputRecord):
     decision_revision: DecisionRevision
     user_id: Id
     ts: EventTime
+    signature: OptionalSignature = None
 
 
 class Reevaluate(InputRecord):

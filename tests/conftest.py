@@ -1,7 +1,8 @@
 """Shared builders for modstream tests: named instants, records, deterministic data.
 
 Tests default to the same ports and run directory as `make test` (19092/19093/16379 in
-.run/test), so a plain `pytest` never touches a stack started with `make up`.
+.run/test), so a plain `pytest` never touches a stack started with `make up`, and to its
+signing setup: every authority topic requires signatures, keys derived from one dev secret.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from operators.signing import Keyring
+
 ROOT = Path(__file__).resolve().parent.parent
 for _name, _default in {
     "MODSTREAM_RUN_DIR": str(ROOT / ".run" / "test"),
     "MODSTREAM_KAFKA_PORT": "19092",
     "MODSTREAM_KAFKA_CONTROLLER_PORT": "19093",
     "MODSTREAM_REDIS_PORT": "16379",
+    "MODSTREAM_SIGNING_DEV_SECRET": "modstream-test-signing",
+    "MODSTREAM_SIGNATURES_REQUIRED": "all",
 }.items():
     os.environ.setdefault(_name, _default)
 
@@ -23,6 +28,9 @@ T0 = 1_764_460_800_000  # 2025-11-30T00:00:00Z
 ONE_SECOND = 1_000
 ONE_MINUTE_LATER = T0 + 60 * ONE_SECOND
 SECRET_TEXT = "SECRET-CONTENT-7f3a: never copy me into a message"
+
+# The keys the test stack's jobs trust (the environment above): builders sign with them.
+TEST_KEYRING = Keyring.from_env()
 
 
 def upload(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[str, Any]:

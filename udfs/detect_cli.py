@@ -12,13 +12,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from modstream.limits import Limits
 from udfs.detector import Item, MediaError
+from udfs.media import read_media
 from udfs.registry import detector
 
 BATCH = 32
 
 
-def _items(lines: Iterator[str]) -> Iterator[tuple[int, Item | MediaError, dict[str, Any]]]:
+def _items(
+    lines: Iterator[str], limits: Limits
+) -> Iterator[tuple[int, Item | MediaError, dict[str, Any]]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -31,9 +35,12 @@ def _items(lines: Iterator[str]) -> Iterator[tuple[int, Item | MediaError, dict[
             yield number, Item(text=entry["text"], mime_type="text/plain"), entry
         elif isinstance(entry, dict) and isinstance(entry.get("path"), str):
             path = Path(entry["path"])
-            try:
-                data = path.read_bytes()
-            except OSError as error:
+            try:  # a regular file within the media bounds (never /dev/zero or a FIFO)
+                data = read_media(path.absolute().as_uri(), Path("/"), limits)
+            except MediaError as error:
+                yield number, error, entry
+                continue
+            except (OSError, ValueError) as error:
                 yield number, MediaError(f"cannot read ({type(error).__name__})"), entry
                 continue
             mime = entry.get("mime_type") or mimetypes.guess_type(path.name)[0]
@@ -43,7 +50,8 @@ def _items(lines: Iterator[str]) -> Iterator[tuple[int, Item | MediaError, dict[
 
 
 def run(name: str, input_path: Path, say: Callable[[str], None] = print) -> int:
-    scanner = detector(name)
+    limits = Limits.from_env()
+    scanner = detector(name, limits=limits)
     with open(input_path, encoding="utf-8") as handle:
         pending: list[tuple[int, Item | MediaError, dict[str, Any]]] = []
 
@@ -55,7 +63,7 @@ def run(name: str, input_path: Path, say: Callable[[str], None] = print) -> int:
                 say(json.dumps(_record(name, scanner.model_version, number, entry, result)))
             pending.clear()
 
-        for entry in _items(iter(handle)):
+        for entry in _items(iter(handle), limits):
             pending.append(entry)
             if len(pending) >= BATCH:
                 flush()

@@ -1,8 +1,10 @@
 """media_check: deterministic checks before any model, as evidence the policy can require.
 
 Labels (0 or 1): `mime_mismatch` (the bytes' magic number is not the declared `mime_type`),
-`corrupt` (the file does not decode, or its dimensions or duration are outside the limits),
-`malware` (a yara rule of `udfs/rules/malware.yar` matched; the EICAR test file is caught).
+`corrupt` (the file does not parse as its declared kind, or its dimensions or frame count are
+outside the limits of `modstream/limits.py`), `malware` (a yara rule of `udfs/rules/malware.yar`
+matched: the EICAR test file, executables, script or markup in images, archives hidden in
+media). A yara scan that does not finish in `yara_timeout_s` is an error, not a clean result.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from pathlib import Path
 import yara
 from PIL import Image
 
+from modstream.limits import Limits
+from udfs import media, video
 from udfs.detector import Adapter, Item, MediaError, file_digest
 
 RULES = Path(__file__).with_name("rules") / "malware.yar"
-MAX_PIXELS = 100_000_000
-MAX_SIDE = 20_000
+MAX_SIDE = 20_000  # a side longer than this is corrupt whatever the pixel count
 MAGIC: dict[str, tuple[bytes, ...]] = {
     "image/png": (b"\x89PNG\r\n\x1a\n",),
     "image/jpeg": (b"\xff\xd8\xff",),
@@ -49,16 +52,28 @@ def magic_matches(data: bytes, mime_type: str | None) -> bool:
     return any(data.startswith(s) for s in signatures)
 
 
-def structurally_sound(data: bytes, mime_type: str | None) -> bool:
+def structurally_sound(data: bytes, mime_type: str | None, limits: Limits | None = None) -> bool:
+    """The file parses as its declared kind within the bounds: an image's header (format
+    allowlist, pixel limit before decoding) and `verify()`; a video's container, demuxed to
+    the end without decoding (frame and pixel limits); text as UTF-8."""
+    limits = limits or Limits()
     if mime_type and mime_type.startswith("image/"):
+        media.pillow_limit(limits)
         try:
-            with Image.open(io.BytesIO(data)) as image:
+            with Image.open(io.BytesIO(data), formats=media.IMAGE_FORMATS) as image:
                 width, height = image.size
-                if width * height > MAX_PIXELS or max(width, height) > MAX_SIDE:
+                media.check_pixels(width, height, limits)
+                if max(width, height) > MAX_SIDE:
                     return False
                 image.verify()
             return True
         except Exception:
+            return False
+    if mime_type in video.VIDEO_FORMATS:
+        try:
+            video.frame_counts(data, mime_type, limits)
+            return True
+        except MediaError:
             return False
     if mime_type and mime_type.startswith("text/"):
         try:
@@ -74,22 +89,37 @@ class MediaCheck:
     modalities: tuple[str, ...] = ("image", "video", "audio", "text")
     labels: tuple[str, ...] = ADAPTER.labels
 
-    def __init__(self) -> None:
+    def __init__(self, limits: Limits | None = None) -> None:
         self.rules = yara.compile(filepath=str(RULES))
         self.model_version = f"media_check-{file_digest(RULES)[:12]}-{ADAPTER.version}"
+        self.limits = limits or Limits()
 
     def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
         results: list[dict[str, float] | MediaError] = []
         for item in items:
             data = item.data if item.data is not None else (item.text or "").encode("utf-8")
-            malware = bool(self.rules.match(data=data))
+            try:
+                malware = self._malware(data)
+            except MediaError as error:
+                results.append(error)
+                continue
             results.append(
                 ADAPTER(
                     [
                         0.0 if magic_matches(data, item.mime_type) else 1.0,
-                        0.0 if structurally_sound(data, item.mime_type) else 1.0,
+                        0.0 if structurally_sound(data, item.mime_type, self.limits) else 1.0,
                         1.0 if malware else 0.0,
                     ]
                 )
             )
         return results
+
+    def _malware(self, data: bytes) -> bool:
+        """A yara match within `yara_timeout_s`; a scan that does not finish is not a clean
+        result but an error (the policy reads it as unknown)."""
+        try:
+            return bool(self.rules.match(data=data, timeout=self.limits.yara_timeout_s))
+        except yara.TimeoutError:
+            raise MediaError(f"yara: no verdict in {self.limits.yara_timeout_s} s") from None
+        except yara.Error as error:
+            raise MediaError(f"yara: scan failed ({type(error).__name__})") from None

@@ -10,6 +10,7 @@ A contract test pins it to the package's own preprocessing.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 from collections.abc import Sequence
@@ -19,12 +20,14 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from udfs import onnx_session
+from modstream.limits import Limits
+from udfs import media, onnx_session, video
 from udfs.detector import Adapter, Item, MediaError, clip, file_digest
 
 RESIZE = 256
 CROP = 224
 BGR_MEAN = np.array([104.0, 117.0, 123.0], dtype=np.float32)
+CHUNK = 32  # frames per model call: bounds memory for animated images
 # The graph's output: [P(SFW), P(NSFW)] per image.
 ADAPTER = Adapter(version="a1", labels=("nsfw",), mapping=lambda raw: {"nsfw": clip(raw[1])})
 
@@ -47,21 +50,25 @@ def preprocess(image: Image.Image) -> np.ndarray:
     return np.ascontiguousarray(cropped[:, :, ::-1] - BGR_MEAN, dtype=np.float32)
 
 
-def decode(data: bytes) -> Image.Image:
-    try:
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-            return image.copy()
-    except Exception as error:
-        raise MediaError(f"image does not decode ({type(error).__name__})") from None
+def decode(data: bytes, limits: Limits | None = None) -> Image.Image:
+    """The first frame of an image, within the pixel limit (udfs/media.py)."""
+    for frame in media.image_frames(data, limits or Limits()):
+        return frame
+    raise MediaError("image has no frames")
 
 
 class NsfwImage:
+    """Open-NSFW over every frame: a still image is one frame, an animated image (GIF, APNG,
+    WebP) scores its highest frame, a video segment its highest sampled frame of any stream.
+    Frames are scored in chunks of `CHUNK`, so memory does not grow with the frame count."""
+
     name: str = "nsfw_image"
     modalities: tuple[str, ...] = ("image", "video")
     labels: tuple[str, ...] = ADAPTER.labels
 
-    def __init__(self, *, intra_op_threads: int | None = None) -> None:
+    def __init__(
+        self, *, intra_op_threads: int | None = None, limits: Limits | None = None
+    ) -> None:  # fmt: skip
         path = model_path()
         # The model is the whole cost of an image: it gets every core (unlike text, where the
         # Flink pipeline around it needs one).
@@ -69,46 +76,81 @@ class NsfwImage:
         self.session = onnx_session.session(path, intra_op_threads=threads or os.cpu_count() or 1)
         self.input_name = self.session.get_inputs()[0].name
         self.model_version = f"open_nsfw-{file_digest(path)[:12]}-{ADAPTER.version}"
+        self.limits = limits or Limits()
+        self.sample_every = max(1, int(os.environ.get("MODSTREAM_VIDEO_SAMPLE_EVERY") or 1))
+        self.videos = video.OncePerVideo()
 
     def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
-        results: list[dict[str, float] | MediaError] = []
-        arrays: list[np.ndarray] = []
-        positions: list[int] = []
+        results: list[dict[str, float] | MediaError] = [MediaError("not scored")] * len(items)
+        stills: list[int] = []
+        # A version's segment requests carry the same bytes: one decode for all of them.
+        videos: dict[tuple[bytes, str | None, int], list[int]] = {}
         for index, item in enumerate(items):
             if (item.mime_type or "").startswith("video/"):
-                results.append(self._video(item))
-                continue
-            try:
-                arrays.append(preprocess(decode(item.data or b"")))
-                positions.append(index)
-                results.append(MediaError("pending"))
-            except MediaError as error:
-                results.append(error)
-        if arrays:
-            raw = self.session.run(None, {self.input_name: np.stack(arrays)})[0]
-            for position, row in zip(positions, raw, strict=True):
-                results[position] = ADAPTER([float(v) for v in row])
+                key = (item.data or b"", item.mime_type, item.segments)
+                videos.setdefault(key, []).append(index)
+            else:
+                stills.append(index)
+        for index, best in self._stills(items, stills).items():
+            results[index] = best if isinstance(best, MediaError) else ADAPTER([1 - best, best])
+        for (data, mime_type, segments), indexes in videos.items():
+            scores = self._video(data, mime_type, segments)
+            for index in indexes:
+                segment = items[index].segment or 0
+                if isinstance(scores, MediaError):
+                    results[index] = scores
+                elif segment >= len(scores):
+                    results[index] = MediaError(f"segment {segment} of {len(scores)}")
+                else:
+                    results[index] = ADAPTER([1.0 - scores[segment], scores[segment]])
         return results
 
-    def _video(self, item: Item) -> dict[str, float] | MediaError:
-        """A video segment: its sampled frames through the model (udfs/video.py)."""
-        from udfs import video
+    def _stills(self, items: Sequence[Item], indexes: list[int]) -> dict[int, float | MediaError]:
+        """The highest frame score of each image, frames streamed in chunks."""
+        best: dict[int, float | MediaError] = {}
+        frames: list[Image.Image] = []
+        owners: list[int] = []
 
-        every = int(os.environ.get("MODSTREAM_VIDEO_SAMPLE_EVERY") or 1)
-        try:
-            scores = video.score_segments(self, item.data or b"", item.segments, every)
-        except MediaError as error:
-            return error
-        segment = item.segment or 0
-        if segment >= len(scores):
-            return MediaError(f"segment {segment} of {len(scores)}")
-        return ADAPTER([1.0 - scores[segment], scores[segment]])
+        def flush() -> None:
+            for owner, value in zip(owners, self.score_frames(frames), strict=True):
+                current = best.get(owner, 0.0)
+                if not isinstance(current, MediaError):
+                    best[owner] = max(current, value)
+            frames.clear()
+            owners.clear()
+
+        for index in indexes:
+            try:
+                for frame in media.image_frames(items[index].data or b"", self.limits):
+                    frames.append(frame)
+                    owners.append(index)
+                    if len(frames) >= CHUNK:
+                        flush()
+            except MediaError as error:
+                best[index] = error
+        if frames:
+            flush()
+        return best
+
+    def _video(self, data: bytes, mime_type: str | None, segments: int) -> list[float] | MediaError:
+        """A video's segment scores (udfs/video.py), decoded once per content."""
+        key = (hashlib.sha256(data).digest(), mime_type, segments, self.sample_every)
+        return self.videos.get(
+            key,
+            lambda: video.segment_scores(
+                data,
+                mime_type,
+                segments,
+                self.score_frames,
+                sample_every=self.sample_every,
+                limits=self.limits,
+            ),
+        )
 
     def score_frames(self, frames: Sequence[Image.Image]) -> list[float]:
-        """Scores of already decoded frames (video), one call."""
+        """Scores of already decoded frames, one model call."""
         if not frames:
             return []
-        raw = self.session.run(None, {self.input_name: np.stack([preprocess(f) for f in frames])})[
-            0
-        ]
+        batch = np.stack([preprocess(frame) for frame in frames])
+        raw = self.session.run(None, {self.input_name: batch})[0]
         return [ADAPTER([float(v) for v in row])["nsfw"] for row in raw]

@@ -6,13 +6,16 @@ modality, mime_type, text | media_ref, priority (live|backfill), attempt, deadli
 - media that cannot be loaded (an I/O error) is transient: retried with exponential backoff
   and jitter up to `max_attempts` and the request's overall `deadline_ts`, then a result with
   status `timeout` (UNKNOWN for the policy, never safe);
-- media that loads but cannot be scanned (corrupt, unsupported) is permanent: status `error`
-  and a DLQ record of class `permanent`, no retry;
+- media that is hostile (udfs/media.py), or loads but cannot be scanned (corrupt, unsupported,
+  over a bound), is permanent: status `error` and a DLQ record of class `permanent`, no retry;
+  so is anything unforeseen that one request's loading or scoring throws (a batch whose model
+  call throws is scored again one request at a time, so only the request at fault fails);
 - everything else is scored in one `detect` call and comes out `ok`.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ from typing import Any
 
 from udfs.detector import Detector, Item, MediaError
 
+LOG = logging.getLogger("modstream.udfs")
 MAX_ATTEMPTS = 4
 BASE_BACKOFF_MS = 100
 MAX_BACKOFF_MS = 5_000
@@ -72,6 +76,8 @@ def scan_batch(
     max_attempts: int = MAX_ATTEMPTS,
     rng: random.Random | None = None,
 ) -> ScanOutcome:
+    """Every request answered (ok, error, timeout) or retried; never raises for one request's
+    sake: whatever one request's media or scoring throws fails that request only."""
     outcome = ScanOutcome()
     items: list[Item] = []
     loaded: list[dict[str, Any]] = []
@@ -80,8 +86,7 @@ def scan_batch(
             items.append(load(request))
             loaded.append(request)
         except MediaError as error:
-            outcome.permanent.append((request, str(error)))
-            outcome.results.append(result_record(request, detector.model_version, "error", now))
+            _permanent(outcome, detector, request, str(error), now)
         except OSError:
             attempt = int(request.get("attempt", 1))
             due = now + backoff_ms(attempt, rng)
@@ -91,13 +96,50 @@ def scan_batch(
                 )
             else:
                 outcome.retries.append(({**request, "attempt": attempt + 1}, due))
+        except Exception as error:  # hostile input the loader did not foresee
+            _permanent(outcome, detector, request, f"media does not load ({_kind(error)})", now)
     if items:
-        for request, scored in zip(loaded, detector.detect(items), strict=True):
+        for request, scored in zip(loaded, detect_each(detector, items), strict=True):
             if isinstance(scored, MediaError):
-                outcome.permanent.append((request, str(scored)))
-                outcome.results.append(result_record(request, detector.model_version, "error", now))
+                _permanent(outcome, detector, request, str(scored), now)
             else:
                 outcome.results.append(
                     result_record(request, detector.model_version, "ok", now, scored)
                 )
     return outcome
+
+
+def detect_each(detector: Detector, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+    """One model call for the batch; if it throws, each item alone, so an item that breaks the
+    detector (a decoder bug, a NaN score, memory) fails itself and not its batch."""
+    try:
+        scored = detector.detect(items)
+        if len(scored) == len(items):
+            return scored
+        failure = f"{len(scored)} results for {len(items)} items"
+    except Exception as error:
+        failure = _kind(error)
+    LOG.warning(
+        "scan: %s failed on a batch of %d (%s): one by one", detector.name, len(items), failure
+    )
+    if len(items) == 1:
+        return [MediaError(f"{detector.name} failed on this item ({failure})")]
+    results: list[dict[str, float] | MediaError] = []
+    for item in items:
+        try:
+            [one] = detector.detect([item])
+        except Exception as error:
+            one = MediaError(f"{detector.name} failed on this item ({_kind(error)})")
+        results.append(one)
+    return results
+
+
+def _permanent(
+    outcome: ScanOutcome, detector: Detector, request: dict[str, Any], why: str, now: int
+) -> None:
+    outcome.permanent.append((request, why))
+    outcome.results.append(result_record(request, detector.model_version, "error", now))
+
+
+def _kind(error: BaseException) -> str:
+    return type(error).__name__

@@ -1,73 +1,235 @@
-"""Video segments through the image detector: decode with PyAV (its wheel ships FFmpeg),
-sample frames, score them with nsfw_image; a segment's score is its highest frame score.
+"""Video segments through a frame scorer: decode with PyAV (its wheel ships FFmpeg), sample
+frames, score them; a segment's score is its highest frame score over every video stream.
 
-Segments are equal runs of frames (`segments` from the upload); within a segment every
-`sample_every`-th frame is scored. Sampling trades compute for recall: docs/BENCHMARKS.md has
-the measured recall against the sampling rate.
+Segments are equal runs of frames (`segments` from the upload) of each video stream; within a
+segment every `sample_every`-th frame is scored. Sampling trades compute for recall:
+docs/BENCHMARKS.md has the measured recall against the sampling rate.
+
+Hostile video is bounded before it costs anything (docs/scanning.md, "Hostile media"): the
+container format is fixed by the declared MIME type (FFmpeg never guesses, so a playlist or
+concat file cannot make it open other files), a first pass only demuxes and counts the frames
+of every video stream (more than `max_frames`, or `max_decoded_pixels` in all, is refused), the
+declared size of each stream and of each decoded frame is checked against `max_image_pixels`,
+and the second pass streams frames to the scorer in chunks, never holding the whole video.
+One file is decoded once for all its segments; `OncePerVideo` keeps the scores of recent files
+so that a version's segment requests in later batches do not decode it again.
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import av
 from PIL import Image
 
+from modstream.limits import Limits
 from udfs.detector import MediaError
-from udfs.nsfw_image import NsfwImage
+from udfs.media import check_pixels
 
-
-def frames(data: bytes, max_frames: int = 100_000) -> list[Image.Image]:
-    """Every frame of a video, decoded."""
-    try:
-        container: Any
-        with av.open(io.BytesIO(data)) as container:
-            stream = container.streams.video[0]
-            decoded = []
-            for frame in container.decode(stream):
-                decoded.append(frame.to_image())
-                if len(decoded) >= max_frames:
-                    break
-            return decoded
-    except (av.error.FFmpegError, IndexError, ValueError) as error:
-        raise MediaError(f"video does not decode ({type(error).__name__})") from None
+# Declared MIME type -> FFmpeg demuxer. Anything else is not decoded.
+VIDEO_FORMATS = {
+    "video/mp4": "mp4",
+    "video/quicktime": "mov",
+    "video/x-m4v": "mp4",
+    "video/3gpp": "3gp",
+    "video/webm": "webm",
+    "video/x-matroska": "matroska",
+    "video/x-msvideo": "avi",
+    "video/mpeg": "mpeg",
+    "video/mp2t": "mpegts",
+    "video/ogg": "ogg",
+    "video/x-flv": "flv",
+}
+CHUNK = 32  # frames per scorer call: bounds memory whatever the video's length
+ScoreFrames = Callable[[Sequence[Image.Image]], list[float]]
 
 
 def sample(count: int, segments: int, segment: int, sample_every: int) -> list[int]:
-    """Frame indices of `segment` (0-based) that get scored."""
+    """Frame indices of `segment` (0-based) that get scored, of a stream of `count` frames."""
     size = max(1, -(-count // segments))
     start, end = segment * size, min(count, (segment + 1) * size)
     return list(range(start, end, max(1, sample_every)))
 
 
-def score_segments(
-    detector: NsfwImage, data: bytes, segments: int = 1, sample_every: int = 1
-) -> list[float]:
-    """The highest sampled frame score of each segment."""
-    decoded = frames(data)
-    if not decoded:
+def _open(data: bytes, mime_type: str | None) -> Any:
+    fmt = VIDEO_FORMATS.get(mime_type or "")
+    if fmt is None:
+        raise MediaError(f"video: no decoder for the declared type {str(mime_type)[:64]!r}")
+    return av.open(io.BytesIO(data), format=fmt)
+
+
+def frame_counts(data: bytes, mime_type: str | None, limits: Limits) -> dict[int, int]:
+    """Frames per video stream (by stream index), demuxed, not decoded; MediaError for a file
+    without video, over a bound, or that does not demux."""
+    try:
+        with _open(data, mime_type) as container:
+            streams = list(container.streams.video)
+            if not streams:
+                raise MediaError("video: no video stream")
+            sizes = {}
+            for stream in streams:
+                width, height = stream.codec_context.width, stream.codec_context.height
+                if width or height:  # 0: not in the headers; each decoded frame is checked
+                    check_pixels(width, height, limits)
+                sizes[stream.index] = width * height
+            counts = dict.fromkeys(sizes, 0)
+            total = pixels = 0
+            for packet in container.demux(*streams):
+                if not packet.size:
+                    continue  # the flush packet at the end of each stream
+                counts[packet.stream.index] += 1
+                total += 1
+                pixels += sizes[packet.stream.index]
+                if total > limits.max_frames or pixels > limits.max_decoded_pixels:
+                    raise MediaError(
+                        f"video: more than {limits.max_frames} frames or "
+                        f"{limits.max_decoded_pixels} pixels in all"
+                    )
+    except MediaError:
+        raise
+    except Exception as error:  # FFmpeg and PyAV raise many kinds on hostile input
+        raise MediaError(f"video does not decode ({type(error).__name__})") from None
+    if total == 0:
         raise MediaError("video has no frames")
-    scores: list[float] = []
-    for segment in range(segments):
-        picked = [decoded[i] for i in sample(len(decoded), segments, segment, sample_every)]
-        scores.append(max(detector.score_frames(picked), default=0.0))
-    return scores
+    return counts
+
+
+def decoded(
+    data: bytes, mime_type: str | None, limits: Limits
+) -> Iterator[tuple[int, int, Any]]:  # fmt: skip
+    """(stream index, frame number in its stream, frame) for every frame of every video
+    stream, one at a time, each frame's size checked before it is converted, and the frame
+    and pixel totals again (a stream's size may change, or be unknown until decoded)."""
+    total = pixels = 0
+    try:
+        with _open(data, mime_type) as container:
+            streams = list(container.streams.video)
+            seen = {stream.index: 0 for stream in streams}
+            for packet in container.demux(*streams):
+                for frame in packet.decode():
+                    index = packet.stream.index
+                    total += 1
+                    pixels += frame.width * frame.height
+                    if total > limits.max_frames or pixels > limits.max_decoded_pixels:
+                        raise MediaError(
+                            f"video: more than {limits.max_frames} frames or "
+                            f"{limits.max_decoded_pixels} pixels in all"
+                        )
+                    check_pixels(frame.width, frame.height, limits)
+                    yield index, seen[index], frame
+                    seen[index] += 1
+    except MediaError:
+        raise
+    except Exception as error:
+        raise MediaError(f"video does not decode ({type(error).__name__})") from None
+
+
+def segment_scores(
+    data: bytes,
+    mime_type: str | None,
+    segments: int,
+    score: ScoreFrames,
+    *,
+    sample_every: int = 1,
+    limits: Limits | None = None,
+) -> list[float]:
+    """The highest sampled frame score of each segment, over every video stream; the file is
+    decoded once, and frames go to `score` in chunks of `CHUNK`."""
+    limits = limits or Limits()
+    counts = frame_counts(data, mime_type, limits)
+    every = max(1, sample_every)
+    best = [0.0] * segments
+    frames: list[Image.Image] = []
+    owners: list[int] = []
+
+    def flush() -> None:
+        for segment, value in zip(owners, score(frames), strict=True):
+            best[segment] = max(best[segment], value)
+        frames.clear()
+        owners.clear()
+
+    for stream, number, frame in decoded(data, mime_type, limits):
+        size = max(1, -(-counts[stream] // segments))
+        segment = min(segments - 1, number // size)
+        if (number - segment * size) % every:
+            continue
+        frames.append(frame.to_image())
+        owners.append(segment)
+        if len(frames) >= CHUNK:
+            flush()
+    if frames:
+        flush()
+    return best
+
+
+class OncePerVideo:
+    """Segment scores of recently scanned videos, by content: a version's segment requests,
+    in one batch or in batches close together, decode the file once. Bounded (least recently
+    used out), shared by the model workers: a second worker asking for a video being decoded
+    waits for the first one's result instead of decoding it again."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._done: OrderedDict[Hashable, list[float] | MediaError] = OrderedDict()
+        self._running: dict[Hashable, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(
+        self, key: Hashable, compute: Callable[[], list[float]]
+    ) -> list[float] | MediaError:  # fmt: skip
+        while True:
+            with self._lock:
+                if key in self._done:
+                    self._done.move_to_end(key)
+                    return self._done[key]
+                running = self._running.get(key)
+                if running is None:
+                    self._running[key] = threading.Event()
+            if running is None:
+                break
+            running.wait()  # then look again: the first one may have failed
+        value: list[float] | MediaError
+        try:
+            value = compute()
+        except MediaError as error:
+            value = error
+        finally:
+            with self._lock:
+                self._running.pop(key).set()
+        with self._lock:
+            self._done[key] = value
+            while len(self._done) > self.size:
+                self._done.popitem(last=False)
+        return value
 
 
 def encode(images: Sequence[Image.Image], fps: int = 10, codec: str = "mpeg4") -> bytes:
     """Frames -> an MP4 (for tests and benchmarks)."""
+    return encode_streams([images], fps, codec)
+
+
+def encode_streams(
+    streams: Sequence[Sequence[Image.Image]], fps: int = 10, codec: str = "mpeg4"
+) -> bytes:
+    """One MP4 with one video stream per list of frames (for tests: multi-stream video)."""
     buffer = io.BytesIO()
     container: Any
-    stream: Any
     with av.open(buffer, mode="w", format="mp4") as container:
-        stream = container.add_stream(codec, rate=fps)
-        stream.width, stream.height = images[0].size
-        stream.pix_fmt = "yuv420p"
-        for image in images:
-            for packet in stream.encode(av.VideoFrame.from_image(image)):
+        outputs: list[Any] = []
+        for images in streams:
+            stream: Any = container.add_stream(codec, rate=fps)
+            stream.width, stream.height = images[0].size
+            stream.pix_fmt = "yuv420p"
+            outputs.append(stream)
+        for images, stream in zip(streams, outputs, strict=True):
+            for image in images:
+                for packet in stream.encode(av.VideoFrame.from_image(image)):
+                    container.mux(packet)
+        for stream in outputs:
+            for packet in stream.encode():
                 container.mux(packet)
-        for packet in stream.encode():
-            container.mux(packet)
     return buffer.getvalue()

@@ -198,9 +198,11 @@ def test_a_dlq_replay_of_a_stale_item_changes_nothing(
 
 
 def evidence_for(content_id: str) -> dict[str, Any]:
-    from tests.conftest import evidence
+    """Evidence as the detector signed it (the test stack requires signatures)."""
+    from operators.signing import signed
+    from tests.conftest import TEST_KEYRING, evidence
 
-    return evidence(content_id)
+    return signed("detector.results", evidence(content_id), TEST_KEYRING)
 
 
 def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(

@@ -110,6 +110,7 @@ def test_push_show_rollback_pause_on_the_broker(
     )
     assert code == 0, out
     assert "active v1, shadow v2" in out
+    # Skipping the command's approval check does not get past the job's own (PolicyStore).
     code, out = run(
         "policy",
         "push",
@@ -121,6 +122,21 @@ def test_push_show_rollback_pause_on_the_broker(
         "--approvals",
         str(approvals),
         "--no-require-approval",
+        *broker,
+    )
+    assert code == 1 and "the moderation job would refuse global v3 (policy)" in out, out
+    approve = ["--file", str(files[3]), "--approvals", str(approvals)]
+    assert run("policy", "approve", "3", "--approver", "alice", *approve)[0] == 0
+    code, out = run(
+        "policy",
+        "push",
+        str(files[3]),
+        "--author",
+        "bob",
+        "--ts",
+        "3000",
+        "--approvals",
+        str(approvals),
         *broker,
     )
     assert code == 0, out

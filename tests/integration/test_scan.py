@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -41,9 +42,13 @@ def test_decisions_cite_the_real_models(
 ) -> None:
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     topics, args = moderation_deployment.topics, moderation_deployment.args
-    image_path = tmp_path / "noise.png"
+    media = tmp_path / "media"  # the scan job's media root
+    media.mkdir()
+    image_path = media / "noise.png"
     image_bytes = encode(GENERATED["noise"])
     image_path.write_bytes(image_bytes)
+    fifo = media / "pipe.png"
+    os.mkfifo(fifo)  # a worker that opened it for reading would wait forever
     text = "what a lovely afternoon in the park"
     now = int(time.time() * 1000)  # a live system: event time is about wall-clock time
     lines: list[dict[str, Any]] = [
@@ -58,9 +63,22 @@ def test_decisions_cite_the_real_models(
         )},
         {"topic": "content.versions", "value": upload(
             "scan-broken", at=now + 2, modality="image", mime_type="image/png", surface="comment",
-            media_ref=(tmp_path / "gone.png").as_uri(), size_bytes=10, sha256="0" * 64,
+            media_ref=(media / "gone.png").as_uri(), size_bytes=10, sha256="0" * 64,
         )},
     ]  # fmt: skip
+    # Hostile media references: each fails permanently for its own requests, never the worker.
+    hostile = {
+        "scan-device": "file:///dev/zero",
+        "scan-fifo": fifo.as_uri(),
+        "scan-outside": (tmp_path / "outside.png").as_uri(),
+        "scan-oversize": image_path.as_uri(),  # declares fewer bytes than the file has
+    }
+    (tmp_path / "outside.png").write_bytes(image_bytes)
+    for offset, (content_id, ref) in enumerate(hostile.items(), start=3):
+        lines.append({"topic": "content.versions", "value": upload(
+            content_id, at=now + offset, modality="image", mime_type="image/png",
+            surface="comment", media_ref=ref, size_bytes=100, sha256="0" * 64,
+        )})  # fmt: skip
     moderation: JobProcess = start_job("moderation", *args)
     scan_args = [
         "--modalities", "text,image",
@@ -71,6 +89,7 @@ def test_decisions_cite_the_real_models(
         "--bootstrap-servers", kafka.bootstrap_servers,
         "--max-wait-ms", "50",
         "--max-attempts", "2",
+        "--media-root", str(media),
     ]  # fmt: skip
     for name, physical in topics.items():
         scan_args += ["--topic", f"{name}={physical}"]
@@ -89,9 +108,10 @@ def test_decisions_cite_the_real_models(
     ticker = threading.Thread(target=tick, daemon=True)
     ticker.start()
     try:
+        expected = {"scan-text", "scan-image", "scan-broken", *hostile}
         results = kafka.wait_for(
             topics["detector.results"],
-            lambda values: len([v for v in values if not v["content_id"].startswith("tick")]) >= 5,
+            lambda values: {v["content_id"] for v in values} >= expected,
             timeout_s=120,
         )
         decisions = kafka.wait_for(
@@ -111,10 +131,26 @@ def test_decisions_cite_the_real_models(
         "nsfw_image": NsfwImage().model_version,
         "media_check": MediaCheck().model_version,
     }
-    by_detector = {r["detector"]: r for r in results if r["content_id"] != "scan-broken"}
+    by_detector = {
+        r["detector"]: r for r in results if r["content_id"] in ("scan-text", "scan-image")
+    }
     assert {d: r["model_version"] for d, r in by_detector.items()} == versions
     broken = [r for r in results if r["content_id"] == "scan-broken"]
     assert broken and {r["status"] for r in broken} == {"timeout"}  # unreadable media: retried
+    for content_id in hostile:
+        answers = [r for r in results if r["content_id"] == content_id]
+        assert answers and {r["status"] for r in answers} == {"error"}, content_id
+    letters = kafka.wait_for(
+        topics["moderation.dlq"],
+        lambda values: (
+            {v["key"] for v in values if v["error_class"] == "permanent"} >= set(hostile)
+        ),
+        timeout_s=60,
+    )
+    hostile_letters = Counter(letter["key"] for letter in letters if letter["key"] in hostile)
+    answered_error = Counter(r["content_id"] for r in results if r["content_id"] in hostile)
+    assert hostile_letters == answered_error  # one DLQ row per refused request, no more
+    assert scanner.alive()
     decisions = kafka.wait_for(
         topics["moderation.decisions"],
         lambda values: (

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import yaml
 from pyflink.common import Row
 
 from jobs.moderation import (
-    BROADCAST_TAG,
     DLQ_TAG,
     REPORT_BATCH,
     Decode,
@@ -18,9 +18,10 @@ from jobs.moderation import (
     ReportCombine,
     Sanctions,
 )
+from operators import moderation, signing
 from operators.policy_store import sign
-from tests.conftest import T0, evidence, upload
-from tests.operators.policy_builders import GLOBAL_YAML, global_document
+from tests.conftest import T0, TEST_KEYRING, evidence, upload
+from tests.operators.policy_builders import GLOBAL_YAML, approval, global_document
 
 
 class FakeValueState:
@@ -103,19 +104,152 @@ def decoded(topic: str, record: dict[str, Any]) -> Row:
     return rows[0]
 
 
+def bank_entry(**overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": "h-1",
+        "bank": "known_bad",
+        "hash_type": "sha256",
+        "hash": "ab" * 32,
+        "op": "add",
+        "ts": T0,
+        **overrides,
+    }
+
+
 def test_decode_routes_keyed_broadcast_and_invalid_records() -> None:
     decode = Decode(ModerationConfig())
     keyed = list(
-        decode.process_element(Row("content.versions", "c-1", json.dumps(upload()), T0), None)
+        decode.process_element(
+            Row("content.versions", "c-1", json.dumps(upload()), T0, "content.versions#0"), None
+        )
     )
-    assert keyed[0][1] == "c-1\x1f1" and keyed[0][4] == T0
-    broadcast = list(decode.process_element(Row("hash.bank", "h", "{}", T0), None))
-    assert broadcast[0][0] is BROADCAST_TAG
+    assert keyed[0][0] == "keyed" and keyed[0][1] == "c-1\x1f1" and keyed[0][4] == T0
+    assert keyed[0][6] == "content.versions#0"  # an admitted record moves its lane's time
+    broadcast = list(
+        decode.process_element(Row("hash.bank", "h", json.dumps(bank_entry()), T0, "b#0"), None)
+    )
+    assert broadcast[0][0] == "broadcast" and broadcast[0][6] == ""  # never moves event time
     invalid = list(decode.process_element(Row("content.versions", "k", "{nope", 7), None))
     assert invalid[0][0] is DLQ_TAG
     assert json.loads(invalid[0][1][2])["error_class"] == "schema"
     other = list(decode.process_element(Row("moderation.decisions", "k", "{}", 7), None))
     assert other[0][0] is DLQ_TAG  # not an input of this job
+    bad_bank = list(decode.process_element(Row("hash.bank", "h", "{}", 7), None))
+    assert bad_bank[0][0] is DLQ_TAG  # one DLQ row here, not one per keyed subtask
+
+
+NOW = T0 + 3_600_000
+
+
+def refused(topic: str, raw: str, record_ts: int = T0) -> dict[str, Any]:
+    """The one DLQ record Decode makes of `raw`, with the processing clock at NOW."""
+    decode = Decode(ModerationConfig(now_ms=NOW))
+    rows = list(decode.process_element(Row(topic, "transport-key", raw, record_ts, "l#0"), None))
+    assert len(rows) == 1 and rows[0][0] is DLQ_TAG, rows
+    assert rows[0][1][1] == json.loads(rows[0][1][2])["key"]  # the Kafka key is the DLQ key
+    return dict(json.loads(rows[0][1][2]))
+
+
+def test_keyed_input_stamped_beyond_the_allowed_skew_or_before_2000_is_refused() -> None:
+    ahead = refused("moderation.reports", json.dumps(report_record(at=NOW + 300_001)))
+    assert ahead["error_class"] == "schema" and "ahead of the processing clock" in ahead["message"]
+    assert ahead["key"] == "c-1"  # the record's content_id when known (contract v1.1)
+    old = refused("content.versions", json.dumps(upload(at=946_684_799_999)))
+    assert "before 2000-01-01" in old["message"]
+    rows = list(
+        Decode(ModerationConfig(now_ms=NOW)).process_element(
+            Row("content.versions", "c-1", json.dumps(upload(at=NOW + 300_000)), 0, "l#0"), None
+        )
+    )
+    assert rows[0][0] == "keyed" and rows[0][4] == NOW + 300_000  # at the bound: admitted
+
+
+def test_policy_records_may_be_scheduled_ahead_and_never_move_event_time() -> None:
+    record = {"event_id": "p", "policy_id": "global", "ts": NOW + 86_400_000}
+    rows = list(
+        Decode(ModerationConfig(now_ms=NOW)).process_element(
+            Row("policy.rules", "global", json.dumps(record), 0, "policy.rules#0"), None
+        )
+    )
+    assert rows[0][0] == "broadcast" and rows[0][4] == NOW + 86_400_000 and rows[0][6] == ""
+
+
+def test_reevaluation_requests_never_hold_event_time_back() -> None:
+    request = {
+        "event_id": "re-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reason": "policy v2",
+        "ts": T0,
+    }
+    rows = list(
+        Decode(ModerationConfig()).process_element(
+            Row("moderation.reevaluate", "c-1", json.dumps(request), T0, "reeval#0"), None
+        )
+    )
+    assert rows[0][0] == "keyed" and rows[0][6] == ""
+
+
+def test_hostile_json_goes_to_the_dlq_once_with_a_class() -> None:
+    nested = refused("detector.results", "[" * 50_000 + "]" * 50_000)
+    assert nested["error_class"] == "schema" and "nested deeper" in nested["message"]
+    two_times = json.dumps(upload(at=T0)).replace('"ts": ', f'"ts": {NOW + 10**11}, "ts": ')
+    duplicated = refused("content.versions", two_times)
+    assert "duplicated field name 'ts'" in duplicated["message"]
+    huge = refused(
+        "content.versions",
+        json.dumps(upload()).replace('"content_version": 1', '"content_version": ' + str(2**70)),
+    )
+    assert "64-bit" in huge["message"]
+    not_utf8 = list(
+        Decode(ModerationConfig()).process_element(Row("content.versions", "k", "\udcff", 0), None)
+    )
+    assert not_utf8[0][0] is DLQ_TAG
+
+
+def report_record(at: int = T0, **overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": f"rep-{at}",
+        "report_id": "r-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reporter_id": "u-1",
+        "reason": "spam",
+        "ts": at,
+        **overrides,
+    }
+
+
+def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    ctx.key = "c-1\x1f1"
+    real_step = moderation.step
+
+    def failing_step(state: Any, topic: str, record: Any, ts: int, context: Any) -> Any:
+        if topic == "detector.results":
+            if state is not None:
+                state["poisoned"] = True  # a half-applied input must not survive
+            raise RecursionError("maximum recursion depth exceeded")
+        return real_step(state, topic, record, ts, context)
+
+    monkeypatch.setattr(moderation, "step", failing_step)
+    upload_row = decoded(
+        "content.versions", upload(surface="comment", modality="text", mime_type="text/plain")
+    )
+    adapter.process_element(upload_row, ctx)
+    adapter.process_element(decoded("detector.results", evidence(at=T0)), ctx)
+    outputs = list(adapter.on_timer(T0, ctx))
+    letters = [json.loads(o[2]) for o in outputs if o[0] == "moderation.dlq"]
+    assert [(x["error_class"], x["source_topic"], x["key"]) for x in letters] == [
+        ("permanent", "detector.results", "c-1")
+    ]
+    assert "RecursionError" in letters[0]["message"]
+    assert any(o[0] == "moderation.decisions" for o in outputs)  # the upload still decided
+    state = json.loads(runtime_context.version.value() or "{}")
+    assert state["rev"] == 1 and "poisoned" not in state
 
 
 def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
@@ -145,7 +279,9 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
 
 def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_the_dlq() -> None:
     policy = yaml.safe_load(GLOBAL_YAML.read_text())
-    adapter, _, ctx = moderate(ModerationConfig(trusted_policy=policy, policy_key="k"))
+    adapter, _, ctx = moderate(
+        ModerationConfig(trusted_policy=policy, policy_key="k", keyring=TEST_KEYRING)
+    )
     strict = {
         "event_id": "p2",
         "policy_id": "global",
@@ -156,6 +292,7 @@ def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_
         "ts": T0 + 100,
         "document": global_document(2, default="PENDING"),
     }
+    strict["approvals"] = [approval(strict["document"])]
     strict["signature"] = sign(strict, b"k")
     forged = dict(strict, event_id="p3", version=3, document=global_document(3, default="ALLOW"))
     assert (
@@ -174,7 +311,9 @@ def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_
     assert json.loads(letters[0][2])["error_class"] == "signature"
     assert ctx.broadcast["revision"] == "1"  # state written for checkpoints and other tasks
     # A fresh adapter instance (another subtask, or after restore) rebuilds the same store.
-    other, _, _ = moderate(ModerationConfig(trusted_policy=policy, policy_key="k"))
+    other, _, _ = moderate(
+        ModerationConfig(trusted_policy=policy, policy_key="k", keyring=TEST_KEYRING)
+    )
     store, _ = other._load(ctx.broadcast)
     assert store.resolve("global", T0 + 99, "c").decide.version == 1  # type: ignore[union-attr]
     assert store.resolve("global", T0 + 100, "c").decide.version == 2  # type: ignore[union-attr]
@@ -298,3 +437,61 @@ def test_sanctions_apply_decisions_in_a_fixed_order_and_clear_their_state() -> N
         assert runtime_context.version.value() is None  # every strike aged out: state cleared
     assert results[0] == results[1]
     assert results[0][-1] == ("posting_suspended", "c-3", 3)
+
+
+def forged_authority_records() -> dict[str, dict[str, Any]]:
+    """One record per authority topic, each signed with the wrong key."""
+    records = {
+        "review.decisions": {
+            "event_id": "rv-1",
+            "task_id": "t-1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reviewer_id": "alice",
+            "outcome": "ALLOW",
+            "reason": "looks fine",
+            "ts": T0,
+        },
+        "hash.bank": bank_entry(),
+        "moderation.appeals": {
+            "event_id": "ap-1",
+            "appeal_id": "a-1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "decision_revision": 1,
+            "user_id": "author-1",
+            "ts": T0,
+        },
+        "detector.results": evidence(),
+    }
+    return {topic: {**r, "signature": sign(r, b"not-the-key")} for topic, r in records.items()}
+
+
+def test_forged_authority_records_are_refused_with_class_signature() -> None:
+    decode = Decode(ModerationConfig(keyring=TEST_KEYRING))
+    assert TEST_KEYRING.required >= set(forged_authority_records())  # the test stack requires
+    for topic, record in forged_authority_records().items():
+        rows = list(decode.process_element(Row(topic, "k", json.dumps(record), T0, "l#0"), None))
+        assert rows[0][0] is DLQ_TAG, topic
+        letter = json.loads(rows[0][1][2])
+        assert letter["error_class"] == "signature", (topic, letter["message"])
+        unsigned = {k: v for k, v in record.items() if k != "signature"}
+        rows = list(decode.process_element(Row(topic, "k", json.dumps(unsigned), T0, "l#0"), None))
+        assert json.loads(rows[0][1][2])["error_class"] == "signature"  # required: unsigned too
+        genuine = signing.signed(topic, unsigned, TEST_KEYRING)
+        rows = list(decode.process_element(Row(topic, "k", json.dumps(genuine), T0, "l#0"), None))
+        assert rows[0][0] in ("keyed", "broadcast"), topic
+
+
+def test_a_reviewer_cannot_decide_as_another() -> None:
+    decision = forged_authority_records()["review.decisions"]
+    del decision["signature"]
+    bob_key = TEST_KEYRING.key_for("bob")
+    assert bob_key is not None
+    as_alice = {**decision, "signature": sign(decision, bob_key)}  # names alice, bob's key
+    rows = list(
+        Decode(ModerationConfig(keyring=TEST_KEYRING)).process_element(
+            Row("review.decisions", "c-1", json.dumps(as_alice), T0, "l#0"), None
+        )
+    )
+    assert json.loads(rows[0][1][2])["error_class"] == "signature"

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from pyflink.common import Row
 
@@ -176,3 +177,149 @@ def test_batches_a_restored_checkpoint_held_in_flight_are_handled_again(gated: G
         assert [letter["key"] for letter in letters] == ["bad"]
     finally:
         restored.close()
+
+
+class Poisoned:
+    """A text detector with a bug one hostile text triggers: the text "poison" makes any call
+    that holds it throw (as a decoder bug, a recursion or memory would), and the text "numpy"
+    makes it return a score that cannot be serialized."""
+
+    name = "offensive_text"
+    model_version = "poisoned-1"
+    modalities = ("text",)
+    labels = ("offensive",)
+
+    def __init__(self) -> None:
+        self.calls: list[int] = []
+
+    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+        self.calls.append(len(items))
+        if any(item.text == "poison" for item in items):
+            raise RecursionError("maximum recursion depth exceeded")
+        unserializable: Any = np.float32(0.5)
+        return [{"offensive": unserializable if item.text == "numpy" else 0.5} for item in items]
+
+
+def outputs_of(outputs: list[Row], topic: str) -> list[dict[str, Any]]:
+    return [
+        json.loads(value)
+        for row in outputs
+        for name, value in zip(row[0], row[2], strict=True)
+        if name == topic
+    ]
+
+
+@pytest.fixture
+def poisoned(monkeypatch: pytest.MonkeyPatch) -> Poisoned:
+    detector = Poisoned()
+    monkeypatch.setattr(jobs.scan, "detector", lambda name, **_: detector)
+    clock = iter(range(T0, T0 + 10_000_000, 5))
+    monkeypatch.setattr(jobs.scan, "_now", lambda: next(clock))
+    return detector
+
+
+def held(*texts: tuple[str, str]) -> str:
+    """The `inflight` state a checkpoint took with one batch of these (id, text) in flight."""
+    values = [json.dumps(request(i, text)) for i, text in texts]
+    return json.dumps([[[TOPIC] * len(texts), [f"c-{i}" for i, _ in texts], values]])
+
+
+def test_a_restored_batch_that_fails_again_fails_per_request_not_in_a_restart_loop(
+    poisoned: Poisoned,
+) -> None:
+    """The batch a checkpoint held in flight throws again after the restore (its poison
+    request is still in it): each request is answered, the poison one `error` with one DLQ
+    row `permanent`; the operator never throws, so Flink never restores the same batch again."""
+    for restart in range(2):  # a restart must not change anything: same answers, no throw
+        runtime, ctx = Runtime(), Context()
+        runtime.get_state(type("D", (), {"name": "inflight"})).update(
+            held(("0", "fine"), ("p", "poison"), ("1", "also fine"))
+        )
+        scan = operator(runtime)
+        try:
+            outputs = list(scan.process_element(batch(2), ctx))
+            outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        finally:
+            scan.close()
+        results = {r["content_id"]: r["status"] for r in outputs_of(outputs, "detector.results")}
+        assert results == {"c-0": "ok", "c-p": "error", "c-1": "ok", "c-2": "ok"}, restart
+        [letter] = outputs_of(outputs, "moderation.dlq")
+        assert (letter["key"], letter["error_class"]) == ("c-p", "permanent")
+        assert "RecursionError" in letter["message"] and "poison" not in letter["message"]
+        assert runtime.states["inflight"].value() is None
+    assert poisoned.calls[:4] == [3, 1, 1, 1]  # the batch, then each request alone
+
+
+def test_a_request_that_breaks_the_result_path_is_answered_error_and_the_rest_go_on(
+    poisoned: Poisoned,
+) -> None:
+    """A detector returns what cannot be serialized for one request: the whole batch throws
+    once, then each row alone; only that one is refused (error result, DLQ `permanent`)."""
+    runtime, ctx = Runtime(), Context()
+    scan = operator(runtime)
+    values = [json.dumps(request(i, t)) for i, t in (("a", "fine"), ("n", "numpy"), ("b", "ok"))]
+    try:
+        outputs = list(scan.process_element(Row([TOPIC] * 3, ["c-a", "c-n", "c-b"], values), ctx))
+        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+    finally:
+        scan.close()
+    results = {r["content_id"]: r["status"] for r in outputs_of(outputs, "detector.results")}
+    assert results == {"c-a": "ok", "c-n": "error", "c-b": "ok"}
+    assert [(d["key"], d["error_class"]) for d in outputs_of(outputs, "moderation.dlq")] == [
+        ("c-n", "permanent")
+    ]
+
+
+def test_rows_that_do_not_decode_go_to_the_dlq_with_a_class_and_the_batch_goes_on(
+    poisoned: Poisoned,
+) -> None:
+    good = request("g", "fine")
+    rows = {
+        "not-json": "{oops",
+        "deep": "[" * 100_000 + "]" * 100_000,
+        "deep-object": '{"a":' * 50_000 + "1" + "}" * 50_000,
+        "bool-for-int": json.dumps({**request("x", "t"), "content_version": True}),
+        "string-for-int": json.dumps({**request("y", "t"), "segments": "2"}),
+        "huge-int": json.dumps({**request("z", "t"), "attempt": 2**70}),
+        "nan": json.dumps({**request("w", "t"), "deadline_ts": float("nan")}),
+        "not-an-object": "[1, 2, 3]",
+        "null": "null",
+        "empty": "",
+        "duplicate-field": json.dumps(request("d", "t"))[:-1] + ', "text": "other"}',
+        "unknown-modality": json.dumps({**request("m", "t"), "modality": "smell"}),
+        "over-size": json.dumps(request("o", "x" * 2_000_000)),
+        "good": json.dumps(good),
+    }
+    runtime, ctx = Runtime(), Context()
+    scan = operator(runtime)
+    try:
+        mixed = Row([TOPIC] * len(rows), list(rows), list(rows.values()))
+        outputs = list(scan.process_element(mixed, ctx))
+        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        # The job goes on: a later batch is answered as usual.
+        outputs += scan.process_element(batch(7), ctx)
+        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+    finally:
+        scan.close()
+    letters = outputs_of(outputs, "moderation.dlq")
+    assert sorted(letter["key"] for letter in letters) == sorted(set(rows) - {"good"})
+    assert {letter["error_class"] for letter in letters} == {"schema"}
+    results = [r["content_id"] for r in outputs_of(outputs, "detector.results")]
+    assert results == ["c-g", "c-7"]
+
+
+def test_a_retry_that_throws_is_answered_error_not_a_timer_that_throws_forever(
+    poisoned: Poisoned,
+) -> None:
+    runtime, ctx = Runtime(), Context()
+    scan = operator(runtime)
+    retry = {**request("p", "poison"), "attempt": 2}
+    scan.retries.put("p", json.dumps([retry, T0 + 50]))
+    try:
+        outputs = list(scan.on_timer(T0 + 50, ctx))
+    finally:
+        scan.close()
+    assert [r["status"] for r in outputs_of(outputs, "detector.results")] == ["error"]
+    [letter] = outputs_of(outputs, "moderation.dlq")
+    assert letter["error_class"] == "permanent" and letter["attempts"] == 2
+    assert dict(runtime.states["retries"]) == {}

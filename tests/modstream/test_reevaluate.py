@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from modstream.reevaluate import Selection, paced, requests, select
 
@@ -65,3 +66,57 @@ def test_pacing_bounds_the_rate() -> None:
     items = list(paced(iter(range(11)), 5.0, sleep=sleep, clock=lambda: now[0]))
     assert items == list(range(11))
     assert abs(now[0] - 2.0) < 1e-9  # 11 items at 5/s: the last one at t = 2 s
+
+
+def test_run_skips_malformed_decisions_and_uploads_with_a_warning(monkeypatch: Any) -> None:
+    from kafka.consumer.fetcher import ConsumerRecord
+
+    from modstream import kafkaio, reevaluate
+    from tests.conftest import upload
+
+    def full(cid: str, version: int) -> dict[str, Any]:
+        return {
+            **decision(cid, 1, version),
+            "decision_id": f"d-{cid}",
+            "outcome": "ALLOW",
+            "reasons": [],
+            "matched_rules": [],
+            "evidence": [],
+            "completeness": {"required": 0, "received": 0, "unknown": []},
+            "trigger": "evidence",
+        }
+
+    def rec(value: bytes) -> ConsumerRecord:
+        return ConsumerRecord("t", 0, 0, 0, 0, 0, None, value, [], None, -1, len(value), -1)
+
+    topics = {
+        "moderation.decisions": [
+            rec(json.dumps(full("b", 1)).encode()),
+            rec(b"[" * 50_000),
+            rec(json.dumps({**full("x", 1), "decision_revision": "one"}).encode()),
+            rec(json.dumps({"content_id": "y"}).encode()),
+            rec(json.dumps(full("c", 1)).encode()),
+        ],
+        "content.versions": [
+            rec(json.dumps(upload("b", surface="comment")).encode()),
+            rec(b"{broken"),
+            rec(json.dumps(upload("c", surface="dm")).encode()),
+        ],
+    }
+    monkeypatch.setattr(kafkaio, "read_to_end", lambda servers, topic, **kw: topics[topic])
+    produced: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr(
+        kafkaio, "produce", lambda s, topic, items: produced.append((topic, list(items))) or 1
+    )
+    said: list[str] = []
+    code = reevaluate.run(
+        "unused:1",
+        Selection("global", 2, surface="comment"),
+        rate_per_s=1000,
+        ts=99,
+        say=said.append,
+    )
+    assert code == 0
+    assert [key for key, _ in produced[0][1]] == ["b"]
+    assert "reevaluate: moderation.decisions: skipped 3 malformed record(s) of 5" in said
+    assert "reevaluate: content.versions: skipped 1 malformed record(s) of 3" in said

@@ -10,7 +10,8 @@ import yaml
 
 from modstream.policy_cli import control_record
 from operators.policy_store import sign
-from tests.conftest import T0
+from operators.signing import approval_record
+from tests.conftest import T0, TEST_KEYRING
 
 GLOBAL_YAML = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"
 KEY = b"test-deployment-key"
@@ -37,6 +38,13 @@ def minimal_document(
     return document
 
 
+def approval(document: dict[str, Any], approver: str = "bob", ts: int = T0) -> dict[str, Any]:
+    """`approver`'s approval of `document`, signed with their key in the test keyring."""
+    key = TEST_KEYRING.key_for(approver)
+    assert key is not None, "the test keyring derives every person's key"
+    return approval_record(document, approver, key, ts)
+
+
 def version_record(
     document: dict[str, Any],
     *,
@@ -46,6 +54,10 @@ def version_record(
     event_id: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
+    """A signed policy.rules version; an active one carries bob's approval (the author is
+    alice) unless `approvals` is given."""
+    if mode == "active" and "approvals" not in extra:
+        extra["approvals"] = [approval(document)]
     record: dict[str, Any] = {
         "event_id": event_id or f"pv-{document['version']}-{mode}-{ts}",
         "policy_id": document["policy_id"],

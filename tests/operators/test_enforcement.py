@@ -146,3 +146,14 @@ def test_a_repair_re_applies_the_applied_revision() -> None:
     repair = action(2, "hidden", repair_of="a-1-2") | {"action_id": "repair-1"}
     assert enforce(repair, intents, content).status == "applied"
     assert content.visibility == "hidden"
+
+
+def test_an_unreachable_intent_store_is_a_failed_attempt_not_a_crash() -> None:
+    class DownIntents(MemoryIntents):
+        def begin(self, action_id: str, ttl_ms: int) -> str | None:
+            raise ConnectionError("intent store down")
+
+    content = MemoryContent()
+    failed = enforce(action(1), DownIntents(), content, attempt=3, rng=random.Random(1))
+    assert failed.status == "failed" and failed.error == "ConnectionError"
+    assert 400 <= (failed.retry_in_ms or 0) <= 800 and content.applies == 0

@@ -18,13 +18,20 @@ from operators.policy_store import (
     sign,
     verify,
 )
+from operators.signing import Keyring
 from schemas import SchemaError
-from tests.conftest import ONE_MINUTE_LATER, T0
-from tests.operators.policy_builders import KEY, control, global_document, version_record
+from tests.conftest import ONE_MINUTE_LATER, T0, TEST_KEYRING
+from tests.operators.policy_builders import (
+    KEY,
+    approval,
+    control,
+    global_document,
+    version_record,
+)
 
 
 def store_with(*records: dict[str, Any]) -> PolicyStore:
-    store = PolicyStore()
+    store = PolicyStore(TEST_KEYRING)
     for record in records:
         store.apply(record, KEY)
     return store
@@ -211,3 +218,58 @@ def test_rejections_become_dlq_records_of_their_class() -> None:
     assert letter.source_topic == "policy.rules"
     assert letter.key == "global"
     assert len(letter.raw.encode()) <= 4096
+
+
+# Two people publish a policy: the store checks an active version's approval itself.
+def _rejection(store: PolicyStore, record: dict[str, Any]) -> Rejected:
+    with pytest.raises(Rejected) as caught:
+        store.apply(record, KEY)
+    return caught.value
+
+
+def test_an_active_version_needs_an_approval_by_someone_other_than_its_author() -> None:
+    store = PolicyStore(TEST_KEYRING)
+    document = global_document(2)
+    unapproved = version_record(document, approvals=[])
+    refused = _rejection(store, unapproved)
+    assert refused.error_class == "policy"
+    assert "has no approval (field approvals)" in str(refused)
+    assert store.snapshot("global") is None  # nothing changed
+    by_the_author = version_record(document, approvals=[approval(document, "alice")])
+    assert _rejection(store, by_the_author).error_class == "policy"
+    of_another_document = approval(global_document(2, default="BLOCK"))
+    assert _rejection(store, version_record(document, approvals=[of_another_document]))
+    forged = approval(document, "carol")
+    forged["signature"] = sign(forged, b"not-carols-key")
+    assert _rejection(store, version_record(document, approvals=[forged]))
+    not_a_list = version_record(document, approvals={"approver": "bob"})
+    assert _rejection(store, not_a_list).error_class == "policy"
+    assert store.apply(version_record(document), KEY)  # bob approved, alice authored
+    assert store.snapshot("global").active == 2  # type: ignore[union-attr]
+
+
+def test_shadow_and_canary_need_no_approval_and_a_deployment_may_turn_it_off() -> None:
+    store = PolicyStore(TEST_KEYRING)
+    assert store.apply(version_record(global_document(2), mode="shadow", approvals=[]), KEY)
+    canary = version_record(
+        global_document(3), mode="canary", canary_percent=5.0, approvals=[], ts=T0 + 1
+    )
+    assert store.apply(canary, KEY)
+    lenient = PolicyStore(Keyring(require_approval=False))
+    assert lenient.apply(version_record(global_document(2), approvals=[]), KEY)
+
+
+def test_without_a_keyring_no_active_push_is_accepted_but_the_trusted_file_still_is() -> None:
+    store = PolicyStore()
+    assert _rejection(store, version_record(global_document(2))).error_class == "policy"
+    assert store.install(global_document(1)).version == 1  # replay's --policy path
+    assert store.snapshot("global").active == 1  # type: ignore[union-attr]
+
+
+def test_a_rebuilt_store_keeps_checking_approvals() -> None:
+    store = store_with(version_record(global_document(2)))
+    rebuilt = PolicyStore.from_records(store.to_records(), keyring=TEST_KEYRING)
+    assert rebuilt.snapshot("global").active == 2  # type: ignore[union-attr]
+    later = version_record(global_document(3), ts=ONE_MINUTE_LATER, approvals=[])
+    assert _rejection(rebuilt, later).error_class == "policy"
+    assert rebuilt.apply(version_record(global_document(3), ts=ONE_MINUTE_LATER), KEY)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.reconcile import on_action, on_timer, on_visibility
+from operators.reconcile import STATE_TTL_MS, on_action, on_timer, on_visibility
 from tests.conftest import T0
 
 SLA = 1_000
@@ -35,7 +35,7 @@ def seen(revision: int, visibility: str, version: int = 1) -> dict[str, Any]:
 
 def test_agreement_measures_the_lag_and_opens_nothing() -> None:
     result = on_action(None, action(1, "hidden"), 100, SLA)
-    assert result.open and result.timers == [100 + SLA]
+    assert result.open and result.timers == [100 + STATE_TTL_MS, 100 + SLA]
     done = on_visibility(result.state, seen(1, "hidden"), 350, SLA)
     assert not done.open and done.lag_ms == 250
     assert on_timer(done.state, 100 + SLA, SLA, 3).outputs == []
@@ -45,7 +45,7 @@ def test_a_gap_older_than_the_sla_is_repaired_then_alerted() -> None:
     state = on_action(None, action(2, "hidden"), 0, SLA).state
     state = on_visibility(state, seen(2, "hidden"), 10, SLA).state
     drifted = on_visibility(state, seen(2, "public"), 20, SLA)  # changed by hand
-    assert drifted.open and drifted.timers == [20 + SLA]
+    assert drifted.open and drifted.timers == [20 + SLA]  # the expiry timer is armed already
     early = on_timer(drifted.state, 500, SLA, 2)
     assert early.outputs == [] and early.timers == [20 + SLA]
     repairs = []
@@ -78,3 +78,23 @@ def test_an_older_action_or_a_newer_upload_is_no_discrepancy() -> None:
     assert state["desired"]["decision_revision"] == 3
     newer = on_visibility(state, seen(0, "pending", version=2), 5, SLA)
     assert not newer.open  # the new version waits for its own action
+
+
+def test_a_quiet_item_is_forgotten_after_the_ttl_once_nothing_is_left_to_do() -> None:
+    first = on_action(None, action(1, "hidden"), 0, SLA)
+    assert first.timers[0] == STATE_TTL_MS  # one expiry timer, armed with the first input
+    agreed = on_visibility(first.state, seen(1, "hidden"), 10, SLA)
+    assert agreed.timers == []  # not one more per input
+    early = on_timer(agreed.state, STATE_TTL_MS, SLA, 3)
+    assert early.state is not None and early.timers == [10 + STATE_TTL_MS]  # input came since
+    gone = on_timer(early.state, 10 + STATE_TTL_MS, SLA, 3)
+    assert gone.state is None and gone.outputs == []
+
+
+def test_an_open_gap_keeps_its_state_until_the_alert_then_it_may_go() -> None:
+    state = on_action(None, action(1, "hidden"), 0, SLA).state  # never enforced
+    fired = on_timer(state, STATE_TTL_MS, SLA, 0)  # the expiry and the SLA at once
+    assert fired.state is not None
+    assert [r["action"] for _, _, r in fired.outputs] == ["alert"]
+    assert fired.timers == [STATE_TTL_MS + SLA]
+    assert on_timer(fired.state, STATE_TTL_MS + SLA, SLA, 0).state is None

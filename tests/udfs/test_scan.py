@@ -7,7 +7,10 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from jobs.scan import ScanConfig, handle_batch, load_media
+from modstream.limits import Limits
 from tests.conftest import T0
 from udfs.detector import Item, MediaError
 from udfs.scan import order, scan_batch
@@ -16,8 +19,8 @@ from udfs.scan import order, scan_batch
 class Counting:
     name = "offensive_text"
     model_version = "fake-1"
-    modalities = ("text",)
-    labels = ("offensive",)
+    modalities: tuple[str, ...] = ("text",)
+    labels: tuple[str, ...] = ("offensive",)
 
     def __init__(self) -> None:
         self.calls: list[int] = []
@@ -93,17 +96,21 @@ def test_live_requests_go_before_backfill() -> None:
     assert [r["request_id"] for r in ordered] == ["3", "2", "1"]
 
 
-def test_media_is_read_from_file_refs_only(tmp_path: Any) -> None:
+def test_media_is_read_from_file_refs_inside_the_media_root_only(tmp_path: Any) -> None:
     path = tmp_path / "a.png"
     path.write_bytes(b"bytes")
-    item = load_media({"media_ref": path.as_uri(), "mime_type": "image/png"})
-    assert item.data == b"bytes"
-    try:
-        load_media({"media_ref": "s3://bucket/key"})
-    except MediaError:
-        pass
-    else:
-        raise AssertionError("an unsupported scheme must be a permanent error")
+    request = {"media_ref": path.as_uri(), "mime_type": "image/png", "size_bytes": 5}
+    item = load_media(request, tmp_path, Limits())
+    assert item.data == b"bytes" and item.ref == path.as_uri()
+    for hostile in (
+        {"media_ref": "s3://bucket/key"},
+        {**request, "size_bytes": 4},  # more bytes than declared
+        {"media_ref": (tmp_path / "..").as_uri()},
+        {**request, "segments": Limits().max_segments + 1},
+        {**request, "segments": 2, "segment_id": 2},
+    ):
+        with pytest.raises(MediaError):
+            load_media(hostile, tmp_path, Limits())
 
 
 def test_a_batch_is_grouped_by_each_requests_own_detector_and_bad_rows_are_dead_lettered() -> None:

@@ -1,18 +1,42 @@
-"""Video through PyAV and the image detector: segments, sampling, corrupt input."""
+"""Video through PyAV and the image detector: segments, sampling, every stream, one decode per
+file, bounds, corrupt input."""
 
 from __future__ import annotations
 
-import pytest
+import threading
+from collections.abc import Sequence
+from typing import Any
 
+import pytest
+from PIL import Image
+
+from modstream.limits import Limits
 from tests.udfs.frames import background, flagged
-from udfs.detector import MediaError
+from udfs import video
+from udfs.detector import Item, MediaError
 from udfs.nsfw_image import NsfwImage
-from udfs.video import encode, frames, sample, score_segments
+from udfs.video import (
+    CHUNK,
+    OncePerVideo,
+    encode,
+    encode_streams,
+    frame_counts,
+    sample,
+    segment_scores,
+)
+
+MP4 = "video/mp4"
 
 
 @pytest.fixture(scope="module")
 def detector() -> NsfwImage:
     return NsfwImage(intra_op_threads=2)
+
+
+def flagged_at(index: int, count: int = 20, seed: int = 0) -> list[Image.Image]:
+    images = [background(seed + i) for i in range(count)]
+    images[index] = flagged()
+    return images
 
 
 def test_sampling_picks_frames_of_each_segment() -> None:
@@ -22,38 +46,158 @@ def test_sampling_picks_frames_of_each_segment() -> None:
 
 
 def test_the_flagged_frame_raises_only_its_segment(detector: NsfwImage) -> None:
-    images = [background(i) for i in range(20)]
-    images[13] = flagged()
-    video = encode(images)
-    assert len(frames(video)) == 20
-    first, second = score_segments(detector, video, segments=2, sample_every=1)
+    data = encode(flagged_at(13))
+    assert frame_counts(data, MP4, Limits()) == {0: 20}
+    first, second = segment_scores(data, MP4, 2, detector.score_frames)
     assert second > 0.05 > first
     # Sampling every 5th frame of segment 2 looks at frames 10 and 15: it misses frame 13.
-    _, sampled = score_segments(detector, video, segments=2, sample_every=5)
+    _, sampled = segment_scores(data, MP4, 2, detector.score_frames, sample_every=5)
     assert sampled < 0.05
 
 
-def test_a_corrupt_video_is_a_media_error(detector: NsfwImage) -> None:
-    video = encode([background(i) for i in range(5)])
+def test_every_video_stream_is_scored(detector: NsfwImage) -> None:
+    """A second video stream carries the flagged frame; the first is clean throughout."""
+    clean = [background(100 + i) for i in range(10)]
+    data = encode_streams([clean, flagged_at(7, count=10)])
+    assert frame_counts(data, MP4, Limits()) == {0: 10, 1: 10}
+    first, second = segment_scores(data, MP4, 2, detector.score_frames)
+    assert second > 0.05 > first
+    [only_first] = segment_scores(encode(clean), MP4, 1, detector.score_frames)
+    assert only_first < 0.05
+
+
+def test_frames_reach_the_scorer_in_chunks_not_all_at_once() -> None:
+    seen: list[int] = []
+
+    def score(frames: Sequence[Image.Image]) -> list[float]:
+        seen.append(len(frames))
+        return [0.0] * len(frames)
+
+    data = encode([background(i, size=64) for i in range(CHUNK * 2 + 5)])
+    assert segment_scores(data, MP4, 3, score) == [0.0, 0.0, 0.0]
+    assert seen == [CHUNK, CHUNK, 5]
+
+
+def test_bounds_refuse_a_video_before_it_is_decoded() -> None:
+    data = encode([background(i, size=64) for i in range(12)])
+
+    def never(_frames: Sequence[Image.Image]) -> list[float]:
+        raise AssertionError("a refused video must not be scored")
+
+    with pytest.raises(MediaError, match="frames"):
+        segment_scores(data, MP4, 1, never, limits=Limits(max_frames=11))
+    with pytest.raises(MediaError, match="pixels"):
+        segment_scores(data, MP4, 1, never, limits=Limits(max_image_pixels=64 * 63))
+    with pytest.raises(MediaError, match="pixels"):
+        segment_scores(data, MP4, 1, never, limits=Limits(max_decoded_pixels=64 * 64 * 11))
+    assert len(segment_scores(data, MP4, 1, lambda f: [0.0] * len(f), limits=Limits())) == 1
+
+
+def test_a_corrupt_or_unsupported_video_is_a_media_error(detector: NsfwImage) -> None:
+    data = encode([background(i) for i in range(5)])
     with pytest.raises(MediaError):
-        score_segments(detector, video[: len(video) // 4] + b"\x00" * 100)
+        segment_scores(data[: len(data) // 4] + b"\x00" * 100, MP4, 1, detector.score_frames)
     with pytest.raises(MediaError):
-        frames(b"not a video at all")
+        frame_counts(b"not a video at all", MP4, Limits())
+    with pytest.raises(MediaError):
+        frame_counts(b"", MP4, Limits())
+    with pytest.raises(MediaError, match="no decoder"):
+        frame_counts(data, "video/x-unknown", Limits())
+    # A concat playlist must never be opened as one: the declared type fixes the demuxer.
+    playlist = b"ffconcat version 1.0\nfile '/etc/passwd'\n"
+    with pytest.raises(MediaError):
+        frame_counts(playlist, MP4, Limits())
 
 
 def test_a_video_segment_request_is_scored_from_its_frames(detector: NsfwImage) -> None:
-    from udfs.detector import Item
-
-    images = [background(i) for i in range(20)]
-    images[13] = flagged()
-    video = encode(images)
+    data = encode(flagged_at(13, seed=300))
     first, second, broken = detector.detect(
         [
-            Item(data=video, mime_type="video/mp4", segment=0, segments=2),
-            Item(data=video, mime_type="video/mp4", segment=1, segments=2),
-            Item(data=b"garbage", mime_type="video/mp4", segment=0, segments=2),
+            Item(data=data, mime_type=MP4, segment=0, segments=2),
+            Item(data=data, mime_type=MP4, segment=1, segments=2),
+            Item(data=b"garbage", mime_type=MP4, segment=0, segments=2),
         ]
     )
     assert isinstance(first, dict) and isinstance(second, dict)
     assert second["nsfw"] > 0.05 > first["nsfw"]
     assert isinstance(broken, MediaError)
+
+
+def test_a_version_is_decoded_once_for_all_its_segment_requests(
+    detector: NsfwImage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Segment requests of one version, in one batch or in later batches: one decode."""
+    calls: list[int] = []
+    real = video.segment_scores
+
+    def counting(*args: Any, **kwargs: Any) -> list[float]:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(video, "segment_scores", counting)
+    data = encode(flagged_at(2, count=12, seed=500))
+    batch = [Item(data=bytes(data), mime_type=MP4, segment=s, segments=4) for s in range(3)]
+    results = detector.detect(batch)
+    assert len(calls) == 1 and all(isinstance(r, dict) for r in results)
+    [last] = detector.detect([Item(data=bytes(data), mime_type=MP4, segment=3, segments=4)])
+    assert len(calls) == 1 and isinstance(last, dict)
+    [beyond] = detector.detect([Item(data=data, mime_type=MP4, segment=4, segments=4)])
+    assert isinstance(beyond, MediaError)
+
+
+def test_once_per_video_computes_once_across_threads_and_keeps_errors() -> None:
+    cache = OncePerVideo(size=2)
+    started, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    def slow() -> list[float]:
+        calls.append("slow")
+        started.set()
+        release.wait(5)
+        return [0.5]
+
+    values: list[Any] = []
+    first = threading.Thread(target=lambda: values.append(cache.get("a", slow)))
+    first.start()
+    started.wait(5)
+    second = threading.Thread(target=lambda: values.append(cache.get("a", slow)))
+    second.start()
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert values == [[0.5], [0.5]] and calls == ["slow"]
+
+    def broken() -> list[float]:
+        raise MediaError("video does not decode")
+
+    assert isinstance(cache.get("b", broken), MediaError)
+    assert isinstance(cache.get("b", lambda: [1.0]), MediaError)  # remembered
+    cache.get("c", lambda: [0.0])  # size 2: "a" goes
+    assert cache.get("a", lambda: [0.25]) == [0.25]
+
+    def bug() -> list[float]:
+        raise RuntimeError("not a media problem")
+
+    with pytest.raises(RuntimeError):
+        cache.get("d", bug)
+    assert cache.get("d", lambda: [0.75]) == [0.75]  # not remembered, nobody left waiting
+
+
+def test_the_decode_pass_checks_the_bounds_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stream whose size the headers do not tell (or that changes) is bounded while it is
+    decoded: the demux pass's figures are not trusted alone."""
+    data = encode([background(i, size=64) for i in range(12)])
+    monkeypatch.setattr(video, "frame_counts", lambda *_args: {0: 12})
+    scored: list[int] = []
+
+    def score(frames: Sequence[Image.Image]) -> list[float]:
+        scored.append(len(frames))
+        return [0.0] * len(frames)
+
+    with pytest.raises(MediaError, match="pixels"):
+        segment_scores(data, MP4, 1, score, limits=Limits(max_decoded_pixels=64 * 64 * 3))
+    with pytest.raises(MediaError, match="frames"):
+        segment_scores(data, MP4, 1, score, limits=Limits(max_frames=5))
+    with pytest.raises(MediaError, match="over the"):
+        segment_scores(data, MP4, 1, score, limits=Limits(max_image_pixels=64 * 63))
+    assert scored == []  # refused before a chunk was full

@@ -1,0 +1,210 @@
+package io.modstream.flink;
+
+import java.util.HashMap;
+import java.util.Map;
+
+import org.apache.flink.api.common.eventtime.TimestampAssigner;
+import org.apache.flink.api.common.eventtime.TimestampAssignerSupplier;
+import org.apache.flink.api.common.eventtime.Watermark;
+import org.apache.flink.api.common.eventtime.WatermarkGenerator;
+import org.apache.flink.api.common.eventtime.WatermarkGeneratorSupplier;
+import org.apache.flink.api.common.eventtime.WatermarkOutput;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.types.Row;
+
+/**
+ * Event time for the moderation job, from validated input only (contract v1.1, "Time you can
+ * trust" and "Quiet time"). docs/moderation.md, "Time", explains the model.
+ *
+ * <p>It runs after the Python decode step, on {@code Row(kind, key, topic, value, ts, seq, lane)}:
+ * {@code ts} is the validated event time and {@code lane} names where the record came from
+ * (Kafka topic and partition; replay has one lane). Rows with an empty lane (policy, control and
+ * hash-bank records, re-evaluation requests) never move event time. Per lane it keeps the
+ * newest {@code ts} and when that lane was last heard from, and the watermark is the smallest
+ * newest {@code ts} over the lanes still speaking, less the out-of-orderness bound, as Flink's
+ * per-partition watermarks do. With the wall clock on (live deployments, not replay):
+ *
+ * <ul>
+ *   <li>event time never runs ahead of the processing clock (a record stamped minutes ahead,
+ *       inside the allowed skew, cannot fire deadlines early);
+ *   <li>a lane is <em>live</em> when its records arrive within {@code liveWindowMs} of their
+ *       {@code ts}. While every lane heard from is live, event time is at least the processing
+ *       clock less the bound and the lanes' observed delay, so deadlines and provisional expiries
+ *       fire on time in a quiet system;
+ *   <li>a lane that is behind (a backfill or a backlog) and goes silent may be paused, not quiet:
+ *       it holds event time for {@code backfillIdlenessMs} (a live lane for {@code idlenessMs}),
+ *       and no wall-clock advance happens while any lane heard from is behind;
+ *   <li>when every lane is silent and the stream is behind, event time moves to the newest record
+ *       read (what was read is complete), never to the processing clock.
+ * </ul>
+ */
+public final class ValidatedTime implements WatermarkStrategy<Row> {
+    private static final long serialVersionUID = 1L;
+    static final int TS = 4;
+    static final int LANE = 6;
+
+    private final long outOfOrdernessMs;
+    private final long idlenessMs;
+    private final long backfillIdlenessMs;
+    private final long liveWindowMs;
+    private final boolean wallClock;
+
+    public ValidatedTime(
+            long outOfOrdernessMs,
+            long idlenessMs,
+            long backfillIdlenessMs,
+            long liveWindowMs,
+            boolean wallClock) {
+        this.outOfOrdernessMs = outOfOrdernessMs;
+        this.idlenessMs = idlenessMs;
+        this.backfillIdlenessMs = backfillIdlenessMs;
+        this.liveWindowMs = liveWindowMs;
+        this.wallClock = wallClock;
+    }
+
+    @Override
+    public TimestampAssigner<Row> createTimestampAssigner(TimestampAssignerSupplier.Context context) {
+        return (row, previous) -> {
+            Object ts = row.getField(TS);
+            return ts instanceof Long ? (Long) ts : previous;
+        };
+    }
+
+    @Override
+    public WatermarkGenerator<Row> createWatermarkGenerator(WatermarkGeneratorSupplier.Context context) {
+        return new Generator(this, System::currentTimeMillis);
+    }
+
+    /** The processing clock, injectable for tests. */
+    public interface Clock extends java.io.Serializable {
+        long now();
+    }
+
+    /** One lane's newest event time and the processing time it was last heard from. */
+    static final class Lane {
+        long newestTs = Long.MIN_VALUE;
+        long heardAt;
+        long delayMs;
+
+        boolean live(long liveWindowMs) {
+            return delayMs <= liveWindowMs;
+        }
+    }
+
+    /** Per parallel instance; not shared, so no locking. */
+    public static final class Generator implements WatermarkGenerator<Row> {
+        private final ValidatedTime config;
+        private final Clock clock;
+        private final Map<String, Lane> lanes = new HashMap<>();
+        private final long startedAt;
+        private long emitted = Long.MIN_VALUE;
+        private long lastDelayMs;
+        private boolean lastLive;
+
+        public Generator(ValidatedTime config, Clock clock) {
+            this.config = config;
+            this.clock = clock;
+            this.startedAt = clock.now();
+        }
+
+        @Override
+        public void onEvent(Row row, long timestamp, WatermarkOutput output) {
+            Object lane = row.getField(LANE);
+            if (!(lane instanceof String) || ((String) lane).isEmpty()) {
+                return;
+            }
+            long now = clock.now();
+            Lane state = lanes.computeIfAbsent((String) lane, name -> new Lane());
+            state.newestTs = Math.max(state.newestTs, timestamp);
+            state.heardAt = now;
+            state.delayMs = now - state.newestTs;
+            lastDelayMs = Math.max(0, state.delayMs);
+            lastLive = state.live(config.liveWindowMs);
+        }
+
+        @Override
+        public void onPeriodicEmit(WatermarkOutput output) {
+            if (lanes.isEmpty()) {
+                // An instance that reads no partition must not hold the others back: idle, but
+                // only in a live job and only after it has read nothing for a while. Marked idle
+                // too early, a bounded input (replay) can end while still idle, and the end of
+                // time then reaches an operator by one edge before the records still on another
+                // (whose timers would never fire).
+                if (idleAt(clock.now())) {
+                    output.markIdle();
+                }
+                return;
+            }
+            long candidate = candidate(clock.now());
+            if (candidate > emitted) {
+                emitted = candidate;
+                output.emitWatermark(new Watermark(candidate));
+            }
+        }
+
+        /** Whether this instance declares itself idle at {@code now} (it never read a lane). */
+        public boolean idleAt(long now) {
+            return lanes.isEmpty() && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
+        }
+
+        /** The watermark this instance may emit now, or Long.MIN_VALUE to hold. */
+        public long candidate(long now) {
+            if (lanes.isEmpty()) {
+                return Long.MIN_VALUE;
+            }
+            long oldest = Long.MAX_VALUE;
+            long newest = Long.MIN_VALUE;
+            boolean speaking = false;
+            boolean allLive = true;
+            long delay = 0;
+            for (Lane lane : lanes.values()) {
+                newest = Math.max(newest, lane.newestTs);
+                boolean live = lane.live(config.liveWindowMs);
+                long silence = live ? config.idlenessMs : config.backfillIdlenessMs;
+                if (now - lane.heardAt >= silence) {
+                    continue;
+                }
+                speaking = true;
+                oldest = Math.min(oldest, lane.newestTs);
+                allLive &= live;
+                delay = Math.max(delay, Math.max(0, lane.delayMs));
+            }
+            // Every lane silent: what was read is complete (never further, never the clock).
+            long read = speaking ? oldest : newest;
+            if (!config.wallClock) {
+                return read - config.outOfOrdernessMs - 1;
+            }
+            long fromData = Math.min(read, now) - config.outOfOrdernessMs - 1;
+            boolean live = speaking ? allLive : lastLive;
+            if (!live) {
+                return fromData;
+            }
+            long lag = speaking ? delay : lastDelayMs;
+            return Math.max(fromData, now - lag - config.outOfOrdernessMs - 1);
+        }
+    }
+
+    /** Only for tests: a generator on a given clock. */
+    public Generator generator(Clock clock) {
+        return new Generator(this, clock);
+    }
+
+    /** A clock that moves only when told (tests). */
+    public static final class ManualClock implements Clock {
+        private static final long serialVersionUID = 1L;
+        private long now;
+
+        public ManualClock(long now) {
+            this.now = now;
+        }
+
+        public void set(long now) {
+            this.now = now;
+        }
+
+        @Override
+        public long now() {
+            return now;
+        }
+    }
+}

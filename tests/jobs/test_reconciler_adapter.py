@@ -1,0 +1,158 @@
+"""The reconciler's adapter with small fakes (no JVM): a poison record goes to the DLQ with its
+class, the content item's state is untouched, and the next record is still reconciled."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pyflink.common import Row
+
+from jobs import reconciler
+from jobs.reconciler import Reconcile, ReconcilerConfig
+from tests.conftest import SECRET_TEXT, T0
+from tests.jobs.test_enforce_adapter import POISON, action
+
+
+class FakeValueState:
+    def __init__(self) -> None:
+        self.current: str | None = None
+
+    def value(self) -> str | None:
+        return self.current
+
+    def update(self, value: str) -> None:
+        self.current = value
+
+    def clear(self) -> None:
+        self.current = None
+
+
+class FakeRuntimeContext:
+    def __init__(self) -> None:
+        self.content = FakeValueState()
+
+    def get_state(self, descriptor: Any) -> FakeValueState:
+        return self.content
+
+    def get_metrics_group(self) -> Any:
+        raise RuntimeError("no metrics without a JVM")
+
+
+class FakeTimers:
+    def __init__(self) -> None:
+        self.processing: list[int] = []
+
+    def register_processing_time_timer(self, ts: int) -> None:
+        self.processing.append(ts)
+
+
+class FakeContext:
+    def __init__(self, key: str = "c-1") -> None:
+        self.timers = FakeTimers()
+        self.key = key
+
+    def timer_service(self) -> FakeTimers:
+        return self.timers
+
+    def get_current_key(self) -> str:
+        return self.key
+
+
+def adapter() -> tuple[Reconcile, FakeRuntimeContext]:
+    function = Reconcile(ReconcilerConfig(sla_ms=1_000))
+    runtime = FakeRuntimeContext()
+    function.open(runtime)  # type: ignore[arg-type]
+    return function, runtime
+
+
+def row(raw: str | None, topic: str = "moderation.actions") -> Row:
+    return Row(topic, "c-1", raw, T0, f"{topic}#0")
+
+
+def visible(revision: int, visibility: str) -> str:
+    return json.dumps(
+        {
+            "content_id": "c-1",
+            "content_version": 1,
+            "decision_revision": revision,
+            "visibility": visibility,
+            "ts": T0,
+        }
+    )
+
+
+def emitted(function: Reconcile, value: Row, ctx: FakeContext) -> list[tuple[str, Any]]:
+    return [(r[0], json.loads(r[2])) for r in function.process_element(value, ctx)]
+
+
+@pytest.mark.parametrize("raw", list(POISON.values()), ids=list(POISON))
+@pytest.mark.parametrize("topic", ["moderation.actions", "content.visibility"])
+def test_a_poison_record_is_dead_lettered_and_the_next_one_is_reconciled(
+    raw: str | None, topic: str
+) -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(json.dumps(action(1, "hidden"))), ctx)
+    before = runtime.content.current
+    out = emitted(function, row(raw, topic), ctx)
+    assert [(t, r["error_class"], r["source_topic"]) for t, r in out] == [
+        ("moderation.dlq", "schema", topic)
+    ]
+    assert runtime.content.current == before
+    assert emitted(function, row(visible(1, "hidden"), "content.visibility"), ctx) == []
+    state = json.loads(runtime.content.current or "{}")
+    assert state["effective"]["visibility"] == "hidden" and state["since"] is None
+
+
+def test_an_unexpected_failure_is_permanent_and_leaves_the_state_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(json.dumps(action(1, "hidden"))), ctx)
+    before = runtime.content.current
+    real = reconciler.reconcile.on_visibility
+
+    def fails_once(state: Any, record: dict[str, Any], now: int, sla_ms: int) -> Any:
+        if record["visibility"] == "limited":
+            raise ValueError(SECRET_TEXT)
+        return real(state, record, now, sla_ms)
+
+    monkeypatch.setattr(reconciler.reconcile, "on_visibility", fails_once)
+    out = emitted(function, row(visible(1, "limited"), "content.visibility"), ctx)
+    assert [(t, r["error_class"], r["key"]) for t, r in out] == [
+        ("moderation.dlq", "permanent", "c-1")
+    ]
+    assert "handling failed (ValueError)" in out[0][1]["message"]
+    assert SECRET_TEXT not in out[0][1]["message"]
+    assert runtime.content.current == before
+    assert emitted(function, row(visible(1, "hidden"), "content.visibility"), ctx) == []
+    assert json.loads(runtime.content.current or "{}")["effective"]["visibility"] == "hidden"
+
+
+def test_a_failing_timer_dead_letters_the_desired_action_and_arms_nothing() -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(json.dumps(action(1, "hidden"))), ctx)
+    state = json.loads(runtime.content.current or "{}")
+    state["since"] = "not a number"  # a state this code did not write
+    runtime.content.update(json.dumps(state))
+    armed = list(ctx.timers.processing)
+    out = [(r[0], json.loads(r[2])) for r in function.on_timer(T0, ctx)]
+    assert [(t, r["error_class"]) for t, r in out] == [("moderation.dlq", "permanent")]
+    assert json.loads(out[0][1]["raw"])["action_id"] == action(1)["action_id"]
+    assert ctx.timers.processing == armed
+
+
+def test_a_forgotten_item_clears_its_state() -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(json.dumps(action(1, "hidden"))), ctx)
+    emitted(function, row(visible(1, "hidden"), "content.visibility"), ctx)
+    state = json.loads(runtime.content.current or "{}")
+    state["touched"] = state["expires"] = 0  # as if the TTL had passed
+    runtime.content.update(json.dumps(state))
+    assert list(function.on_timer(T0, ctx)) == []
+    assert runtime.content.current is None

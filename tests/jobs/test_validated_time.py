@@ -1,0 +1,127 @@
+"""ValidatedTime (deploy/flink-ext), the moderation job's event time, driven on a manual clock
+through the JVM gateway: quiet live lanes let time follow the clock, a paused backfill holds it,
+a record stamped ahead cannot pull it past the clock, and lanes without a name never move it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobs import runtime
+from modstream.config import Settings
+
+pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
+
+BOUND = 1_000  # out-of-orderness
+IDLE = 1_000
+BACKFILL_IDLE = 120_000
+LIVE_WINDOW = 30_000
+NOW = 1_764_460_800_000
+HOLD = -(2**63)  # Long.MIN_VALUE: nothing new to emit
+
+
+@pytest.fixture(scope="module")
+def jvm() -> Any:
+    from pyflink.java_gateway import get_gateway
+
+    settings = Settings.from_env()
+    runtime.create_env(
+        runtime.JobConfig(
+            name="validated-time-test",
+            bootstrap_servers="",
+            checkpoint_dir=settings.run_dir / "checkpoints" / "validated-time-test",
+            transactional_id_prefix="t",
+            group_id="t",
+        ),
+        settings,
+    )
+    return get_gateway().jvm  # create_env loaded the job's jars into the gateway JVM
+
+
+class Lanes:
+    def __init__(self, jvm: Any, *, wall_clock: bool = True) -> None:
+        self.jvm = jvm
+        self.clock = jvm.io.modstream.flink.ValidatedTime.ManualClock(NOW)
+        strategy = jvm.io.modstream.flink.ValidatedTime(
+            BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock
+        )
+        self.generator = strategy.generator(self.clock)
+
+    def record(self, at_clock: int, lane: str, ts: int) -> None:
+        self.clock.set(at_clock)
+        row = self.jvm.org.apache.flink.types.Row(7)
+        for index, value in enumerate(("keyed", "k", "content.versions", "{}", ts, 0, lane)):
+            row.setField(index, value)
+        self.generator.onEvent(row, ts, None)
+
+    def watermark(self, at_clock: int) -> int:
+        return int(self.generator.candidate(at_clock))
+
+
+def test_quiet_live_lanes_let_event_time_follow_the_clock(jvm: Any) -> None:
+    lanes = Lanes(jvm)
+    lanes.record(NOW + 200, "content.versions#0", NOW)  # arrived 200 ms after its ts
+    assert lanes.watermark(NOW + 200) == NOW - BOUND - 1
+    # Still speaking: the clock less the bound and the observed delay.
+    assert lanes.watermark(NOW + 500) == NOW + 500 - 200 - BOUND - 1
+    # Ten quiet seconds: time goes on with the clock, so deadlines fire without new input.
+    assert lanes.watermark(NOW + 10_000) == NOW + 10_000 - 200 - BOUND - 1
+
+
+def test_a_paused_backfill_holds_event_time(jvm: Any) -> None:
+    lanes = Lanes(jvm)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)  # an hour behind: a backlog
+    assert lanes.watermark(NOW + 100) == hour_ago - BOUND - 1
+    # Silent for a minute (backpressure, a paused partition): time does not jump to the clock.
+    assert lanes.watermark(NOW + 60_000) == hour_ago - BOUND - 1
+    # A live lane speaking beside it does not let the clock in either.
+    lanes.record(NOW + 61_000, "detector.results#0", NOW + 61_000)
+    assert lanes.watermark(NOW + 61_500) == hour_ago - BOUND - 1
+    # Silent past the backfill idleness: released, but the clock advance waits for live input.
+    lanes.record(NOW + 200_000, "detector.results#0", NOW + 200_000)
+    assert lanes.watermark(NOW + 200_100) == NOW + 200_100 - BOUND - 1
+
+
+def test_when_a_backlog_falls_silent_time_moves_to_what_was_read_never_to_the_clock(
+    jvm: Any,
+) -> None:
+    lanes = Lanes(jvm)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)
+    lanes.record(NOW + 5, "content.versions#1", hour_ago + 120_000)  # a far-ahead "tick"
+    assert lanes.watermark(NOW + 1_000) == hour_ago - BOUND - 1  # both still count
+    silent = NOW + 5 + BACKFILL_IDLE
+    assert lanes.watermark(silent) == hour_ago + 120_000 - BOUND - 1  # not the clock
+
+
+def test_a_record_stamped_ahead_cannot_pull_event_time_past_the_clock(jvm: Any) -> None:
+    lanes = Lanes(jvm)
+    lanes.record(NOW, "content.versions#0", NOW + 240_000)  # four minutes ahead, admitted
+    assert lanes.watermark(NOW + 10) <= NOW + 10 - BOUND
+
+
+def test_records_without_a_lane_never_move_event_time(jvm: Any) -> None:
+    lanes = Lanes(jvm)
+    lanes.record(NOW, "", NOW)  # re-evaluation, policy, hash bank
+    assert lanes.watermark(NOW + 10_000) == HOLD
+
+
+def test_without_the_wall_clock_time_follows_the_data_alone(jvm: Any) -> None:
+    lanes = Lanes(jvm, wall_clock=False)
+    lanes.record(NOW, "replay", NOW - 86_400_000)
+    # Replay: however long the file takes to read, event time never comes from the clock.
+    assert lanes.watermark(NOW + 10_000) == NOW - 86_400_000 - BOUND - 1
+    lanes.record(NOW + 10_001, "replay", NOW - 86_400_000 + 5)
+    assert lanes.watermark(NOW + 10_002) == NOW - 86_400_000 + 5 - BOUND - 1
+
+
+def test_only_a_live_instance_that_never_read_anything_declares_itself_idle(jvm: Any) -> None:
+    live = Lanes(jvm)
+    assert not live.generator.idleAt(NOW + BACKFILL_IDLE - 1)  # too early: input may come
+    assert live.generator.idleAt(NOW + BACKFILL_IDLE)  # reads no partition: not holding back
+    live.record(NOW + BACKFILL_IDLE + 1, "content.versions#0", NOW)
+    assert not live.generator.idleAt(NOW + 10 * BACKFILL_IDLE)  # once read, never idle
+    # Replay never: a bounded input ending while idle let the end of time overtake records.
+    assert not Lanes(jvm, wall_clock=False).generator.idleAt(NOW + 10 * BACKFILL_IDLE)

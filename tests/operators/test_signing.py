@@ -1,0 +1,299 @@
+"""Signed authority inputs: what `check` lets through, what it refuses and why, the keyring."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from operators.signing import (
+    AUTHORITY_TOPICS,
+    Keyring,
+    approval_record,
+    canonical_json,
+    check,
+    derive_key,
+    sign,
+    signed,
+    valid_approvals,
+    verify,
+)
+from tests.conftest import SECRET_TEXT, T0, evidence
+
+SECRET = b"unit-dev-secret"
+ALL = frozenset(AUTHORITY_TOPICS)
+REQUIRED = Keyring(dev_secret=SECRET, required=ALL)
+OPTIONAL = Keyring(dev_secret=SECRET)
+
+
+def review(**overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": "rv-1",
+        "task_id": "t-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reviewer_id": "alice",
+        "outcome": "ALLOW",
+        "reason": "looks fine",
+        "ts": T0,
+        **overrides,
+    }
+
+
+def bank_entry(**overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": "hb-1",
+        "bank": "known_bad",
+        "hash_type": "sha256",
+        "hash": "a" * 64,
+        "op": "add",
+        "ts": T0,
+        **overrides,
+    }
+
+
+def appeal(**overrides: Any) -> dict[str, Any]:
+    return {
+        "event_id": "ap-1",
+        "appeal_id": "a-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "decision_revision": 1,
+        "user_id": "author-1",
+        "ts": T0,
+        **overrides,
+    }
+
+
+RECORDS = {
+    "review.decisions": review,
+    "hash.bank": bank_entry,
+    "moderation.appeals": appeal,
+    "detector.results": lambda **o: evidence(**o),
+}
+# What a forger changes in each: the outcome, the bank op, the appealed revision, a score.
+FORGERIES: dict[str, dict[str, Any]] = {
+    "review.decisions": {"outcome": "BLOCK"},
+    "hash.bank": {"op": "remove"},
+    "moderation.appeals": {"decision_revision": 2},
+    "detector.results": {"scores": {"offensive": 0.0}},
+}
+
+
+def test_the_four_authority_topics_and_their_producers() -> None:
+    producers = {topic: rule.of(RECORDS[topic]()) for topic, rule in AUTHORITY_TOPICS.items()}
+    assert producers == {
+        "review.decisions": "alice",
+        "hash.bank": "known_bad",
+        "moderation.appeals": "appeals",
+        "detector.results": "offensive_text",
+    }
+
+
+@pytest.mark.parametrize("topic", sorted(AUTHORITY_TOPICS))
+def test_a_record_signed_by_its_producer_passes_and_a_forged_one_is_refused(topic: str) -> None:
+    record = signed(topic, RECORDS[topic](), REQUIRED)
+    assert record["signature"].startswith("hmac-sha256:")
+    assert check(topic, record, REQUIRED) is None
+    # Round trip through JSON, as the job receives it.
+    assert check(topic, json.loads(json.dumps(record)), REQUIRED) is None
+    forged = {**record, **FORGERIES[topic]}
+    message = check(topic, forged, REQUIRED)
+    assert message is not None and "does not verify" in message and topic in message
+    # Refused even where signatures are optional: a present signature must verify.
+    assert check(topic, forged, OPTIONAL) == message
+
+
+@pytest.mark.parametrize("topic", sorted(AUTHORITY_TOPICS))
+def test_unsigned_is_refused_only_where_required(topic: str) -> None:
+    record = RECORDS[topic]()
+    message = check(topic, record, REQUIRED)
+    assert message == f"signing: {topic} record is unsigned; this deployment requires signatures"
+    assert check(topic, record, OPTIONAL) is None
+    assert check(topic, {**record, "signature": None}, REQUIRED) == message
+    only_reviews = Keyring(dev_secret=SECRET, required=frozenset({"review.decisions"}))
+    assert (check(topic, record, only_reviews) is None) == (topic != "review.decisions")
+
+
+@pytest.mark.parametrize("topic", sorted(AUTHORITY_TOPICS))
+def test_a_signature_made_with_another_key_is_refused(topic: str) -> None:
+    record = RECORDS[topic]()
+    record["signature"] = sign(record, b"not-the-producers-key")
+    message = check(topic, record, REQUIRED)
+    assert message is not None and "does not verify" in message
+    other_secret = Keyring(dev_secret=b"another deployment", required=ALL)
+    assert check(topic, signed(topic, RECORDS[topic](), other_secret), REQUIRED) == message
+
+
+def test_a_reviewer_cannot_decide_as_another() -> None:
+    alice_key = REQUIRED.key_for("alice")
+    assert alice_key is not None
+    as_bob = review(reviewer_id="bob")
+    as_bob["signature"] = sign(as_bob, alice_key)  # alice's key, bob's name
+    message = check("review.decisions", as_bob, REQUIRED)
+    assert message is not None and "field 'reviewer_id'" in message
+    # And a decision alice signed cannot be re-attributed to bob.
+    mine = signed("review.decisions", review(), REQUIRED)
+    assert check("review.decisions", {**mine, "reviewer_id": "bob"}, REQUIRED) is not None
+
+
+def test_an_unknown_producer_is_refused_whether_or_not_required() -> None:
+    keys = Keyring(keys={"alice": b"alice-key"}, required=ALL)
+    mallory = review(reviewer_id="mallory")
+    mallory["signature"] = sign(mallory, b"mallory-key")
+    message = check("review.decisions", mallory, keys)
+    assert message == (
+        "signing: review.decisions signature cannot be checked: the producer in field "
+        "'reviewer_id' has no key in this deployment"
+    )
+    assert check("review.decisions", mallory, Keyring(keys={"alice": b"alice-key"})) == message
+    assert check("review.decisions", signed("review.decisions", review(), keys), keys) is None
+
+
+@pytest.mark.parametrize(
+    ("signature", "expected"),
+    [
+        (12345, "is not of the form hmac-sha256:<hex>"),
+        ("sha1:abcd", "is not of the form hmac-sha256:<hex>"),
+        ("hmac-sha256:" + "0" * 64, "does not verify"),
+        ("hmac-sha256:zz", "does not verify"),
+    ],
+)
+def test_malformed_signatures_are_refused(signature: object, expected: str) -> None:
+    message = check("hash.bank", {**bank_entry(), "signature": signature}, OPTIONAL)
+    assert message is not None and expected in message
+
+
+def test_a_signed_record_without_its_producer_field_is_refused() -> None:
+    record = signed("hash.bank", bank_entry(), REQUIRED)
+    del record["bank"]
+    assert check("hash.bank", record, REQUIRED) == (
+        "signing: hash.bank record names no producer in field 'bank'"
+    )
+    assert check("hash.bank", {**record, "bank": 7}, REQUIRED) is not None
+
+
+def test_messages_never_echo_the_record() -> None:
+    hostile = review(reviewer_id=SECRET_TEXT, reason=SECRET_TEXT)
+    hostile["signature"] = sign(hostile, b"whatever")
+    for keyring in (REQUIRED, Keyring(keys={"alice": b"k"}, required=ALL)):
+        message = check("review.decisions", hostile, keyring)
+        assert message is not None and SECRET_TEXT not in message and "SECRET" not in message
+
+
+def test_records_that_cannot_be_canonicalized_do_not_verify() -> None:
+    record = signed("detector.results", evidence(), REQUIRED)
+    record["scores"] = {"nsfw": float("nan")}
+    message = check("detector.results", record, REQUIRED)
+    assert message is not None and "does not verify" in message
+
+
+def test_other_topics_pass_untouched() -> None:
+    assert check("content.versions", {"signature": "junk"}, REQUIRED) is None
+    assert signed("content.versions", {"a": 1}, REQUIRED) == {"a": 1}
+
+
+def test_signed_replaces_an_old_signature_and_skips_producers_without_a_key() -> None:
+    stale = {**review(), "signature": "hmac-sha256:" + "1" * 64}
+    fresh = signed("review.decisions", stale, REQUIRED)
+    assert fresh["signature"] != stale["signature"]
+    assert check("review.decisions", fresh, REQUIRED) is None
+    no_keys = Keyring()
+    assert signed("review.decisions", review(), no_keys) == review()
+
+
+def test_signature_is_hmac_sha256_over_canonical_json_without_signature() -> None:
+    key = derive_key(SECRET, "known_bad")
+    record = signed("hash.bank", bank_entry(), REQUIRED)
+    expected = hmac.new(key, canonical_json(record), hashlib.sha256).hexdigest()
+    assert record["signature"] == f"hmac-sha256:{expected}"
+    assert b"signature" not in canonical_json(record)
+    assert verify(record, key)
+
+
+def test_derived_keys_differ_per_producer_and_per_secret() -> None:
+    assert derive_key(SECRET, "alice") == derive_key(SECRET, "alice")
+    assert derive_key(SECRET, "alice") != derive_key(SECRET, "bob")
+    assert derive_key(SECRET, "alice") != derive_key(b"other", "alice")
+    assert derive_key(SECRET, "alice").decode("ascii").isalnum()  # writable in a keys file
+
+
+@given(
+    topic=st.sampled_from(sorted(AUTHORITY_TOPICS)),
+    field=st.text(min_size=1, max_size=8),
+    value=st.one_of(st.integers(), st.text(max_size=12), st.booleans(), st.none()),
+)
+def test_any_change_to_a_signed_record_is_refused(topic: str, field: str, value: object) -> None:
+    record = signed(topic, RECORDS[topic](), REQUIRED)
+    if field == "signature" or record.get(field, object()) == value:
+        return
+    changed = {**record, field: value}
+    assert check(topic, changed, REQUIRED) is not None
+    assert check(topic, signed(topic, changed, REQUIRED), REQUIRED) is None
+
+
+# The keyring and its settings.
+def test_keyring_from_env(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"offensive_text": "detector-key", "alice": "alice-key"}))
+    keyring = Keyring.from_env(
+        {
+            "MODSTREAM_SIGNING_KEYS_FILE": str(keys),
+            "MODSTREAM_SIGNING_DEV_SECRET": "dev",
+            "MODSTREAM_SIGNATURES_REQUIRED": "review.decisions, hash.bank",
+        }
+    )
+    assert keyring.key_for("alice") == b"alice-key"  # the keys file wins
+    assert keyring.key_for("bob") == derive_key(b"dev", "bob")
+    assert keyring.required == {"review.decisions", "hash.bank"}
+    assert keyring.require_approval
+    assert Keyring.from_env({"MODSTREAM_SIGNATURES_REQUIRED": "all"}).required == ALL
+    empty = Keyring.from_env({})
+    assert (empty.required, empty.key_for("bob"), empty.require_approval) == (
+        frozenset(),
+        None,
+        True,
+    )
+    assert not Keyring.from_env({"MODSTREAM_REQUIRE_APPROVAL": "0"}).require_approval
+    assert pickle.loads(pickle.dumps(keyring)) == keyring  # shipped in a job's config
+
+
+@pytest.mark.parametrize(
+    ("env", "variable"),
+    [
+        ({"MODSTREAM_SIGNATURES_REQUIRED": "moderation.actions"}, "MODSTREAM_SIGNATURES_REQUIRED"),
+        ({"MODSTREAM_SIGNING_KEYS_FILE": "/nonexistent/keys.json"}, "MODSTREAM_SIGNING_KEYS_FILE"),
+    ],
+)
+def test_bad_settings_name_their_variable(env: dict[str, str], variable: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        Keyring.from_env(env)
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"alice": 7}', '{"": "k"}', "not json"])
+def test_a_malformed_keys_file_is_refused(tmp_path: Path, content: str) -> None:
+    keys = tmp_path / "keys.json"
+    keys.write_text(content)
+    with pytest.raises(ValueError, match="MODSTREAM_SIGNING_KEYS_FILE"):
+        Keyring.from_env({"MODSTREAM_SIGNING_KEYS_FILE": str(keys)})
+
+
+# Policy approvals (the rule PolicyStore.apply and `modstream policy push` share).
+def test_approvals_count_only_for_this_document_by_someone_else_with_their_own_key() -> None:
+    document = {"policy_id": "global", "version": 3, "rules": []}
+    bob = approval_record(document, "bob", REQUIRED.key_for("bob") or b"", T0)
+    alice = approval_record(document, "alice", REQUIRED.key_for("alice") or b"", T0)
+    forged = approval_record(document, "carol", b"not-carols-key", T0)
+    other = approval_record({**document, "rules": [1]}, "dave", REQUIRED.key_for("dave") or b"", T0)
+    candidates = [bob, alice, forged, other, "junk"]
+    found = valid_approvals(document, "alice", candidates, REQUIRED.key_for)
+    assert [a["approver"] for a in found] == ["bob"]
+    assert valid_approvals(document, "bob", [bob], REQUIRED.key_for) == []
+    assert valid_approvals({**document, "version": 4}, "alice", [bob], REQUIRED.key_for) == []
