@@ -181,8 +181,13 @@ def _cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     try:
         if args.action == "feed":
             records = kafkaio.read_to_end(servers, topic("review.tasks"), committed=True)
-            fed = sum(queue.feed(json.loads(record.value)) for record in records)
-            print(f"review feed: {fed} new tasks of {len(records)}")
+            # A malformed record is skipped and counted, never the end of the feed.
+            tasks, skipped = kafkaio.decode_values(records, "review.tasks")
+            fed = sum(queue.feed(task) for task in tasks)
+            print(
+                f"review feed: {fed} new tasks of {len(records)}"
+                + (f"; skipped {skipped} malformed" if skipped else "")
+            )
         elif args.action == "claim":
             task = queue.claim(args.queue, Reviewer.from_env().reviewer_id)
             print(json.dumps(task) if task else f"review claim: queue {args.queue} is empty")

@@ -95,10 +95,9 @@ def recheck(
 def list_letters(
     bootstrap_servers: str, topic: str, error_class: str | None = None
 ) -> list[dict[str, Any]]:
-    letters = [
-        json.loads(record.value)
-        for record in kafkaio.read_to_end(bootstrap_servers, topic, committed=True)
-    ]
+    """The DLQ records of `topic` (of `error_class` when given); a malformed one is skipped
+    with a warning (kafkaio.read_values), never the end of the listing."""
+    letters = kafkaio.read_values(bootstrap_servers, topic, schema="moderation.dlq")
     return [letter for letter in letters if error_class in (None, letter.get("error_class"))]
 
 

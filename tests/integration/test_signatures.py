@@ -59,7 +59,7 @@ def test_review_decide_signs_as_the_reviewer_its_key_names(
 ) -> None:
     prefix = f"it-{uuid.uuid4().hex[:10]}"
     tasks, decisions = f"{prefix}.review.tasks", f"{prefix}.review.decisions"
-    kafka.create_topics([tasks, decisions])
+    kafka.create_topics([tasks, decisions], partitions=1)  # the feed keeps the tasks' order
     queue = f"q_{uuid.uuid4().hex[:8]}"
     roles = tmp_path / "roles.yaml"
     grants = {name: {"queues": [queue]} for name in ("alice", "bob")}
