@@ -86,7 +86,7 @@ class ModerationConfig(runtime.TopicNames):
     now_ms: int | None = None
     wall_clock: bool = True
     live_window_ms: int = 30_000
-    backfill_idleness_ms: int = 10_000
+    backfill_idleness_ms: int = 5_000
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
@@ -711,7 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--backfill-idleness-ms",
         type=int,
-        default=10_000,
+        default=5_000,
         help="a lane that is behind holds event time this long after its last record",
     )
     args = parser.parse_args(argv)

@@ -290,9 +290,15 @@ def run(
     lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
     last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
     marker = f"{run_id}end"
+    # Just past the last deadline: once the end marker is decided, every deadline has fired.
+    # Never further: event time does not run ahead of the clock (docs/moderation.md, "Time"),
+    # and with real detectors the records are live, so the clock brings event time there.
+    after_deadlines = last_ts + max(
+        int(spec.get("deadline_ms", 0)) for spec in policy.get("detectors", {}).values()
+    )
     markers = [
-        workload.marker(last_ts + 300_000, marker),
-        workload.marker(last_ts + 400_000, f"{marker}2"),
+        workload.marker(after_deadlines + 1_000, marker),
+        workload.marker(after_deadlines + 2_000, f"{marker}2"),
     ]
     if not real:
         lines += markers
