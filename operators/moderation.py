@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modstream.limits import Limits
-from operators.policy import CompiledPolicy, ContentFacts, EvidenceView, Verdict
+from operators.policy import (
+    CompiledPolicy,
+    ContentFacts,
+    EvidenceView,
+    ReviewAsk,
+    Verdict,
+    most_severe,
+)
 from operators.policy_store import Resolution
 from operators.reports import ReportWeight
 from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
@@ -78,6 +85,11 @@ ORPHAN_TTL_MS = 86_400_000
 # Reports from new reporters that reach the review threshold within this window are flagged as
 # possible brigading (a review task in queue `brigading`) instead of counted.
 BRIGADE_WINDOW_MS = 600_000
+# A PROVISIONAL_ALLOW that reaches its `expires_ts` with evidence still incomplete or unknown
+# is decided again (contract v1.1) and a reviewer looks, in this queue at this priority.
+PROVISIONAL_QUEUE = "provisional"
+PROVISIONAL_PRIORITY = 2
+PROVISIONAL_REASON = "provisional_expired"
 DEFAULT_LIMITS = Limits()
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
@@ -130,6 +142,9 @@ def new_state(content_id: str, content_version: int) -> State:
         "shadow": {},
         "ttl": None,
         "ttl_timer": None,  # the one TTL timer armed; it re-arms itself if the TTL moved on
+        "expiry": None,  # `expires_ts` of the PROVISIONAL_ALLOW in force, while one is
+        "expiry_timer": None,  # the one expiry timer armed
+        "provisional_expired": False,  # once set, never armed again: no timer chain
     }
 
 
@@ -237,6 +252,8 @@ def _evaluate(
         report_count=state["report_weight"],
     )
     human = state["human"]
+    # The reviewer's free text never reaches the policy: `reasons` are built below.
+    human_outcome = (human["outcome"], None) if human else None
     if policy is None:
         verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
     elif fast_gate:
@@ -246,7 +263,7 @@ def _evaluate(
             facts,
             ts=ts,
             hash_matches=ctx.hash_matches,
-            human_outcome=(human["outcome"], human["reason"]) if human else None,
+            human_outcome=human_outcome,
             paused=ctx.resolution.paused,
         )
     else:
@@ -255,19 +272,85 @@ def _evaluate(
             view,
             ts=ts,
             hash_matches=ctx.hash_matches,
-            human_outcome=(human["outcome"], human["reason"]) if human else None,
+            human_outcome=human_outcome,
             paused=ctx.resolution.paused,
         )
-    return _Evaluation(
+    if human is not None:
+        verdict = replace(
+            verdict,
+            restriction=_human_restriction(state, verdict),
+            reasons=_human_reasons(human["reason"], policy),
+        )
+    evaluation = _Evaluation(
         verdict, view, completeness, provenance, expired and not verdict.limit_failed
     )
+    if state.get("provisional_expired") and not fast_gate:
+        evaluation = _provisional_floor(state, evaluation, policy)
+    return evaluation
+
+
+def _human_restriction(state: State, verdict: Verdict) -> str | None:
+    """A review record names no restriction: a reviewer's RESTRICT keeps the restriction in
+    force (an age gate confirmed stays an age gate), so nothing changes for the Content Service."""
+    last = state["last"] or {}
+    if verdict.outcome == "RESTRICT" and verdict.restriction is None:
+        return last.get("restriction") if last.get("outcome") == "RESTRICT" else None
+    return verdict.restriction
+
+
+def _human_reasons(reason: str | None, policy: CompiledPolicy | None) -> tuple[str, ...]:
+    """A human decision's reason codes (contract v1.1): `human_review`, plus the reviewer's
+    `reason` only when it is one of the policy's rule reasons. Anything else a reviewer writes
+    is free text: it never becomes a code, so it never reaches a notification either."""
+    rule_reasons = {rule.reason for rule in policy.document.rules} if policy else set()
+    if reason is not None and reason in rule_reasons and reason != "human_review":
+        return ("human_review", reason)
+    return ("human_review",)
+
+
+def _incomplete(completeness: dict[str, Any]) -> bool:
+    return completeness["received"] < completeness["required"] or bool(completeness["unknown"])
+
+
+def _provisional_floor(
+    state: State, evaluation: _Evaluation, policy: CompiledPolicy | None
+) -> _Evaluation:
+    """After its PROVISIONAL_ALLOW expired, a version whose evidence is still incomplete or
+    unknown stays at the policy's `unknown.high_risk` outcome (or anything more severe the
+    policy now says), state `expired`, with a review in queue `provisional`: a later report or
+    re-evaluation must not publish it again on the same missing evidence. A human decision, a
+    failed limit or complete evidence decide as usual."""
+    verdict = evaluation.verdict
+    if (
+        policy is None
+        or state["human"] is not None
+        or verdict.limit_failed
+        or not _incomplete(evaluation.completeness)
+    ):
+        return evaluation
+    floor = policy.document.unknown.high_risk
+    outcome = most_severe([floor, verdict.outcome]) or floor
+    kept = outcome == verdict.outcome
+    reasons = tuple(r for r in verdict.reasons if kept and r != PROVISIONAL_REASON)
+    ask = ReviewAsk(PROVISIONAL_QUEUE, PROVISIONAL_PRIORITY, PROVISIONAL_REASON)
+    floored = replace(
+        verdict,
+        outcome=outcome,
+        restriction=verdict.restriction if kept else None,
+        reasons=(*reasons, PROVISIONAL_REASON),
+        review=(*verdict.review, ask),
+        # `provisional_expired` keeps a floor of PROVISIONAL_ALLOW from ever re-arming.
+        expires_ts=verdict.expires_ts if outcome == "PROVISIONAL_ALLOW" else None,
+    )
+    return replace(evaluation, verdict=floored, expired=True)
 
 
 def _decide(
     state: State, ctx: Context, ts: int, trigger: str, *, fast_gate: bool = False
 ) -> list[Output]:
-    """Evaluate; emit a decision revision (with an action when visibility changes) only when
-    outcome, restriction or state changed; open the review tasks the policy asks for."""
+    """Evaluate; emit a decision revision only when outcome, restriction or state changed,
+    with an action when what the Content Service applies (visibility or restriction) changed;
+    open the review tasks the policy asks for."""
     if state["content"] is None:
         return []
     policy = ctx.resolution.decide
@@ -297,7 +380,11 @@ def _decide(
             )
         )
         visibility = "hidden" if name == "deleted" else VISIBILITY[verdict.outcome]
-        if last is None or last["visibility"] != visibility:
+        if (
+            last is None
+            or last["visibility"] != visibility
+            or last["restriction"] != verdict.restriction
+        ):
             action: dict[str, Any] = {
                 "action_id": sha256_hex(cid, ver, revision),
                 "content_id": cid,
@@ -313,8 +400,16 @@ def _decide(
             outputs.append(("moderation.actions", cid, action))
             if name != "deleted":
                 outputs.append(_notification(state, verdict, policy, trigger, ts))
-        state["last"] = {**current, "visibility": visibility}
-        outputs += _sanction_input(state, outputs[0][2], policy)
+        decision = outputs[0][2]
+        state["last"] = {
+            **current,
+            "visibility": visibility,
+            # What an appeal of this decision shows its reviewer (contract v1.1).
+            "reasons": decision["reasons"],
+            "refs": _refs(evaluation.provenance),
+        }
+        _track_expiry(state, decision)
+        outputs += _sanction_input(state, decision, policy)
     for task_id, ask in new_tasks:
         outputs.append(
             (
@@ -335,6 +430,21 @@ def _decide(
         )
     outputs += _shadows(state, ctx, ts, trigger)
     return outputs
+
+
+def _refs(provenance: list[dict[str, Any]]) -> list[str]:
+    return [p["evidence_ref"] for p in provenance if p.get("evidence_ref")]
+
+
+def _track_expiry(state: State, decision: dict[str, Any]) -> None:
+    """Remember the `expires_ts` of the PROVISIONAL_ALLOW now in force (the latest revision's,
+    as the Content Service sees it), or forget it when a revision leaves PROVISIONAL_ALLOW. A
+    human's outcome is sticky and a version decided again at its expiry is never armed again."""
+    provisional = decision["outcome"] == "PROVISIONAL_ALLOW" and "expires_ts" in decision
+    if provisional and state["human"] is None and not state.get("provisional_expired"):
+        state["expiry"] = decision["expires_ts"]
+    else:
+        state["expiry"] = None
 
 
 def _decision_record(
@@ -439,7 +549,7 @@ def _task(
         "queue": queue,
         "priority": priority,
         "reasons": list(reasons),
-        "evidence": [p["evidence_ref"] for p in provenance if p.get("evidence_ref")],
+        "evidence": _refs(provenance),
         "ts": ts,
     }
 
@@ -470,6 +580,38 @@ def _deadline_timer(state: State, policy: CompiledPolicy | None) -> list[int]:
         return []
     state["deadline"] = content["ts"] + deadline
     return [state["deadline"]]
+
+
+def _arm_expiry(state: State) -> list[int]:
+    """The timer for the provisional expiry in force: one armed at a time, as for the TTL. A
+    later expiry waits for the armed timer, which re-arms it when it fires (`on_timer`)."""
+    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if expiry is None or (armed is not None and armed <= expiry):
+        return []
+    state["expiry_timer"] = expiry
+    return [expiry]
+
+
+def _expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
+    """The provisional expiry timer fired: decide again (contract v1.1, trigger `deadline`)
+    when the PROVISIONAL_ALLOW in force reached its `expires_ts` with evidence incomplete or
+    unknown; re-arm for a later `expires_ts`; else nothing (complete evidence is not touched).
+    `provisional_expired` is set once, so the chain ends with this firing."""
+    result = StepResult(state)
+    state["expiry_timer"] = None
+    expiry = state.get("expiry")
+    if expiry is None or state["deleted"] or state["content"] is None:
+        return result
+    if ts < expiry:
+        result.timers += _arm_expiry(state)
+        return result
+    state["expiry"] = None
+    policy = ctx.resolution.decide
+    _, completeness, _, _ = _evidence(state, policy, ts)
+    if state["human"] is None and _incomplete(completeness):
+        state["provisional_expired"] = True
+        result.outputs += _decide(state, ctx, ts, "deadline")
+    return result
 
 
 def _ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
@@ -579,19 +721,23 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         task_id = f"appeal-{record.appeal_id}"
         state["tasks"].append(task_id)
         state["open_tasks"].append(task_id)
-        policy = ctx.resolution.decide
-        result.outputs.append(
-            (
-                "review.tasks",
-                state["cid"],
-                _task(state, task_id, "appeal", "appeals", 1, ["appeal"], [], policy, ts),
-            )
-        )
+        result.outputs.append(_appeal_task(state, task_id, ctx.resolution.decide, ts))
     elif topic == "moderation.reevaluate":
         result.outputs += _decide(state, ctx, ts, "reevaluation")
     ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS
+    result.timers += _arm_expiry(state)
     result.timers += _ttl(state, ts, ttl)
     return result
+
+
+def _appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: int) -> Output:
+    """The appeal's review task carries the appealed decision's reason codes and evidence refs
+    (contract v1.1): the decision in force, the latest revision the author was told about."""
+    last = state["last"] or {}
+    reasons = last.get("reasons") or ["appeal"]
+    refs = [{"evidence_ref": ref} for ref in last.get("refs", [])]
+    task = _task(state, task_id, "appeal", "appeals", 1, reasons, refs, policy, ts)
+    return ("review.tasks", state["cid"], task)
 
 
 def _over_bounds(topic: str, record: Any, limits: Limits) -> str | None:
@@ -735,13 +881,15 @@ TOMBSTONE_KEEPS = ("cid", "ver", "events", "rev", "last", "appeal", "deleted", "
 def _compact_tombstone(state: State) -> None:
     """A deleted version keeps only what ignores late input (`TOMBSTONE_KEEPS`)."""
     kept = {key: state[key] for key in TOMBSTONE_KEEPS if key in state}
+    if kept.get("last"):  # reason codes and evidence refs go with the content
+        kept["last"] = {k: v for k, v in kept["last"].items() if k not in ("reasons", "refs")}
     state.clear()
     state.update(new_state(kept["cid"], kept["ver"]))
     state.update(kept)
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
-    """A deadline or a state TTL fired at event time `ts`."""
+    """A deadline, a provisional expiry or a state TTL fired at event time `ts`."""
     if state is None:
         return StepResult(None)
     if state["ttl"] is not None and ts >= state["ttl"]:
@@ -752,4 +900,9 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
         result.timers.append(state["ttl"])
     if state["deadline"] is not None and ts == state["deadline"] and not state["deleted"]:
         result.outputs += _decide(state, ctx, ts, "deadline")
+    armed = state.get("expiry_timer")
+    if armed is not None and ts >= armed:
+        expiry = _expire_provisional(state, ts, ctx)
+        result.outputs += expiry.outputs
+        result.timers += expiry.timers
     return result

@@ -13,7 +13,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from operators.policy_expr import (
     CompiledExpression,
@@ -48,15 +55,39 @@ class Limit(_Section):
     mime_types: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
+def _not_allow(outcome: str) -> str:
+    """Contract v1.1: a version is never ALLOW while its evidence is incomplete, so the
+    scanning, unknown and hash-bank outcomes refuse it (PROVISIONAL_ALLOW is the way to publish
+    before the evidence is in)."""
+    if outcome == "ALLOW":
+        raise ValueError(
+            "ALLOW is refused here: a version is never ALLOW while its evidence is incomplete"
+            " (use PROVISIONAL_ALLOW, RESTRICT, PENDING or BLOCK)"
+        )
+    return outcome
+
+
 class OutcomeBySurface(_Section):
+    """The floor while evidence is outstanding (`scanning`) or unknown (`unknown`)."""
+
     high_risk: Outcome = "PENDING"
     default: Outcome = "PENDING"
+
+    @field_validator("high_risk", "default")
+    @classmethod
+    def _refuse_allow(cls, outcome: str) -> str:
+        return _not_allow(outcome)
 
 
 class HashBankRule(_Section):
     outcome: Outcome
     reason: Name
     restriction: Name | None = None
+
+    @field_validator("outcome")
+    @classmethod
+    def _refuse_allow(cls, outcome: str) -> str:
+        return _not_allow(outcome)
 
 
 class ReportsPolicy(_Section):

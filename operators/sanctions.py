@@ -171,7 +171,13 @@ def on_decision(
 
 
 def _expire(result: SanctionResult, ts: int, window_ms: int) -> SanctionResult:
-    """Forget strikes that left the window and sanctions that ended; clear an empty state."""
+    """Forget strikes that left the window and sanctions that ended; clear an empty state.
+
+    The one timer armed is when the last strike or timed sanction ends, always after `ts`.
+    A state left with only sanctions without end (a permanent account suspension) arms none:
+    nothing in it can expire, and a timer re-armed every window would, once event time jumps
+    to the end of input (replay, a backfill's end), fire about a billion times.
+    """
     state = result.state
     assert state is not None
     state["strikes"] = [s for s in state["strikes"] if s["ts"] > ts - window_ms]
@@ -188,13 +194,16 @@ def _expire(result: SanctionResult, ts: int, window_ms: int) -> SanctionResult:
     horizon = [s["ts"] + window_ms for s in state["strikes"]]
     horizon += [s["expires"] for s in state["sanctions"].values() if s["expires"] is not None]
     state["window_ms"] = window_ms
-    result.timers.append(max(horizon) if horizon else ts + window_ms)
+    end = max(horizon, default=None)
+    if end is not None and end > ts:  # never at or before the time now firing
+        result.timers.append(end)
     return result
 
 
 def on_timer(state: State | None, ts: int) -> SanctionResult:
     """The author's strikes and sanctions have all aged out by `ts`: clear the state.
-    An account suspension without `duration_ms` has no end and keeps the state."""
+    An account suspension without `duration_ms` has no end and keeps the state, with no timer
+    (only a human overturn, an input, lifts it)."""
     if state is None:
         return SanctionResult(None)
     return _expire(SanctionResult(state), ts, int(state.get("window_ms", 90 * DAY_MS)))

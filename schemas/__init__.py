@@ -1,4 +1,4 @@
-"""Pydantic models of the modstream wire contract (../shared/CONTRACT.md).
+"""Pydantic models of the modstream wire contract (docs/CONTRACT.md).
 
 Every record that crosses modstream's boundary has a strict model here; `registry.parse`
 validates raw bytes for a topic and `dlq.dead_letter` turns any failure into a DLQ record.

@@ -495,3 +495,27 @@ def test_a_reviewer_cannot_decide_as_another() -> None:
         )
     )
     assert json.loads(rows[0][1][2])["error_class"] == "signature"
+
+
+def test_the_steps_own_dead_letters_are_keyed_by_content_id() -> None:
+    """An appeal while another is active is the step's `conflict` letter: on the DLQ under
+    the version's `content_id` (contract v1.1, "DLQ key"), never the internal version key."""
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, _, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    ctx.key = "c-1\x1f1"
+    adapter.process_element(decoded("content.versions", upload(surface="comment")), ctx)
+    list(adapter.on_timer(T0, ctx))
+    for index, at in enumerate((T0 + 10, T0 + 20)):
+        appeal = {
+            "event_id": f"ap-{index}",
+            "appeal_id": f"a{index}",
+            "content_id": "c-1",
+            "content_version": 1,
+            "decision_revision": 1,
+            "user_id": "author-1",
+            "ts": at,
+        }
+        adapter.process_element(decoded("moderation.appeals", appeal), ctx)
+    outputs = list(adapter.on_timer(T0 + 10, ctx)) + list(adapter.on_timer(T0 + 20, ctx))
+    [(key, letter)] = [(o[1], json.loads(o[2])) for o in outputs if o[0] == "moderation.dlq"]
+    assert (key, letter["key"], letter["error_class"]) == ("c-1", "c-1", "conflict")

@@ -11,10 +11,23 @@ from schemas.registry import OWN_TOPICS, TOPIC_MODELS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+CONTRACT = ROOT / "docs" / "CONTRACT.md"  # the contract this repository implements
+SHARED_CONTRACT = ROOT.parent / "shared" / "CONTRACT.md"  # the team's copy, where it is beside
+
+
 def contract_topics() -> set[str]:
-    candidates = [ROOT.parent / "shared" / "CONTRACT.md", ROOT / "shared" / "CONTRACT.md"]
-    contract = next(path for path in candidates if path.exists())
-    return set(re.findall(r"^### ([a-z]+\.[a-z.]+)", contract.read_text(), flags=re.M))
+    return set(re.findall(r"^### ([a-z]+\.[a-z.]+)", CONTRACT.read_text(), flags=re.M))
+
+
+def test_the_repository_carries_the_contract_it_implements() -> None:
+    text = CONTRACT.read_text(encoding="utf-8")
+    assert text.startswith("# modstream wire contract (v1)")
+    assert "## v1.1 additions" in text
+    if SHARED_CONTRACT.exists():  # a clone with nothing beside it has only its own copy
+        assert text == SHARED_CONTRACT.read_text(encoding="utf-8"), (
+            "docs/CONTRACT.md differs from ../shared/CONTRACT.md: copy the new contract in and "
+            "implement what changed"
+        )
 
 
 def test_every_contract_topic_has_a_spec_and_a_schema() -> None:

@@ -753,3 +753,181 @@ def test_an_upload_asks_for_each_required_detector_and_segment_not_yet_answered(
         None,
         "hello there",
     )
+
+
+# Contract v1.1: provisional expiry, actions on restriction change, reasons, appeal tasks.
+
+HOUR = 3_600_000
+
+
+def _expired_provisional(version: Version, until: int) -> dict[str, Any]:
+    """Upload an image on a comment (PROVISIONAL_ALLOW) whose nsfw check never answers, and
+    fire every timer up to `until`: the last decision."""
+    version.upload(**image(surface="comment"))
+    version.send("detector.results", image_evidence("c-1", T0 + 1)[1])  # media_check only
+    version.fire_until(until)
+    return version.last
+
+
+def test_a_provisional_allow_expiring_with_evidence_missing_is_decided_again() -> None:
+    version = Version()
+    after_deadline = _expired_provisional(version, T0 + 30_000)
+    assert (after_deadline["outcome"], after_deadline["state"]) == ("PROVISIONAL_ALLOW", "expired")
+    expires = after_deadline["expires_ts"]
+    assert expires == T0 + 30_000 + HOUR
+    assert T0 + HOUR in version.timers  # one expiry timer at a time: the gate's, first
+    version.fire_until(expires - 1)
+    assert version.last == after_deadline and expires in version.timers  # re-armed
+    version.fire_until(expires)
+    last = version.last
+    assert (last["trigger"], last["outcome"], last["state"], last["ts"]) == (
+        "deadline",
+        "PENDING",
+        "expired",
+        expires,
+    )
+    assert "expires_ts" not in last and last["reasons"] == ["provisional_expired"]
+    [task] = [t for t in version.of("review.tasks") if t["queue"] == "provisional"]
+    assert (task["kind"], task["ts"], task["decision_revision"]) == (
+        "review",
+        expires,
+        last["decision_revision"],
+    )
+    assert version.of("moderation.actions")[-1]["visibility"] == "pending"
+    # The chain ends: nothing is armed for the expiry again, and later timers decide nothing.
+    count = len(version.decisions)
+    version.fire_until(T0 + STATE_TTL_MS - 1)
+    assert len(version.decisions) == count
+    assert version.state is not None and version.state["expiry_timer"] is None
+
+
+def test_after_its_expiry_a_version_stays_floored_until_its_evidence_completes() -> None:
+    version = Version()
+    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    version.fire_until(expires)
+    count = len(version.decisions)
+    _report(version, "old-1", expires + 10, weight=1.0, new=False)
+    assert len(version.decisions) == count  # the same missing evidence: still PENDING
+    version.send("detector.results", image_evidence("c-1", expires + 20)[0])
+    assert (version.last["trigger"], version.last["outcome"]) == ("evidence", "ALLOW")
+    assert version.last["state"] == "pending_review"  # the provisional review is still open
+
+
+def test_the_expiry_outcome_is_the_policys_unknown_high_risk_outcome() -> None:
+    blocked = Version(context(unknown={"high_risk": "BLOCK", "default": "PROVISIONAL_ALLOW"}))
+    expires = _expired_provisional(blocked, T0 + 30_000)["expires_ts"]
+    blocked.fire_until(expires)
+    assert (blocked.last["outcome"], blocked.last["state"]) == ("BLOCK", "expired")
+    absent = Version(context(unknown={"default": "PROVISIONAL_ALLOW"}))  # high_risk absent
+    absent.fire_until(_expired_provisional(absent, T0 + 30_000)["expires_ts"])
+    assert (absent.last["outcome"], absent.last["trigger"]) == ("PENDING", "deadline")
+
+
+def test_an_expiry_whose_outcome_is_provisional_again_never_re_arms() -> None:
+    lenient = {"high_risk": "PROVISIONAL_ALLOW", "default": "PROVISIONAL_ALLOW"}
+    version = Version(context(unknown=lenient))
+    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    fired = 0
+    while due := sorted(t for t in version.timers if t < T0 + STATE_TTL_MS):
+        version.fire(due[0])
+        fired += 1
+        assert fired < 10, "the expiry re-arms itself"
+    deadlines = [d for d in version.decisions if d["trigger"] == "deadline"]
+    # Still PROVISIONAL_ALLOW and `expired`: no new revision (nothing changed), but a reviewer
+    # is asked, once.
+    assert [d["ts"] for d in deadlines] == [T0 + 30_000]
+    [task] = version.of("review.tasks")
+    assert (task["queue"], task["ts"]) == ("provisional", expires)
+
+
+def test_a_provisional_allow_whose_evidence_completed_is_not_touched() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    assert version.last["expires_ts"] == T0 + HOUR
+    for record in image_evidence("c-1", T0 + ONE_SECOND):
+        version.send("detector.results", record)
+    count = len(version.decisions)
+    version.fire_until(T0 + 3 * HOUR)
+    assert len(version.decisions) == count and version.last["outcome"] == "ALLOW"
+    assert version.of("review.tasks") == []
+
+
+def test_unknown_evidence_at_the_expiry_is_decided_again() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    nsfw, media = image_evidence("c-1", T0 + 1)
+    version.send("detector.results", {**nsfw, "status": "timeout", "scores": None})
+    version.send("detector.results", media)
+    assert version.last["outcome"] == "PROVISIONAL_ALLOW"  # complete, but nsfw is unknown
+    version.fire_until(version.last["expires_ts"])
+    assert (version.last["trigger"], version.last["outcome"]) == ("deadline", "PENDING")
+
+
+def test_a_restriction_only_change_emits_an_action() -> None:
+    version = Version()
+    version.upload(modality="text", mime_type="text/plain")
+    version.send("detector.results", evidence(scores={"offensive": 0.9}))
+    assert (version.last["outcome"], version.last["restriction"]) == ("RESTRICT", "reduced_reach")
+    rules = global_document()["rules"]
+    for rule in rules:
+        if rule["id"] == "offensive-limit":
+            rule["restriction"] = "age_gate"
+    version.ctx = context(rules=rules)
+    version.send(
+        "moderation.reevaluate",
+        {
+            "event_id": "re-1",
+            "content_id": "c-1",
+            "content_version": 1,
+            "reason": "policy v2",
+            "ts": T0 + 5,
+        },
+    )
+    assert (version.last["outcome"], version.last["restriction"]) == ("RESTRICT", "age_gate")
+    action = version.of("moderation.actions")[-1]
+    assert (action["decision_revision"], action["visibility"], action["restriction"]) == (
+        version.last["decision_revision"],
+        "limited",
+        "age_gate",
+    )
+
+
+def test_a_reviewers_free_text_never_becomes_a_reason_code() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    free_text = "Looks like the uploader's ex, see ticket 4411"
+    version.send("review.decisions", review(outcome="BLOCK", reason=free_text))
+    assert version.last["reasons"] == ["human_review"]
+    notice = version.of("user.notifications")[-1]
+    assert notice["reason_code"] == "human_review" and "4411" not in json.dumps(notice)
+    assert all("4411" not in json.dumps(record) for _, _, record in version.outputs)
+    version.send("review.decisions", review(outcome="RESTRICT", reason="harassment", at=T0 + 20))
+    assert version.last["reasons"] == ["human_review", "harassment"]
+    assert version.of("user.notifications")[-1]["reason_code"] == "harassment"
+    # A bank's reason is not a rule reason: a reviewer cannot name it.
+    version.send("review.decisions", review(outcome="BLOCK", reason="known_match", at=T0 + 30))
+    assert version.last["reasons"] == ["human_review"]
+
+
+def test_an_appeal_task_carries_the_appealed_decisions_reasons_and_evidence() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    for index, record in enumerate(image_evidence("c-1", T0 + 1, nsfw=0.99)):
+        version.send("detector.results", {**record, "evidence_ref": f"s3://evidence/{index}"})
+    decided = version.last
+    assert decided["outcome"] == "BLOCK" and "sexual_content" in decided["reasons"]
+    version.send("moderation.appeals", appeal())
+    task = version.of("review.tasks")[-1]
+    assert (task["kind"], task["reasons"]) == ("appeal", decided["reasons"])
+    # The BLOCK came with the first result; the second changed nothing, so it is not part of
+    # the appealed decision.
+    assert task["evidence"] == [e["evidence_ref"] for e in decided["evidence"]]
+    assert task["evidence"] == ["s3://evidence/0"]
+    assert task["decision_revision"] == decided["decision_revision"]
+    version.send("content.versions", delete(at=T0 + HOUR))
+    assert version.state is not None and set(version.state["last"]) == {
+        "outcome",
+        "restriction",
+        "state",
+        "visibility",
+    }  # a tombstone keeps no reason codes or evidence refs

@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,7 +19,7 @@ from operators.policy import (
     warnings,
 )
 from tests.conftest import T0
-from tests.operators.policy_builders import global_document, minimal_document
+from tests.operators.policy_builders import GLOBAL_YAML, global_document, minimal_document
 
 POLICY = load_policy(global_document())
 PUBLIC_IMAGE = ContentFacts(
@@ -312,6 +313,49 @@ def test_validation_errors_name_the_rule_or_section(change: dict[str, Any], expe
     with pytest.raises(PolicyError) as caught:
         load_policy(minimal_document(**change))
     assert any(expected in problem for problem in caught.value.problems), caught.value.problems
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"scanning": {"high_risk": "ALLOW"}}, "scanning.high_risk"),
+        ({"scanning": {"default": "ALLOW"}}, "scanning.default"),
+        ({"unknown": {"high_risk": "ALLOW"}}, "unknown.high_risk"),
+        ({"unknown": {"default": "ALLOW"}}, "unknown.default"),
+        ({"hash_banks": {"b": {"outcome": "ALLOW", "reason": "r"}}}, "hash_banks.b.outcome"),
+    ],
+)
+def test_allow_is_refused_while_evidence_is_incomplete(change: dict[str, Any], field: str) -> None:
+    """Contract v1.1: ALLOW is never a scanning, unknown or hash-bank outcome."""
+    with pytest.raises(PolicyError) as caught:
+        load_policy(minimal_document(**change))
+    refused = [p for p in caught.value.problems if p.startswith(f"{field}: ")]
+    assert len(refused) == 1 and "ALLOW is refused" in refused[0], caught.value.problems
+
+
+@pytest.mark.parametrize("outcome", ["PROVISIONAL_ALLOW", "PENDING", "RESTRICT", "BLOCK"])
+def test_every_other_outcome_is_accepted_where_allow_is_refused(outcome: str) -> None:
+    bank = {"outcome": outcome, "reason": "r"}
+    if outcome == "RESTRICT":
+        bank["restriction"] = "age_gate"
+    document = minimal_document(
+        scanning={"high_risk": outcome, "default": outcome},
+        unknown={"high_risk": outcome, "default": outcome},
+        hash_banks={"b": bank},
+    )
+    policy = load_policy(document).document
+    assert (policy.scanning.default, policy.unknown.high_risk) == (outcome, outcome)
+    assert policy.hash_banks["b"].outcome == outcome
+
+
+def test_shipped_policies_validate() -> None:
+    """policy_rules/*.yaml still load under the v1.1 refusals."""
+    loaded = []
+    for path in sorted(GLOBAL_YAML.parent.glob("*.yaml")):
+        document = yaml.safe_load(path.read_text())
+        if isinstance(document, dict) and "rules" in document:
+            loaded.append(load_policy(document).policy_id)
+    assert "global" in loaded
 
 
 def test_every_problem_is_listed_at_once() -> None:

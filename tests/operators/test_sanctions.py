@@ -146,3 +146,95 @@ def test_any_sequence_of_redecisions_of_one_violation_is_one_strike(
     for revision, trigger in decisions:
         account.decide(decision(revision=revision, trigger=trigger, at=T0 + revision))
     assert account.sanctions() == ["strike"]
+
+
+END_OF_TIME = 2**63 - 1  # the watermark at the end of input (replay, a backfill's end)
+
+
+def fire_until_quiet(state: dict[str, Any] | None, timers: list[int], limit: int = 100) -> int:
+    """Fire every armed timer in order, as Flink does when the watermark jumps to the end of
+    time; return how many new timers the firings armed (Flink keeps one timer per key and
+    instant), failing past `limit` firings: a chain that never ends."""
+    armed = set(timers)
+    pending, fired = sorted(armed), 0
+    while pending:
+        assert fired < limit, f"timer chain still running after {fired} firings"
+        now = pending.pop(0)
+        result = on_timer(state, now)
+        assert all(timer > now for timer in result.timers), (now, result.timers)
+        state, fired = result.state, fired + 1
+        new = set(result.timers) - armed
+        armed |= new
+        pending = sorted({*pending, *new})
+    return len(armed) - len(set(timers))
+
+
+def suspended_without_end() -> Account:
+    account = Account()
+    for index in range(5):
+        account.decide(decision(f"c-{index}", at=T0 + index))
+    assert account.sanctions()[-1] == "account_suspended"
+    assert "expires_ts" not in account.actions[-1]
+    return account
+
+
+def test_a_permanent_suspension_arms_no_timer_once_its_strikes_have_aged_out() -> None:
+    account = suspended_without_end()
+    last_strike_ends = T0 + 4 + 90 * DAY_MS
+    assert account.timers[-1] == last_strike_ends
+    result = on_timer(account.state, last_strike_ends)
+    assert result.timers == [] and result.outputs == []
+    assert result.state is not None and list(result.state["sanctions"]) == ["account_suspended"]
+    assert result.state["strikes"] == []
+    # A stray timer later on (a restored savepoint's) arms nothing either.
+    assert on_timer(result.state, last_strike_ends + 90 * DAY_MS).timers == []
+
+
+def test_every_timer_chain_ends_when_event_time_jumps_to_the_end() -> None:
+    account = suspended_without_end()
+    assert fire_until_quiet(account.state, [*account.timers, END_OF_TIME]) == 0
+    posting_only = Account()
+    for index in range(3):
+        posting_only.decide(decision(f"c-{index}", at=T0 + index))
+    assert posting_only.sanctions()[-1] == "posting_suspended"
+    assert fire_until_quiet(posting_only.state, [*posting_only.timers, END_OF_TIME]) <= 1
+
+
+def test_a_reversed_permanent_suspension_still_lifts_without_a_timer() -> None:
+    account = suspended_without_end()
+    state = on_timer(account.state, T0 + 4 + 90 * DAY_MS).state
+    result = on_decision(
+        state,
+        "u-1",
+        decision(
+            "c-4", outcome="ALLOW", reasons=(), trigger="appeal", revision=2, at=T0 + 91 * DAY_MS
+        ),
+        STRIKES,
+    )
+    # The strike aged out of the state, so the overturn has nothing to reverse: the suspension
+    # stays, and still arms no timer.
+    assert result.timers == [] and result.state is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 6), st.integers(0, 200 * DAY_MS), st.booleans()),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_no_sequence_of_decisions_leaves_an_endless_timer_chain(
+    decisions: list[tuple[int, int, bool]],
+) -> None:
+    account = Account()
+    for content, offset, overturn in sorted(decisions, key=lambda d: d[1]):
+        if overturn:
+            account.decide(
+                decision(
+                    f"c-{content}", outcome="ALLOW", reasons=(), trigger="review", at=T0 + offset
+                )
+            )
+        else:
+            account.decide(decision(f"c-{content}", at=T0 + offset))
+    assert fire_until_quiet(account.state, [*account.timers, END_OF_TIME]) <= len(decisions)
