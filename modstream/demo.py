@@ -296,9 +296,11 @@ def run(
     after_deadlines = last_ts + max(
         int(spec.get("deadline_ms", 0)) for spec in policy.get("detectors", {}).values()
     )
+    # The second marker, further than the job's out-of-orderness bound, moves event time past
+    # the first where time follows the data alone (a backlog: the generated workload).
     markers = [
         workload.marker(after_deadlines + 1_000, marker),
-        workload.marker(after_deadlines + 2_000, f"{marker}2"),
+        workload.marker(after_deadlines + 11_000, f"{marker}2"),
     ]
     if not real:
         lines += markers
