@@ -84,5 +84,47 @@ def evidence(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[st
     return record
 
 
+def review_decision(**overrides: Any) -> dict[str, Any]:
+    """A review.decisions record (unsigned: sign with operators.signing.signed)."""
+    return {
+        "event_id": "rv-1",
+        "task_id": "t-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reviewer_id": "alice",
+        "outcome": "ALLOW",
+        "reason": "looks fine",
+        "ts": T0,
+        **overrides,
+    }
+
+
+def bank_entry(**overrides: Any) -> dict[str, Any]:
+    """A hash.bank addition (unsigned)."""
+    return {
+        "event_id": "hb-1",
+        "bank": "known_bad",
+        "hash_type": "sha256",
+        "hash": "a" * 64,
+        "op": "add",
+        "ts": T0,
+        **overrides,
+    }
+
+
+def appeal_record(**overrides: Any) -> dict[str, Any]:
+    """A moderation.appeals record (unsigned)."""
+    return {
+        "event_id": "ap-1",
+        "appeal_id": "a-1",
+        "content_id": "c-1",
+        "content_version": 1,
+        "decision_revision": 1,
+        "user_id": "author-1",
+        "ts": T0,
+        **overrides,
+    }
+
+
 def without(record: dict[str, Any], field: str) -> dict[str, Any]:
     return {key: value for key, value in record.items() if key != field}

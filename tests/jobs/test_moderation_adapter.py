@@ -20,7 +20,15 @@ from jobs.moderation import (
 )
 from operators import moderation, signing
 from operators.policy_store import sign
-from tests.conftest import T0, TEST_KEYRING, evidence, upload
+from tests.conftest import (
+    T0,
+    TEST_KEYRING,
+    appeal_record,
+    bank_entry,
+    evidence,
+    review_decision,
+    upload,
+)
 from tests.operators.policy_builders import GLOBAL_YAML, approval, global_document
 
 
@@ -102,18 +110,6 @@ def decoded(topic: str, record: dict[str, Any]) -> Row:
     )
     assert len(rows) == 1 and isinstance(rows[0], Row)
     return rows[0]
-
-
-def bank_entry(**overrides: Any) -> dict[str, Any]:
-    return {
-        "event_id": "h-1",
-        "bank": "known_bad",
-        "hash_type": "sha256",
-        "hash": "ab" * 32,
-        "op": "add",
-        "ts": T0,
-        **overrides,
-    }
 
 
 def test_decode_routes_keyed_broadcast_and_invalid_records() -> None:
@@ -442,26 +438,9 @@ def test_sanctions_apply_decisions_in_a_fixed_order_and_clear_their_state() -> N
 def forged_authority_records() -> dict[str, dict[str, Any]]:
     """One record per authority topic, each signed with the wrong key."""
     records = {
-        "review.decisions": {
-            "event_id": "rv-1",
-            "task_id": "t-1",
-            "content_id": "c-1",
-            "content_version": 1,
-            "reviewer_id": "alice",
-            "outcome": "ALLOW",
-            "reason": "looks fine",
-            "ts": T0,
-        },
+        "review.decisions": review_decision(),
         "hash.bank": bank_entry(),
-        "moderation.appeals": {
-            "event_id": "ap-1",
-            "appeal_id": "a-1",
-            "content_id": "c-1",
-            "content_version": 1,
-            "decision_revision": 1,
-            "user_id": "author-1",
-            "ts": T0,
-        },
+        "moderation.appeals": appeal_record(),
         "detector.results": evidence(),
     }
     return {topic: {**r, "signature": sign(r, b"not-the-key")} for topic, r in records.items()}

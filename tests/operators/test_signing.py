@@ -25,7 +25,7 @@ from operators.signing import (
     valid_approvals,
     verify,
 )
-from tests.conftest import SECRET_TEXT, T0, evidence
+from tests.conftest import SECRET_TEXT, T0, appeal_record, bank_entry, evidence, review_decision
 
 SECRET = b"unit-dev-secret"
 ALL = frozenset(AUTHORITY_TOPICS)
@@ -33,49 +33,10 @@ REQUIRED = Keyring(dev_secret=SECRET, required=ALL)
 OPTIONAL = Keyring(dev_secret=SECRET)
 
 
-def review(**overrides: Any) -> dict[str, Any]:
-    return {
-        "event_id": "rv-1",
-        "task_id": "t-1",
-        "content_id": "c-1",
-        "content_version": 1,
-        "reviewer_id": "alice",
-        "outcome": "ALLOW",
-        "reason": "looks fine",
-        "ts": T0,
-        **overrides,
-    }
-
-
-def bank_entry(**overrides: Any) -> dict[str, Any]:
-    return {
-        "event_id": "hb-1",
-        "bank": "known_bad",
-        "hash_type": "sha256",
-        "hash": "a" * 64,
-        "op": "add",
-        "ts": T0,
-        **overrides,
-    }
-
-
-def appeal(**overrides: Any) -> dict[str, Any]:
-    return {
-        "event_id": "ap-1",
-        "appeal_id": "a-1",
-        "content_id": "c-1",
-        "content_version": 1,
-        "decision_revision": 1,
-        "user_id": "author-1",
-        "ts": T0,
-        **overrides,
-    }
-
-
 RECORDS = {
-    "review.decisions": review,
+    "review.decisions": review_decision,
     "hash.bank": bank_entry,
-    "moderation.appeals": appeal,
+    "moderation.appeals": appeal_record,
     "detector.results": lambda **o: evidence(**o),
 }
 # What a forger changes in each: the outcome, the bank op, the appealed revision, a score.
@@ -135,18 +96,18 @@ def test_a_signature_made_with_another_key_is_refused(topic: str) -> None:
 def test_a_reviewer_cannot_decide_as_another() -> None:
     alice_key = REQUIRED.key_for("alice")
     assert alice_key is not None
-    as_bob = review(reviewer_id="bob")
+    as_bob = review_decision(reviewer_id="bob")
     as_bob["signature"] = sign(as_bob, alice_key)  # alice's key, bob's name
     message = check("review.decisions", as_bob, REQUIRED)
     assert message is not None and "field 'reviewer_id'" in message
     # And a decision alice signed cannot be re-attributed to bob.
-    mine = signed("review.decisions", review(), REQUIRED)
+    mine = signed("review.decisions", review_decision(), REQUIRED)
     assert check("review.decisions", {**mine, "reviewer_id": "bob"}, REQUIRED) is not None
 
 
 def test_an_unknown_producer_is_refused_whether_or_not_required() -> None:
     keys = Keyring(keys={"alice": b"alice-key"}, required=ALL)
-    mallory = review(reviewer_id="mallory")
+    mallory = review_decision(reviewer_id="mallory")
     mallory["signature"] = sign(mallory, b"mallory-key")
     message = check("review.decisions", mallory, keys)
     assert message == (
@@ -154,7 +115,9 @@ def test_an_unknown_producer_is_refused_whether_or_not_required() -> None:
         "'reviewer_id' has no key in this deployment"
     )
     assert check("review.decisions", mallory, Keyring(keys={"alice": b"alice-key"})) == message
-    assert check("review.decisions", signed("review.decisions", review(), keys), keys) is None
+    assert (
+        check("review.decisions", signed("review.decisions", review_decision(), keys), keys) is None
+    )
 
 
 @pytest.mark.parametrize(
@@ -181,7 +144,7 @@ def test_a_signed_record_without_its_producer_field_is_refused() -> None:
 
 
 def test_messages_never_echo_the_record() -> None:
-    hostile = review(reviewer_id=SECRET_TEXT, reason=SECRET_TEXT)
+    hostile = review_decision(reviewer_id=SECRET_TEXT, reason=SECRET_TEXT)
     hostile["signature"] = sign(hostile, b"whatever")
     for keyring in (REQUIRED, Keyring(keys={"alice": b"k"}, required=ALL)):
         message = check("review.decisions", hostile, keyring)
@@ -201,12 +164,12 @@ def test_other_topics_pass_untouched() -> None:
 
 
 def test_signed_replaces_an_old_signature_and_skips_producers_without_a_key() -> None:
-    stale = {**review(), "signature": "hmac-sha256:" + "1" * 64}
+    stale = {**review_decision(), "signature": "hmac-sha256:" + "1" * 64}
     fresh = signed("review.decisions", stale, REQUIRED)
     assert fresh["signature"] != stale["signature"]
     assert check("review.decisions", fresh, REQUIRED) is None
     no_keys = Keyring()
-    assert signed("review.decisions", review(), no_keys) == review()
+    assert signed("review.decisions", review_decision(), no_keys) == review_decision()
 
 
 def test_signature_is_hmac_sha256_over_canonical_json_without_signature() -> None:
