@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import subprocess
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +20,6 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from modstream.config import PROJECT_ROOT
 from modstream.workload import generate, sign_lines
 from tests.fuzz.strategies import (
     KINDS,
@@ -34,6 +30,7 @@ from tests.fuzz.strategies import (
     records,
     sample,
 )
+from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
@@ -145,31 +142,7 @@ def write_events(path: Path, workload: list[dict[str, Any]], fuzz: list[FuzzLine
 
 
 def replay(events: Path, out: Path) -> dict[str, list[dict[str, Any]]]:
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "modstream.cli",
-            "replay",
-            "--input",
-            str(events),
-            "--policy",
-            str(GLOBAL_YAML),
-            "--out",
-            str(out),
-        ],
-        cwd=PROJECT_ROOT,
-        env={**os.environ, "MODSTREAM_POLICY_KEY": POLICY_KEY},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
-    return {
-        path.stem: [json.loads(line) for line in path.read_text().splitlines()]
-        for path in out.glob("*.jsonl")
-    }
+    return run_replay(events, out, GLOBAL_YAML, POLICY_KEY)
 
 
 @pytest.fixture(scope="module")

@@ -239,3 +239,43 @@ def moderation_deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> Mode
     for name, physical in topics.items():
         args += ["--topic", f"{name}={physical}"]
     return ModerationDeployment(prefix, topics, args)
+
+
+def run_replay(
+    events: Path,
+    out: Path,
+    policy: Path,
+    policy_key: str,
+    *,
+    parallelism: int = 1,
+    timeout_s: float = 900,
+) -> dict[str, list[dict[str, Any]]]:
+    """`modstream replay` as a user runs it (its own process and MiniCluster); the records of
+    every output file, by topic. Fails with the command's output when it does not exit 0."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "modstream.cli",
+            "replay",
+            "--input",
+            str(events),
+            "--policy",
+            str(policy),
+            "--out",
+            str(out),
+            "--parallelism",
+            str(parallelism),
+        ],
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "MODSTREAM_POLICY_KEY": policy_key},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    return {
+        path.stem: [json.loads(line) for line in path.read_text().splitlines()]
+        for path in out.glob("*.jsonl")
+    }

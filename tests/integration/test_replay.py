@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -13,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream.config import PROJECT_ROOT
 from modstream.workload import generate, write
 from schemas import parse
+from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML
 
 pytestmark = pytest.mark.integration
@@ -23,34 +20,7 @@ KEY = "replay-test-key"
 
 
 def replay(events: Path, out: Path, parallelism: int) -> dict[str, list[dict[str, Any]]]:
-    env = {**os.environ, "MODSTREAM_POLICY_KEY": KEY}
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "modstream.cli",
-            "replay",
-            "--input",
-            str(events),
-            "--policy",
-            str(GLOBAL_YAML),
-            "--out",
-            str(out),
-            "--parallelism",
-            str(parallelism),
-        ],
-        cwd=PROJECT_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    return {
-        path.stem: [json.loads(line) for line in path.read_text().splitlines()]
-        for path in out.glob("*.jsonl")
-    }
+    return run_replay(events, out, GLOBAL_YAML, KEY, parallelism=parallelism, timeout_s=400)
 
 
 @pytest.fixture(scope="module")
