@@ -43,6 +43,7 @@ from operators.policy_store import PolicyStore, Rejected, dead_letter_for
 from operators.reports import REPORTER_TTL_MS, ReportWeight
 from operators.signing import Keyring
 from schemas import SchemaError, dead_letter, parse
+from schemas.registry import parse_own
 from schemas.signals import HashBankEntry
 
 # Row(kind, key, topic, value, ts, seq, lane): kind "keyed" | "broadcast" | "report"; seq orders
@@ -483,7 +484,7 @@ class Moderate(PolicyAware):
     def _step(
         self, state: Any, topic: str, raw: str, ts: int, store: PolicyStore, banks: HashBanks
     ) -> tuple[moderation.StepResult, str]:
-        parsed: Any = parse(topic, raw)
+        parsed: Any = parse_own(topic, raw)  # admitted by Decode, written by this job
         hashes = (state or {}).get("content") or (
             {"sha256": parsed.sha256, "phash": parsed.phash}
             if topic == "content.versions" and parsed.type == "upsert"

@@ -73,6 +73,16 @@ def parse(topic: str, raw: str | bytes) -> BaseModel:
     return validate(topic, load_json(topic, raw))
 
 
+def parse_own(topic: str, raw: str) -> BaseModel:
+    """A record this job admitted and wrote back with `model_dump_json` (keyed state, rows
+    between operators): the strict loading of `load_json` was done on the way in, so pydantic's
+    own JSON parser suffices (about 5 µs against 14 for a 425-byte upsert)."""
+    try:
+        return TOPIC_MODELS[topic].validate_json(raw)
+    except ValidationError as error:
+        raise SchemaError(topic, describe(error)) from None
+
+
 def validate(topic: str, document: Any) -> BaseModel:
     """Validate an already loaded JSON document (`load_json`) against `topic`'s model."""
     adapter = TOPIC_MODELS.get(topic)
