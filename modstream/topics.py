@@ -58,6 +58,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("scan.requests.image", 4, _delete(7), "image scan requests"),
     TopicSpec("scan.requests.video", 4, _delete(7), "video segment scan requests"),
     TopicSpec("scan.requests.audio", 4, _delete(7), "audio scan requests"),
+    # One compacted record per decided content version (moderation job): what re-evaluation
+    # selects from (modstream/reevaluate.py) instead of reading every decision revision.
+    TopicSpec("moderation.index", 4, _COMPACT, "latest decision and facts per content version"),
     # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
     TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
 )

@@ -9,12 +9,12 @@ stores the returned state, registers the returned timers and emits the returned 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from modstream.limits import Limits
+from operators import scan_plan
 from operators.policy import (
     CompiledPolicy,
     ContentFacts,
@@ -26,6 +26,9 @@ from operators.policy import (
 from operators.policy_store import Resolution
 from operators.reports import ReportWeight
 from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
+from operators.scan_plan import required as _required
+from operators.scan_plan import segment as _segment
+from operators.scan_plan import sha256_hex
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -49,6 +52,7 @@ OUTPUT_TOPICS = (
     "scan.requests.image",
     "scan.requests.video",
     "scan.requests.audio",
+    "moderation.index",
 )
 # Internal: a decision that may add or reverse a strike, on its way to the author-keyed
 # sanctions operator (operators/sanctions.py); never written to Kafka.
@@ -94,10 +98,6 @@ DEFAULT_LIMITS = Limits()
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
 State = dict[str, Any]
-
-
-def sha256_hex(*parts: object) -> str:
-    return hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -146,17 +146,6 @@ def new_state(content_id: str, content_version: int) -> State:
         "expiry_timer": None,  # the one expiry timer armed
         "provisional_expired": False,  # once set, never armed again: no timer chain
     }
-
-
-def _segment(state: State, segment_id: int | None) -> int | None:
-    segments = (state["content"] or {}).get("segments", 1)
-    if segments == 1 and segment_id in (None, 0):
-        return 0
-    return segment_id
-
-
-def _required(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
-    return list(policy.required_detectors(content["modality"])) if policy else []
 
 
 def _evidence(
@@ -409,6 +398,7 @@ def _decide(
             "refs": _refs(evaluation.provenance),
         }
         _track_expiry(state, decision)
+        outputs.append(_index_entry(state, decision))
         outputs += _sanction_input(state, decision, policy)
     for task_id, ask in new_tasks:
         outputs.append(
@@ -430,6 +420,35 @@ def _decide(
         )
     outputs += _shadows(state, ctx, ts, trigger)
     return outputs
+
+
+def index_key(content_id: str, content_version: int) -> str:
+    """The `moderation.index` key: one compacted record per content version (the version's
+    digits first, so no content id can make two versions share a key)."""
+    return f"{content_version}:{content_id}"
+
+
+def _index_entry(state: State, decision: dict[str, Any]) -> Output:
+    """The version's compact index record (docs/moderation.md, "Index"): its latest decision
+    and the facts re-evaluation selects by, one record per version after compaction."""
+    content = state["content"] or {}
+    record = {
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": decision["decision_revision"],
+        "outcome": decision["outcome"],
+        "state": decision["state"],
+        "policy_id": decision["policy_id"],
+        "policy_version": decision["policy_version"],
+        "surface": content.get("surface"),
+        "region": content.get("region"),
+        "modality": content.get("modality"),
+        "detectors": sorted({e["detector"] for e in state["evidence"].values()}),
+        "human": state["human"] is not None,
+        "upload_ts": content.get("ts"),
+        "ts": decision["ts"],
+    }
+    return ("moderation.index", index_key(state["cid"], state["ver"]), record)
 
 
 def _refs(provenance: list[dict[str, Any]]) -> list[str]:
@@ -671,9 +690,9 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
             }
         )
         state["content"] = content
-        result.outputs += _scan_requests(state, record, ctx.resolution.decide, ts)
         result.timers += _deadline_timer(state, ctx.resolution.decide)
         result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
+        result.outputs += scan_plan.on_upsert(state, record, ctx.resolution.decide, ts)
         if state["evidence"] or not _required(ctx.resolution.decide, content):
             result.outputs += _decide(state, ctx, ts, "evidence")
     elif topic == "detector.results":
@@ -772,48 +791,6 @@ def _report_kept(state: State | None, record: Any, ctx: Context) -> bool:
     if state["deleted"] or record.reporter_id in state["reporters"]:
         return False
     return len(state["reporters"]) < ctx.limits.max_reporters
-
-
-def _scan_requests(
-    state: State, record: Any, policy: CompiledPolicy | None, ts: int
-) -> list[Output]:
-    """One request per required (detector, segment) not already answered, on the modality's
-    scan topic (docs/scanning.md); the text travels inline, media by reference."""
-    required = _required(policy, state["content"])
-    deadline = policy.deadline_ms(record.modality) if policy else None
-    segments = record.segments
-    received = {
-        (e["detector"], _segment(state, e["segment_id"])) for e in state["evidence"].values()
-    }
-    outputs: list[Output] = []
-    for detector in required:
-        for segment in range(segments):
-            segment_id = None if segments == 1 else segment
-            if (detector, segment) in received or (detector, None) in received:
-                continue
-            request: dict[str, Any] = {
-                "request_id": sha256_hex("scan", state["cid"], state["ver"], detector, segment)[
-                    :32
-                ],
-                "content_id": state["cid"],
-                "content_version": state["ver"],
-                "detector": detector,
-                "segment_id": segment_id,
-                "segments": segments,
-                "modality": record.modality,
-                "mime_type": record.mime_type,
-                "priority": "live",
-                "attempt": 1,
-                "deadline_ts": ts + deadline if deadline else None,
-                "ts": ts,
-            }
-            if record.text is not None and record.modality == "text":
-                request["text"] = record.text
-            if record.media_ref is not None:
-                request["media_ref"] = record.media_ref
-                request["size_bytes"] = record.size_bytes  # the scan job reads no more
-            outputs.append((f"scan.requests.{record.modality}", state["cid"], request))
-    return outputs
 
 
 def _report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:

@@ -173,3 +173,23 @@ class ScanRequest(OutputRecord):
     # The upload's declared size: the scan job reads at most this many bytes of `media_ref`.
     size_bytes: Annotated[int, Field(ge=0)] | None = None
     ts: EventTime
+
+
+class IndexEntry(OutputRecord):
+    """moderation.index (modstream's own, compacted, key `<content_version>:<content_id>`): a
+    content version's latest decision and the facts re-evaluation selects by."""
+
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    outcome: Outcome
+    state: Annotated[str, Field(min_length=1, max_length=32)]
+    policy_id: Id
+    policy_version: Annotated[int, Field(ge=0)]
+    surface: Annotated[str, Field(max_length=64)] | None
+    region: Annotated[str, Field(max_length=8)] | None
+    modality: Literal["text", "image", "video", "audio"] | None
+    detectors: list[Id]
+    human: bool
+    upload_ts: int | None
+    ts: EventTime

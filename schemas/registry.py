@@ -19,6 +19,7 @@ from schemas.outputs import (
     ContentVisibility,
     Decision,
     Discrepancy,
+    IndexEntry,
     Notification,
     ReviewTask,
     ScanRequest,
@@ -54,7 +55,7 @@ OUTPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
 OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
     f"scan.requests.{modality}": TypeAdapter(ScanRequest)
     for modality in ("text", "image", "video", "audio")
-}
+} | {"moderation.index": TypeAdapter(IndexEntry)}
 
 TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS, **OWN_TOPICS}
 DEFAULT_LIMITS = Limits()

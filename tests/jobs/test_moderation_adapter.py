@@ -259,10 +259,11 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
     outputs = list(adapter.on_timer(T0, ctx))
     topics = [out[0] for out in outputs]
     assert topics == [
-        "scan.requests.text",
         "moderation.decisions",
         "moderation.actions",
         "user.notifications",
+        "moderation.index",
+        "scan.requests.text",  # planned after the fast gate decided (operators/scan_plan.py)
     ]
     assert runtime_context.buffer == {}
     state = json.loads(runtime_context.version.value() or "{}")
