@@ -18,7 +18,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation bench-detectors
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-moderation bench-detectors bench-bank bench-replay
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -30,8 +30,10 @@ help:
 	@echo "make lint              ruff and mypy"
 	@echo "make bench             benchmarks (pytest-benchmark): policy evaluation cost"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
+	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
 	@echo "make bench-detectors   detectors per record vs batched, bare and through the scan job (make up first)"
+	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
@@ -127,6 +129,15 @@ bench: setup
 bench-moderation: setup
 	@$(BIN)/python -m benchmarks.bench_moderation $(BENCH_ARGS)
 
+# Replay of generated versions (no stack needed); BENCH_ARGS="--versions 2000 --twice": a
+# smaller workload, replayed twice and its outputs compared byte for byte.
+bench-replay: setup
+	@$(BIN)/python -m benchmarks.bench_replay $(BENCH_ARGS)
+
 # Detectors: bare model, detector and the scan job through Kafka (a stack on the default ports).
 bench-detectors: setup
 	@$(BIN)/python -m benchmarks.bench_detectors $(BENCH_ARGS)
+
+# Hash banks at 1,000,000 entries: load, restore, per-input match, RSS (no stack needed).
+bench-bank: setup
+	@$(BIN)/python -m benchmarks.bench_bank $(BENCH_ARGS)

@@ -10,6 +10,7 @@ state. Everything the job writes (decisions, actions, review tasks, shadow decis
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -32,15 +33,16 @@ from pyflink.datastream.functions import (
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import runtime
+from jobs import hash_retro, runtime
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators import admission, moderation, reports, sanctions, signing
 from operators.admission import Refused
-from operators.hashbank import HashBanks
-from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
+from operators.hashbank import HashBanks, state_key
+from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS, RETRO
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
 from operators.reports import REPORTER_TTL_MS, ReportWeight
+from operators.retro import RetroRecord
 from operators.signing import Keyring
 from schemas import SchemaError, dead_letter, parse
 from schemas.registry import parse_own
@@ -88,6 +90,13 @@ class ModerationConfig(runtime.TopicNames):
     wall_clock: bool = True
     live_window_ms: int = 30_000
     backfill_idleness_ms: int = 5_000
+    # Retention (docs/moderation.md, "Retention"): full state after a version's last input,
+    # then its compact record, in which reviews and appeals still apply.
+    state_ttl_ms: int = moderation.STATE_TTL_MS
+    review_retention_ms: int = moderation.REVIEW_RETENTION_MS
+    # How long a detector's answer may take to reach this job (the scan job's transaction
+    # interval and ours): a live deadline waits this long past the detectors' own deadline.
+    evidence_grace_ms: int = 5_000
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
@@ -201,6 +210,8 @@ class PolicyAware(KeyedBroadcastProcessFunction):
     """Shared by the keyed operators: policy and hash banks in broadcast state (rebuilt once per
     change), and keyed input buffered until the watermark passes its ts."""
 
+    keeps_banks = True  # the report gate decides nothing on hashes: it holds no bank
+
     def __init__(self, config: ModerationConfig, *, report_rejections: bool) -> None:
         self.config = config
         self.report_rejections = report_rejections
@@ -216,30 +227,47 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         self.loaded_revision = -1
 
     def _load(self, state: Any) -> tuple[PolicyStore, HashBanks]:
+        """The policies, rebuilt when their revision moved; the hash banks, built once from
+        broadcast state (one `bank:<hash_type>:<hash>` key per hash) after a start or restore,
+        then kept in sync record by record (`process_broadcast_element`)."""
         revision = int(state.get("revision") or 0)
-        if self.store is None or self.banks is None or revision != self.loaded_revision:
-            store = PolicyStore.from_records(
+        if self.store is None or revision != self.loaded_revision:
+            self.store = PolicyStore.from_records(
                 json.loads(state.get("policies") or "[]"),
                 trusted=self.config.trusted_policy,
                 keyring=self.config.keyring,
             )
-            self.store = store
-            banks = json.loads(state.get("banks") or "{}")
-            self.banks = HashBanks.from_records(banks.get("entries", []), banks.get("seen", []))
             self.loaded_revision = revision
+        if self.banks is None:
+            self.banks = HashBanks.from_state(state.items()) if self.keeps_banks else HashBanks()
+            legacy = state.get("banks") if self.keeps_banks else None
+            for entry in json.loads(legacy or "{}").get("entries", []):  # before issue 12
+                self.banks.add_entry(
+                    entry["hash_type"], entry["hash"], entry["ts"], entry["op"], entry["bank"]
+                )
+        return self.store, self.banks
+
+    def _current(self, ctx: Any) -> tuple[PolicyStore, HashBanks]:
+        """The policies and banks in force. Every subtask applies every broadcast record to its
+        own copies itself, so broadcast state is read only once after a start or restore (each
+        read is a Java call, on every timer: 0.8 s of a 2,000-version replay)."""
+        if self.store is None or self.banks is None:
+            return self._load(ctx.get_broadcast_state(BROADCAST_STATE))
         return self.store, self.banks
 
     def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         state = ctx.get_broadcast_state(BROADCAST_STATE)
         store, banks = self._load(state)
         topic, raw, ts = value[2], value[3], value[4]
+        entry: HashBankEntry | None = None
         try:
             if topic == "policy.rules":
                 changed = store.apply(raw, self.key)
             else:
-                entry = parse("hash.bank", raw)
-                assert isinstance(entry, HashBankEntry)
-                changed = banks.apply(entry)
+                parsed = parse("hash.bank", raw)
+                assert isinstance(parsed, HashBankEntry)
+                entry = parsed
+                changed = self.keeps_banks and banks.apply(entry)
         except (Rejected, SchemaError) as error:
             # Every subtask of every keyed operator sees each broadcast record: one DLQ row.
             if self.report_rejections and self.subtask == 0:
@@ -250,14 +278,18 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             if self.report_rejections and self.subtask == 0:
                 yield failure_letter(self.config, topic, None, raw, ts, error)
             return
-        if changed:
-            self.loaded_revision += 1
-            state.put("revision", str(self.loaded_revision))
-            state.put("policies", json.dumps(store.to_records()))
+        if not changed:
+            return
+        if entry is not None:
+            # One small value per hash, rewritten alone: loading a bank is linear in its size.
             state.put(
-                "banks",
-                json.dumps({"entries": banks.to_records(), "seen": sorted(banks._seen)}),
+                state_key(entry.hash_type, entry.hash),
+                banks.state_entries(entry.hash_type, entry.hash),
             )
+            return
+        self.loaded_revision += 1
+        state.put("revision", str(self.loaded_revision))
+        state.put("policies", json.dumps(store.to_records()))
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         ts = int(value[4])
@@ -282,6 +314,8 @@ class ReportGate(PolicyAware):
     """Adapter keyed by reporter: the policy's hourly limit and the reporter's trust weight
     (operators/reports.py), then the report goes on to its content version with its weight."""
 
+    keeps_banks = False
+
     def __init__(self, config: ModerationConfig) -> None:
         super().__init__(config, report_rejections=False)
 
@@ -290,7 +324,7 @@ class ReportGate(PolicyAware):
         self.reporter = runtime_context.get_state(ValueStateDescriptor("reporter", Types.STRING()))
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        store, _ = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
+        store, _ = self._current(ctx)
         raw_state = self.reporter.value()
         state = json.loads(raw_state) if raw_state else None
         drained = self._drain(timestamp)
@@ -396,7 +430,7 @@ class Moderate(PolicyAware):
         return direct + [("moderation.reports", item[3], item[0]) for item in batched]
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-        store, banks = self._load(ctx.get_broadcast_state(BROADCAST_STATE))
+        store, banks = self._current(ctx)
         raw_state = self.version.value()
         inputs = self._inputs(timestamp)
         # An input whose step fails is set aside (DLQ `permanent`) and the batch runs again from
@@ -484,7 +518,9 @@ class Moderate(PolicyAware):
     def _step(
         self, state: Any, topic: str, raw: str, ts: int, store: PolicyStore, banks: HashBanks
     ) -> tuple[moderation.StepResult, str]:
-        parsed: Any = parse_own(topic, raw)  # admitted by Decode, written by this job
+        parsed: Any = (  # admitted by Decode (or made by hash_retro), written by this job
+            RetroRecord.from_dict(json.loads(raw)) if topic == RETRO else parse_own(topic, raw)
+        )
         hashes = (state or {}).get("content") or (
             {"sha256": parsed.sha256, "phash": parsed.phash}
             if topic == "content.versions" and parsed.type == "upsert"
@@ -493,10 +529,8 @@ class Moderate(PolicyAware):
         context = self._context(store, banks, parsed.content_id, ts, hashes)
         if topic == "moderation.reports":
             weights = json.loads(raw)
-            context = moderation.Context(
-                context.resolution,
-                context.hash_matches,
-                limits=self.config.limits,
+            context = dataclasses.replace(
+                context,
                 report=ReportWeight(
                     float(weights.get("_modstream_weight", 1.0)),
                     bool(weights.get("_modstream_new_reporter")),
@@ -517,7 +551,16 @@ class Moderate(PolicyAware):
                 ts,
                 resolution.decide.document.phash_max_distance,
             )
-        return moderation.Context(resolution, matches, limits=self.config.limits)
+        return moderation.Context(
+            resolution,
+            matches,
+            limits=self.config.limits,
+            clock_ms=self.config.clock() if self.config.wall_clock else None,
+            live_window_ms=self.config.live_window_ms,
+            evidence_grace_ms=self.config.evidence_grace_ms,
+            state_ttl_ms=self.config.state_ttl_ms,
+            review_retention_ms=self.config.review_retention_ms,
+        )
 
 
 class Sanctions(KeyedProcessFunction):
@@ -638,7 +681,7 @@ def build(
     )
     keyed = (
         by_topic(timed, "keyed", keep=True, config=config)
-        .union(combined)
+        .union(combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism))
         .key_by(lambda row: row[1], key_type=Types.STRING())
     )
     decided = (
@@ -715,6 +758,25 @@ def main(argv: list[str] | None = None) -> int:
         default=5_000,
         help="a lane that is behind holds event time this long after its last record",
     )
+    parser.add_argument(
+        "--evidence-grace-ms",
+        type=int,
+        default=5_000,
+        help="a detector's answer reaches this job within this (scan job's checkpoint interval "
+        "and ours); a live deadline waits it past the deadline (docs/moderation.md, Time)",
+    )
+    parser.add_argument(
+        "--state-ttl-ms",
+        type=int,
+        default=moderation.STATE_TTL_MS,
+        help="a version's full state is kept this long after its last input, then retired",
+    )
+    parser.add_argument(
+        "--review-retention-ms",
+        type=int,
+        default=moderation.REVIEW_RETENTION_MS,
+        help="a retired version's compact record (reviews and appeals apply) is kept this long",
+    )
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("moderation", args, settings)
@@ -725,6 +787,9 @@ def main(argv: list[str] | None = None) -> int:
         idleness_ms=args.idleness_ms,
         live_window_ms=args.live_window_ms,
         backfill_idleness_ms=args.backfill_idleness_ms,
+        state_ttl_ms=args.state_ttl_ms,
+        review_retention_ms=args.review_retention_ms,
+        evidence_grace_ms=args.evidence_grace_ms,
         limits=Limits.from_env(),
         keyring=Keyring.from_env(),
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),

@@ -265,7 +265,9 @@ def scan_requests(
             why = str(error) if isinstance(error, KeyError) else _unforeseen(error)
             outcome = scan.ScanOutcome(permanent=[(r, why) for r in group])
         else:
-            outcome = scan.scan_batch(scanner, group, load, now, max_attempts=config.max_attempts)
+            outcome = scan.scan_batch(
+                scanner, group, load, now, max_attempts=config.max_attempts, clock=_now
+            )
         handled.retries.extend(outcome.retries)
         for record in outcome.results:
             record = signing.signed("detector.results", record, config.keyring)

@@ -115,7 +115,23 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import replay
 
-    return replay.run(args.input, args.policy, args.out, parallelism=args.parallelism)
+    return replay.run(
+        args.input,
+        args.policy,
+        args.out,
+        parallelism=args.parallelism,
+        scan_requests=args.scan_requests,
+    )
+
+
+def _positive_rate(text: str) -> float:
+    """--rate: a finite number of requests per second above zero."""
+    import math
+
+    rate = float(text)
+    if not math.isfinite(rate) or rate <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a rate above zero")
+    return rate
 
 
 def _cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
@@ -124,14 +140,29 @@ def _cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import reevaluate
 
     selection = reevaluate.Selection(
-        args.policy_id, args.policy_version, args.since, args.surface, args.region
+        args.policy_id,
+        args.policy_version,
+        since_ts=args.since,
+        until_ts=args.until,
+        time_field=args.time,
+        surface=args.surface,
+        region=args.region,
+        modality=args.modality,
     )
+
+    def topic(name: str) -> str:
+        return f"{args.prefix}.{name}" if args.prefix else name
+
     return reevaluate.run(
         args.bootstrap_servers or settings.bootstrap_servers,
         selection,
         rate_per_s=args.rate,
         ts=args.ts or int(time.time() * 1000),
+        index_topic=topic("moderation.index"),
+        target_topic=topic("moderation.reevaluate"),
         dry_run=args.dry_run,
+        sample=args.sample,
+        read_timeout_s=args.read_timeout,
     )
 
 
@@ -308,20 +339,54 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")
     sub.add_argument("--out", type=Path, required=True, help="directory for <topic>.jsonl")
     sub.add_argument("--parallelism", type=int, default=1)
+    sub.add_argument(
+        "--scan-requests",
+        action="store_true",
+        help="also write the scan requests the job made (what the detectors would be asked)",
+    )
     sub = add(
         "reevaluate",
         _cmd_reevaluate,
-        "re-decide versions decided under an older policy (stored evidence, no detectors)",
+        "re-decide versions decided under an older policy (stored evidence, no detectors), "
+        "selected from moderation.index; human decisions (sticky) and deleted versions skipped",
     )
-    sub.add_argument("--policy-version", type=int, required=True)
+    sub.add_argument(
+        "--policy-version",
+        type=int,
+        required=True,
+        help="the new version: versions decided under an older one are selected",
+    )
     sub.add_argument("--policy-id", default="global")
-    sub.add_argument("--since", type=int, default=0, help="only decisions at or after this ts")
-    sub.add_argument("--surface")
-    sub.add_argument("--region")
-    sub.add_argument("--rate", type=float, default=100.0, help="requests per second at most")
+    sub.add_argument("--since", type=int, default=0, help="only versions at or after this ts (ms)")
+    sub.add_argument("--until", type=int, default=None, help="only versions before this ts (ms)")
+    sub.add_argument(
+        "--time",
+        choices=["decision", "upload"],
+        default="decision",
+        help="which ts --since/--until bound: the latest decision's (default) or the upload's",
+    )
+    sub.add_argument("--surface", help="only this surface")
+    sub.add_argument("--region", help="only this region")
+    sub.add_argument("--modality", choices=["text", "image", "video", "audio"])
+    sub.add_argument(
+        "--rate",
+        type=_positive_rate,
+        default=100.0,
+        help="requests per second at most (default 100: live traffic keeps priority)",
+    )
     sub.add_argument("--ts", type=int, help="event time of the requests (default: now)")
+    sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
     sub.add_argument("--bootstrap-servers")
-    sub.add_argument("--dry-run", action="store_true")
+    sub.add_argument(
+        "--dry-run", action="store_true", help="print the count and a sample; produce nothing"
+    )
+    sub.add_argument("--sample", type=int, default=10, help="versions shown by --dry-run")
+    sub.add_argument(
+        "--read-timeout",
+        type=float,
+        default=3600.0,
+        help="seconds to read moderation.index to its end (about 10,000 records/s)",
+    )
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, _policy_handler)

@@ -71,6 +71,39 @@ def _mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
     return values
 
 
+def _scan_calls_saved(
+    settings: Settings,
+    names: dict[str, str],
+    run_id: str,
+    lines: list[dict[str, Any]],
+    decided: set[tuple[str, int]],
+    policy_document: dict[str, Any],
+) -> dict[str, int]:
+    """Detector calls cost ordering saved (operators/scan_plan.py: calls_saved): the required
+    (detector, segment) pairs of the decided uploads that got neither a scan request nor a
+    result, split into model calls and gate-check calls."""
+    from operators import scan_plan
+    from operators.policy import load_policy
+
+    uploads = [
+        line["value"]
+        for line in lines
+        if line["topic"] == "content.versions"
+        and isinstance(line["value"], dict)
+        and line["value"].get("type") == "upsert"
+        and (line["value"].get("content_id"), line["value"].get("content_version")) in decided
+    ]
+    asked: set[tuple[str, int, str, int]] = set()
+    sources = [names[f"scan.requests.{m}"] for m in ("text", "image", "video", "audio")]
+    for topic in [*sources, names["detector.results"]]:
+        for record in _mine(settings, topic, run_id):
+            segment = record.get("segment_id") or 0
+            asked.add(
+                (record["content_id"], record["content_version"], record["detector"], segment)
+            )
+    return scan_plan.calls_saved(uploads, load_policy(policy_document), asked)
+
+
 RECONCILER_SLA_MS = 20_000
 # Texts for `--detectors real`: mostly benign, some abusive, so the real model has work to do.
 SAMPLE_TEXTS = (
@@ -288,6 +321,9 @@ def run(
     if real:
         lines, scanned = _real_content(lines, media_dir, now + 5_000)
     lines.insert(0, {"topic": "policy.rules", "value": shadow_record})
+    retro_bank = _bank_addition_after_allow(lines, run_id)
+    if retro_bank is not None:
+        lines.append(retro_bank)
     last_ts = max(line["value"].get("ts", 0) for line in lines if isinstance(line["value"], dict))
     marker = f"{run_id}end"
     # Just past the last deadline: once the end marker is decided, every deadline has fired.
@@ -454,6 +490,8 @@ def run(
     discrepancies = _mine(settings, names["moderation.discrepancies"], run_id)
     sanctions = _mine(settings, names["account.actions"], run_id)
     notices = _mine(settings, names["user.notifications"], run_id)
+    decided = {(d["content_id"], d["content_version"]) for d in decisions}
+    saved = _scan_calls_saved(settings, names, run_id, lines, decided, policy)
     revisions = Counter(
         (d["content_id"], d["content_version"], d["decision_revision"]) for d in decisions
     )
@@ -496,6 +534,7 @@ def run(
         "shadow_decisions": len(shadows),
         "account_actions": len(sanctions),
         "notifications": len(notices),
+        "scan_calls_saved": saved,
         "duplicate_revisions": sum(n - 1 for n in revisions.values()),
         "enforcement_lag_ms": lag_summary,
         "elapsed_s": round(time.monotonic() - started, 1),
@@ -521,6 +560,9 @@ def run(
     row("latest state", Counter(d["state"] for d in latest.values()))
     row("revisions by trigger", Counter(d["trigger"] for d in decisions))
     row("actions by visibility", Counter(a["visibility"] for a in actions))
+    bank_ts = {retro_bank["value"]["ts"]} if retro_bank is not None else set()
+    retroactive = [d for d in decisions if d["trigger"] == "policy_change" and d["ts"] in bank_ts]
+    print(f"  retroactive (bank addition)   {len(retroactive)} decision(s), policy_change")
     print(f"  actions enforced              {applied} of {len(actions)}")
     print(f"  visibility mismatches         {len(mismatched)} (after the reconciler's SLA)")
     print(f"  discrepancies seen / open     {len(discrepancies)} / {summary['discrepancies_open']}")
@@ -532,6 +574,10 @@ def run(
     print(f"  shadow decisions (policy v{shadow_base['version'] + 1})   {len(shadows)}")
     row("account actions", Counter(s["sanction"] for s in sanctions))
     print(f"  notifications                 {len(notices)}")
+    print(
+        f"  model calls saved             {saved['models']} by cost order (+ {saved['checks']} "
+        f"checks; {saved['required']} calls with every required detector asked)"
+    )
     row("dead letters by class", Counter(letter["error_class"] for letter in letters))
     print(
         f"  duplicate revisions seen by a read_committed consumer: {summary['duplicate_revisions']}"
@@ -540,6 +586,47 @@ def run(
         f"  elapsed {time.monotonic() - started:.1f}s; the stack is still up (`make down` stops it)"
     )
     return 0 if ok else 1
+
+
+def _bank_addition_after_allow(lines: list[dict[str, Any]], run_id: str) -> dict[str, Any] | None:
+    """A `hash.bank` addition for the sha256 of an upload whose generated evidence is all low
+    (so the demo allows it first), a second after that evidence: the job re-decides it at the
+    bank's ts (`trigger: policy_change`, docs/moderation.md "Hash banks and retroaction").
+    None where the workload has no generated evidence (real detectors)."""
+    uploads = {
+        (v["content_id"], v["content_version"]): v
+        for line in lines
+        if line["topic"] == "content.versions"
+        and isinstance(v := line["value"], dict)
+        and v.get("type") == "upsert"
+        and v.get("sha256")
+        and not str(v.get("content_id", "")).endswith("banked-1")
+    }
+    highest: dict[tuple[str, int], tuple[float, int]] = {}
+    for line in lines:
+        value = line["value"]
+        if line["topic"] != "detector.results" or not isinstance(value, dict):
+            continue
+        version = (value.get("content_id"), value.get("content_version"))
+        scores = value.get("scores") or {}
+        score = max(scores.values(), default=1.0) if value.get("status") == "ok" else 1.0
+        seen = highest.get(version, (0.0, 0))  # type: ignore[arg-type]
+        highest[version] = (max(seen[0], score), max(seen[1], int(value.get("ts", 0))))  # type: ignore[index]
+    calm = sorted((score, ts, key) for key, (score, ts) in highest.items() if key in uploads)
+    if not calm:
+        return None
+    _, evidence_ts, version = calm[0]
+    return {
+        "topic": "hash.bank",
+        "value": {
+            "event_id": f"{run_id}hb-retro",
+            "bank": "known_bad",
+            "hash_type": "sha256",
+            "hash": uploads[version]["sha256"],
+            "op": "add",
+            "ts": evidence_ts + 1_000,
+        },
+    }
 
 
 def _wait_for_scans(

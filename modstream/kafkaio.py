@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -120,6 +120,14 @@ def read_to_end(
     With `committed`, the end is the last stable offset: what a read_committed consumer of an
     exactly-once producer may see.
     """
+    return list(iter_to_end(bootstrap_servers, topic, committed=committed, timeout_s=timeout_s))
+
+
+def iter_to_end(
+    bootstrap_servers: str, topic: str, *, committed: bool = True, timeout_s: float = 30.0
+) -> Iterator[ConsumerRecord]:
+    """`read_to_end` one fetched batch at a time, so a reader of a large topic (the compacted
+    `moderation.index`, modstream/reevaluate.py) holds one batch, never the topic."""
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap_servers,
         enable_auto_commit=False,
@@ -137,13 +145,11 @@ def read_to_end(
         consumer.assign(partitions)
         consumer.seek_to_beginning(*partitions)
         end = consumer.end_offsets(partitions)
-        records: list[ConsumerRecord] = []
         deadline = time.monotonic() + timeout_s
         while any(consumer.position(tp) < end[tp] for tp in partitions):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} did not reach its end within {timeout_s}s")
             for batch in consumer.poll(timeout_ms=500).values():
-                records.extend(batch)
-        return records
+                yield from batch
     finally:
         consumer.close()

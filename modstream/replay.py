@@ -3,7 +3,9 @@
 Each input line is `{"topic": NAME, "value": {...}}`, in `ts` order (evidence may carry an
 earlier `ts` than its upsert). `--policy` is a trusted, unsigned policy file; policy records in
 the input are verified with MODSTREAM_POLICY_KEY as in production. Output: one
-`<topic>.jsonl` per output topic in the out directory, one record a line.
+`<topic>.jsonl` per output topic in the out directory, one record a line, written by the job
+itself (`runtime.write_files`, one writer): collecting the rows back to this process over py4j
+cost several round trips a row and was most of a replay's time (docs/BENCHMARKS.md, "Replay").
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import os
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +104,20 @@ def _dumps(value: Any, *, ascii_only: bool) -> str:
     return json.dumps(value, ensure_ascii=ascii_only)
 
 
-def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1) -> int:
+def _lines(path: Path) -> int:
+    """Records in an output file (the job wrote them; the client never holds them)."""
+    with open(path, "rb") as lines:
+        return sum(1 for _ in lines)
+
+
+def run(
+    input_path: Path,
+    policy_path: Path,
+    out_dir: Path,
+    parallelism: int = 1,
+    *,
+    scan_requests: bool = False,
+) -> int:
     from pyflink.common import Row, Types
 
     from jobs import runtime
@@ -157,26 +171,18 @@ def run(input_path: Path, policy_path: Path, out_dir: Path, parallelism: int = 1
             ]
         ),
     ).set_parallelism(1)
-    collected: list[Any] = []
-
-    def sink(stream: Any) -> None:
-        collected.append(stream)
-
-    build(env, source, sink, config)
-    written: dict[str, list[str]] = defaultdict(list)
-    with collected[0].execute_and_collect("replay") as results:
-        for row in results:
-            # Scan requests are work for the detectors, which a replay does not run: its
-            # evidence is in the input file. They are not replay output.
-            if not row[0].startswith(SCAN_REQUESTS):
-                written[row[0]].append(row[2])
     out_dir.mkdir(parents=True, exist_ok=True)
-    for topic in sorted(set(REPLAY_TOPICS) | set(written)):
-        path = out_dir / f"{topic}.jsonl"
-        path.write_text("".join(line + "\n" for line in written.get(topic, [])), encoding="utf-8")
+    for topic in REPLAY_TOPICS:
+        (out_dir / f"{topic}.jsonl").write_text("", encoding="utf-8")
+    # Scan requests are work for the detectors, which a replay does not run: its evidence is
+    # in the input file. They are not replay output, unless asked for (`--scan-requests`: what
+    # cost ordering asked, docs/scanning.md).
+    skip = "" if scan_requests else SCAN_REQUESTS
+    build(env, source, lambda stream: runtime.write_files(stream, out_dir, skip), config)
+    env.execute("replay")
     print(
         f"replay: {len(rows)} input records -> "
-        + ", ".join(f"{topic} {len(written.get(topic, []))}" for topic in REPLAY_TOPICS),
+        + ", ".join(f"{topic} {_lines(out_dir / f'{topic}.jsonl')}" for topic in REPLAY_TOPICS),
         file=sys.stderr,
     )
     return 0

@@ -29,6 +29,7 @@ from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
 from operators.scan_plan import sha256_hex
+from schemas.common import MAX_ID_CHARS
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -57,6 +58,9 @@ OUTPUT_TOPICS = (
 # Internal: a decision that may add or reverse a strike, on its way to the author-keyed
 # sanctions operator (operators/sanctions.py); never written to Kafka.
 SANCTIONS = "_sanctions"
+# Internal: a bank addition reaching a version decided before it (operators/retro.py, keyed to
+# the version at the addition's ts); never written to Kafka.
+RETRO = "moderation.retro"
 # What the author is told when the policy has no notice for the decision's reason.
 DEFAULT_NOTICES = {
     "ALLOW": "Your content is visible.",
@@ -84,6 +88,9 @@ HUMAN_STATE = {
 # How long a decided version keeps its state for review, appeal and re-evaluation, and how long
 # a deleted version (or evidence whose upsert never came) is remembered. docs/moderation.md.
 STATE_TTL_MS = 30 * 86_400_000
+# After STATE_TTL_MS a decided version is retired to a compact record (`_retire`) that keeps its
+# right to be reviewed and appealed (contract v1.1) this long after its last input.
+REVIEW_RETENTION_MS = 400 * 86_400_000
 TOMBSTONE_TTL_MS = 86_400_000
 ORPHAN_TTL_MS = 86_400_000
 # Reports from new reporters that reach the review threshold within this window are flagged as
@@ -95,6 +102,7 @@ PROVISIONAL_QUEUE = "provisional"
 PROVISIONAL_PRIORITY = 2
 PROVISIONAL_REASON = "provisional_expired"
 DEFAULT_LIMITS = Limits()
+
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
 State = dict[str, Any]
@@ -110,6 +118,16 @@ class Context:
     hash_matches: frozenset[str] = frozenset()
     report: ReportWeight | None = None
     limits: Limits = DEFAULT_LIMITS
+    # The processing clock when event time follows it (live deployments), None where event time
+    # is the input's alone (replay): a deadline reached before the detectors had their time
+    # waits for it (`_postponed`; docs/moderation.md, "Time").
+    clock_ms: int | None = None
+    live_window_ms: int = 30_000
+    # How long an answer may take to reach the job after the detector made it.
+    evidence_grace_ms: int = 5_000
+    # How long a version keeps its full state after its last input, then its compact record.
+    state_ttl_ms: int = STATE_TTL_MS
+    review_retention_ms: int = REVIEW_RETENTION_MS
 
 
 @dataclass
@@ -137,7 +155,9 @@ def new_state(content_id: str, content_version: int) -> State:
         "last": None,
         "tasks": [],
         "open_tasks": [],
-        "deadline": None,
+        "deadline": None,  # upsert ts + deadline_ms: the event time a deadline decides at
+        "deadline_timer": None,  # while a deadline waits for the detectors: when it fires
+        "asked_at": None,  # processing time the detectors were asked (live jobs only)
         "deleted": False,
         "shadow": {},
         "ttl": None,
@@ -149,10 +169,11 @@ def new_state(content_id: str, content_version: int) -> State:
 
 
 def _evidence(
-    state: State, policy: CompiledPolicy | None, ts: int
+    state: State, policy: CompiledPolicy | None, ts: int, hash_matches: frozenset[str] = frozenset()
 ) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
     """The evidence view for `policy`, the completeness record, the provenance list, and
-    whether the deadline has passed with evidence still missing (state `expired`)."""
+    whether the deadline has passed with evidence still missing (state `expired`). Detectors
+    cost ordering never asked (operators/scan_plan.py) are not waited for: UNKNOWN at once."""
     content = state["content"]
     segments = content.get("segments", 1)
     required = _required(policy, content)
@@ -183,11 +204,18 @@ def _evidence(
                 "evidence_ref": result.get("evidence_ref"),
             }
         )
-    missing = {detector for detector, _ in wanted - received}
-    expired = bool(missing) and state["deadline"] is not None and ts >= state["deadline"]
+    absent = {detector for detector, _ in wanted - received}
+    missing = absent - scan_plan.unasked(state)
+    unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    expired = (
+        bool(missing)
+        and state["deadline"] is not None
+        and ts >= state["deadline"]
+        and state.get("deadline_timer") is None  # a deadline still waiting has not passed
+    )
     view = EvidenceView.from_segments(
         per_segment,
-        unknown=failed | (missing if expired else set()),
+        unknown=failed | unasked | (missing if expired else set()),
         outstanding=bool(missing) and not expired,
     )
     completeness = {
@@ -229,7 +257,7 @@ def _evaluate(
     state: State, policy: CompiledPolicy | None, ctx: Context, ts: int, fast_gate: bool = False
 ) -> _Evaluation:
     content = state["content"]
-    view, completeness, provenance, expired = _evidence(state, policy, ts)
+    view, completeness, provenance, expired = _evidence(state, policy, ts, ctx.hash_matches)
     facts = ContentFacts(
         modality=content["modality"],
         surface=content["surface"],
@@ -246,8 +274,12 @@ def _evaluate(
     if policy is None:
         verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
     elif fast_gate:
-        # The gate waits for no model: the state is `scanning` unless the gate decided.
+        # The gate waits for no model: the state is `scanning` unless the gate decided. It is
+        # made on the upload alone, so evidence read before it (stamped earlier) does not show:
+        # the same fast gate whichever was read first (`tests/integration/test_backlog.py`).
         view = EvidenceView(outstanding=bool(completeness["required"]))
+        completeness = {**completeness, "received": 0, "unknown": []}
+        provenance = []
         verdict = policy.fast_gate(
             facts,
             ts=ts,
@@ -601,6 +633,38 @@ def _deadline_timer(state: State, policy: CompiledPolicy | None) -> list[int]:
     return [state["deadline"]]
 
 
+def _postponed(state: State, ctx: Context, ts: int) -> int | None:
+    """When event time reaches a deadline (`ts`: the deadline, or a postponed firing) with
+    evidence missing: the processing time to decide it at, or None to decide now.
+
+    A deadline fires only when the detectors had their full deadline to answer: `deadline_ms`
+    of real time since the job asked them (`asked_at`, when it read the upload and sent the scan
+    requests) plus `evidence_grace_ms` for an answer to reach the job (the scanner's and this
+    job's transactions). Reached while catching up (event time more than the live window behind
+    the clock), they get that again from now. Replay (no clock) never waits: its event time is
+    the input's alone. docs/moderation.md, "Time"."""
+    if ctx.clock_ms is None:
+        return None
+    policy = ctx.resolution.decide
+    # Evidence outstanding just before the deadline: asked and not answered (detectors cost
+    # ordering never asked are not waited for; a timeout or error is an answer).
+    view, _, _, _ = _evidence(state, policy, state["deadline"] - 1, ctx.hash_matches)
+    deadline = policy.deadline_ms(state["content"]["modality"]) if policy else None
+    if deadline is None or not view.outstanding:
+        return None
+    wait = deadline + ctx.evidence_grace_ms
+    target = int(state.get("asked_at") or ctx.clock_ms) + wait
+    if ts < ctx.clock_ms - ctx.live_window_ms:
+        target = max(target, ctx.clock_ms + wait)
+    return target if target > ctx.clock_ms else None
+
+
+def _decide_deadline(state: State, ctx: Context) -> list[Output]:
+    """The deadline decision, at the deadline's own event time, once it is no longer pending."""
+    state["deadline_timer"] = None
+    return _decide(state, ctx, state["deadline"], "deadline")
+
+
 def _arm_expiry(state: State) -> list[int]:
     """The timer for the provisional expiry in force: one armed at a time, as for the TTL. A
     later expiry waits for the armed timer, which re-arms it when it fires (`on_timer`)."""
@@ -624,12 +688,21 @@ def _expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
     if ts < expiry:
         result.timers += _arm_expiry(state)
         return result
-    state["expiry"] = None
     policy = ctx.resolution.decide
     _, completeness, _, _ = _evidence(state, policy, ts)
-    if state["human"] is None and _incomplete(completeness):
-        state["provisional_expired"] = True
-        result.outputs += _decide(state, ctx, ts, "deadline")
+    if state["human"] is not None or not _incomplete(completeness):
+        state["expiry"] = None
+        return result
+    if ctx.clock_ms is not None and ts < ctx.clock_ms - ctx.live_window_ms:
+        # Reached while the job catches up on a backlog: the evidence it is reading may complete
+        # the version. Looked at again once event time is live (contract v1.1, "Quiet time": a
+        # backfill must not expire everything at once).
+        state["expiry_timer"] = ctx.clock_ms + ctx.evidence_grace_ms
+        result.timers.append(state["expiry_timer"])
+        return result
+    state["expiry"] = None
+    state["provisional_expired"] = True
+    result.outputs += _decide(state, ctx, expiry, "deadline")
     return result
 
 
@@ -644,15 +717,39 @@ def _ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[i
     return []
 
 
+def _retro(state: State | None, record: Any, ts: int, ctx: Context) -> StepResult:
+    """A bank addition at `ts` for a version uploaded before it (contract v1.1): decide again at
+    `ts` (`trigger: policy_change`) when the version, as stored, matches the added bank then
+    (`ctx.hash_matches`: HashBanks at `ts`, the policy's phash distance). A version without
+    content, deleted or expired is left alone; nothing of it is created, its TTL does not move."""
+    if state is None or state["deleted"] or state["content"] is None:
+        return StepResult(state)
+    if record.event_id in state["events"]:
+        return StepResult(state)
+    state["events"][record.event_id] = 1
+    if record.bank not in ctx.hash_matches:
+        return StepResult(state)
+    return StepResult(state, outputs=_decide(state, ctx, ts, "policy_change"))
+
+
 def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) -> StepResult:
     """Apply one input of this content version at event time `ts` (its own `ts`)."""
+    state = _expanded(state)
     refusal = _over_bounds(topic, record, ctx.limits)
     if refusal is not None:
         return StepResult(state, dead_letters=[("schema", refusal)])
+    if topic == RETRO:
+        return _retro(state, record, ts, ctx)
     if topic == "moderation.reports" and not _report_kept(state, record, ctx):
         # Not counted: nothing of it is kept (not even its event id) and the version's TTL
         # does not move, so a flood of reports beyond the reporter's limit costs no state.
         return StepResult(state)
+    if topic in HUMAN_TOPICS and (
+        state is None or (state["content"] is None and not state["deleted"])
+    ):
+        # Never decided here (or its record's retention ended): nothing to apply it to, and
+        # nothing dropped silently (contract v1.1).
+        return StepResult(state, dead_letters=[("stale", _stale(topic, record))])
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
@@ -662,57 +759,24 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         state["events"][record.event_id] = 1
         return result  # late input for a deleted version is ignored
     state["events"][record.event_id] = 1
+    if _apply(state, topic, record, ts, ctx, result):
+        ttl = ORPHAN_TTL_MS if state["content"] is None else ctx.state_ttl_ms
+        result.timers += _arm_expiry(state)
+        result.timers += _ttl(state, ts, ttl)
+    return result
 
+
+def _apply(
+    state: State, topic: str, record: Any, ts: int, ctx: Context, result: StepResult
+) -> bool:
+    """One new input's effect on `result`; False when it ends there (its own TTL handling)."""
     if topic == "content.versions":
         if record.type == "delete":
-            state["deleted"] = True
-            if state["content"] is not None:
-                result.outputs += _decide(state, ctx, ts, "delete")
-            _compact_tombstone(state)
-            result.timers += _ttl(state, ts, TOMBSTONE_TTL_MS, replace=True)
-            return result
-        if state["content"] is not None:
-            return result  # the same version uploaded twice: the first one counts
-        content: dict[str, Any] = record.model_dump(
-            include={
-                "modality",
-                "surface",
-                "region",
-                "audience",
-                "account_risk",
-                "size_bytes",
-                "mime_type",
-                "sha256",
-                "phash",
-                "segments",
-                "author_id",
-                "ts",
-            }
-        )
-        state["content"] = content
-        result.timers += _deadline_timer(state, ctx.resolution.decide)
-        result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
-        result.outputs += scan_plan.on_upsert(state, record, ctx.resolution.decide, ts)
-        if state["evidence"] or not _required(ctx.resolution.decide, content):
-            result.outputs += _decide(state, ctx, ts, "evidence")
-    elif topic == "detector.results":
-        key = f"{record.detector}|{record.model_version}|{record.segment_id}"
-        normalized = (
-            f"{record.detector}|{record.model_version}|"
-            f"{0 if record.segment_id is None else record.segment_id}"
-        )
-        if key in state["evidence"] or normalized in state["evidence"]:
-            return result  # the same evidence key again
-        state["evidence"][normalized] = {
-            "detector": record.detector,
-            "model_version": record.model_version,
-            "segment_id": record.segment_id,
-            "status": record.status,
-            "scores": dict(record.scores) if record.scores else None,
-            "evidence_ref": record.evidence_ref,
-        }
-        result.outputs += _decide(state, ctx, ts, "evidence")
-    elif topic == "moderation.reports":
+            return _delete(state, ts, ctx, result)
+        return _upsert(state, record, ts, ctx, result)
+    if topic == "detector.results":
+        return _detector_result(state, record, ts, ctx, result)
+    if topic == "moderation.reports":
         result.outputs += _report(state, record, ts, ctx)
         if record.reporter_id not in state["reporters"]:
             # Flagged as a possible brigade, not counted: the burst window remembers it (bounded
@@ -727,26 +791,108 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
             state["appeal"] = None
         result.outputs += _decide(state, ctx, ts, trigger)
     elif topic == "moderation.appeals":
-        if state["appeal"] is not None:
-            result.dead_letters.append(
-                (
-                    "conflict",
-                    f"appeal {record.appeal_id}: appeal "
-                    f"{state['appeal']} is still active for this version",
-                )
-            )
-            return result
-        state["appeal"] = record.appeal_id
-        task_id = f"appeal-{record.appeal_id}"
-        state["tasks"].append(task_id)
-        state["open_tasks"].append(task_id)
-        result.outputs.append(_appeal_task(state, task_id, ctx.resolution.decide, ts))
+        return _appeal(state, record, ts, ctx, result)
     elif topic == "moderation.reevaluate":
+        if state["content"] is not None:
+            result.outputs += scan_plan.backfill(state, ctx.resolution.decide, ts, ctx.hash_matches)
         result.outputs += _decide(state, ctx, ts, "reevaluation")
-    ttl = ORPHAN_TTL_MS if state["content"] is None else STATE_TTL_MS
-    result.timers += _arm_expiry(state)
-    result.timers += _ttl(state, ts, ttl)
-    return result
+    return True
+
+
+def _delete(state: State, ts: int, ctx: Context, result: StepResult) -> bool:
+    state["deleted"] = True
+    if state["content"] is not None:
+        result.outputs += _decide(state, ctx, ts, "delete")
+    _compact_tombstone(state)
+    result.timers += _ttl(state, ts, TOMBSTONE_TTL_MS, replace=True)
+    return False
+
+
+UPSERT_FACTS = {
+    "modality", "surface", "region", "audience", "account_risk", "size_bytes", "mime_type",
+    "sha256", "phash", "segments", "author_id", "ts",
+}  # fmt: skip
+
+
+def _upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
+    if state["content"] is not None:
+        return False  # the same version uploaded twice: the first one counts
+    content: dict[str, Any] = record.model_dump(include=UPSERT_FACTS)
+    state["content"] = content
+    state["asked_at"] = ctx.clock_ms  # when the detectors are asked (None in replay)
+    result.timers += _deadline_timer(state, ctx.resolution.decide)
+    result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
+    result.outputs += scan_plan.on_upsert(
+        state, record, ctx.resolution.decide, ts, ctx.hash_matches
+    )
+    if state["evidence"]:
+        result.outputs += _join_early_evidence(state, ctx, ts)
+    elif not _required(ctx.resolution.decide, content):
+        result.outputs += _decide(state, ctx, ts, "evidence")
+    return True
+
+
+def _detector_result(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
+    key = f"{record.detector}|{record.model_version}|{record.segment_id}"
+    normalized = (
+        f"{record.detector}|{record.model_version}|"
+        f"{0 if record.segment_id is None else record.segment_id}"
+    )
+    if key in state["evidence"] or normalized in state["evidence"]:
+        return False  # the same evidence key again
+    if state.get("deadline_timer") is not None and ts > state["deadline"]:
+        # Stamped after its deadline: the detector did not answer in time, so the deadline
+        # decides first, as in replay, and this evidence after it.
+        result.outputs += _decide_deadline(state, ctx)
+    state["evidence"][normalized] = {
+        "detector": record.detector,
+        "model_version": record.model_version,
+        "segment_id": record.segment_id,
+        "status": record.status,
+        "scores": dict(record.scores) if record.scores else None,
+        "evidence_ref": record.evidence_ref,
+        "ts": ts,
+    }
+    asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, record.detector)
+    if asked and ctx.clock_ms is not None:
+        state["asked_at"] = ctx.clock_ms  # the models, asked after their gate (cost order)
+    result.outputs += asked
+    # Evidence stamped before its upload decides at the upload's ts, whether it was read
+    # before the upload (joined at the upsert) or after it (a backlog's late evidence).
+    decided_at = max(ts, state["content"]["ts"]) if state["content"] else ts
+    result.outputs += _decide(state, ctx, decided_at, "evidence")
+    return True
+
+
+def _appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
+    if state["appeal"] is not None:
+        result.dead_letters.append(
+            (
+                "conflict",
+                f"appeal {record.appeal_id}: appeal "
+                f"{state['appeal']} is still active for this version",
+            )
+        )
+        return False
+    state["appeal"] = record.appeal_id
+    task_id = f"appeal-{record.appeal_id}"
+    state["tasks"].append(task_id)
+    state["open_tasks"].append(task_id)
+    result.outputs.append(_appeal_task(state, task_id, ctx.resolution.decide, ts))
+    return True
+
+
+def _join_early_evidence(state: State, ctx: Context, ts: int) -> list[Output]:
+    """Evidence read before its upload, applied after the fast gate in its own ts order, each
+    deciding at its ts (or the upload's, when stamped before it): the same revisions as when
+    the upload is read first, so the order in which a job read its lanes never shows."""
+    early = sorted(state["evidence"].items(), key=lambda item: (item[1].get("ts", ts), item[0]))
+    state["evidence"] = {}
+    outputs: list[Output] = []
+    for key, entry in early:
+        state["evidence"][key] = entry
+        outputs += _decide(state, ctx, max(ts, entry.get("ts", ts)), "evidence")
+    return outputs
 
 
 def _appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: int) -> Output:
@@ -770,6 +916,11 @@ def _over_bounds(topic: str, record: Any, limits: Limits) -> str | None:
                 f"moderation: content.versions.segments: {record.segments} declared, over "
                 f"the limit of {limits.max_segments}"
             )
+    elif topic == "moderation.appeals" and len(f"appeal-{record.appeal_id}") > MAX_ID_CHARS:
+        return (
+            f"moderation: moderation.appeals.appeal_id: its task id `appeal-<appeal_id>` would "
+            f"be longer than {MAX_ID_CHARS} characters"
+        )
     elif topic == "detector.results" and (record.segment_id or 0) >= limits.max_segments:
         return (
             f"moderation: detector.results.segment_id: {record.segment_id} is beyond the "
@@ -865,18 +1016,66 @@ def _compact_tombstone(state: State) -> None:
     state.update(kept)
 
 
+HUMAN_TOPICS = ("review.decisions", "moderation.appeals")
+# What a retired version keeps (`_retire`): enough to apply a review or an appeal and decide it
+# again with the same revision numbers, the evidence it was decided on included. Input event
+# ids, reporters, shadow decisions and timers go.
+RETIRED_KEEPS = (
+    "cid", "ver", "content", "evidence", "report_weight", "human", "appeal", "rev", "last",
+    "tasks", "open_tasks", "provisional_expired",
+)  # fmt: skip
+
+
+def _stale(topic: str, record: Any) -> str:
+    return (
+        f"moderation: {topic}: no decision of content version {record.content_version} is "
+        "kept (never decided here, or its retention ended: docs/moderation.md, 'Retention')"
+    )
+
+
+def _retire(state: State, ts: int, ctx: Context) -> StepResult:
+    """The full state's TTL passed: keep the compact record for `review_retention_ms`. It is
+    stored without the fields at their defaults (`_expanded` restores them on load); the
+    content's hashes go (bank retroaction reaches retained full states only)."""
+    defaults = new_state(state["cid"], state["ver"])
+    record = {k: state[k] for k in RETIRED_KEEPS if state[k] != defaults[k] or k in ("cid", "ver")}
+    record["content"] = {
+        k: v for k, v in (state["content"] or {}).items() if k not in ("sha256", "phash")
+    }
+    ttl = ts + ctx.review_retention_ms
+    record.update(retired=True, ttl=ttl, ttl_timer=ttl)
+    return StepResult(record, timers=[ttl])
+
+
+def _expanded(state: State | None) -> State | None:
+    """A retired record with its omitted fields back at their defaults."""
+    if state is None or not state.get("retired") or "events" in state:
+        return state
+    return {**new_state(state["cid"], state["ver"]), **state}
+
+
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
     """A deadline, a provisional expiry or a state TTL fired at event time `ts`."""
+    state = _expanded(state)
     if state is None:
         return StepResult(None)
     if state["ttl"] is not None and ts >= state["ttl"]:
-        return StepResult(None)  # every final state clears its keyed state
+        if state["rev"] > 0 and not state["deleted"] and not state.get("retired"):
+            return _retire(state, ts, ctx)
+        return StepResult(None)  # every other final state clears its keyed state
     result = StepResult(state)
     if state.get("ttl_timer") is not None and ts >= state["ttl_timer"]:
         state["ttl_timer"] = state["ttl"]  # the TTL moved on since this timer was armed
         result.timers.append(state["ttl"])
-    if state["deadline"] is not None and ts == state["deadline"] and not state["deleted"]:
-        result.outputs += _decide(state, ctx, ts, "deadline")
+    pending = state.get("deadline_timer")
+    due = state["deadline"] is not None and not state["deleted"]
+    if due and ((ts == state["deadline"] and pending is None) or ts == pending):
+        postponed = _postponed(state, ctx, ts)
+        if postponed is not None:
+            state["deadline_timer"] = postponed
+            result.timers.append(postponed)
+        else:
+            result.outputs += _decide_deadline(state, ctx)
     armed = state.get("expiry_timer")
     if armed is not None and ts >= armed:
         expiry = _expire_provisional(state, ts, ctx)

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from operators.hashbank import PHASH_MAX_DISTANCE
 from operators.policy_expr import (
     CompiledExpression,
     EvalContext,
@@ -46,8 +47,20 @@ class _Section(BaseModel):
 
 
 class DetectorRequirement(_Section):
+    """`gate`: the required detectors that run first (cheap, deterministic checks such as
+    `media_check`); the other required detectors (the models) are asked only for media that
+    passed them (docs/scanning.md, "Cost order")."""
+
     required: list[Name] = Field(min_length=1)
     deadline_ms: Annotated[int, Field(gt=0)]
+    gate: list[Name] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _gate_is_required(self) -> Self:
+        extra = [name for name in self.gate if name not in self.required]
+        if extra:
+            raise ValueError(f"gate detectors must also be required: {', '.join(extra)}")
+        return self
 
 
 class Limit(_Section):
@@ -153,7 +166,7 @@ class PolicyDocument(_Section):
     unknown: OutcomeBySurface = Field(default_factory=OutcomeBySurface)
     provisional_ttl_ms: Annotated[int, Field(gt=0)] | None = None
     hash_banks: dict[Name, HashBankRule] = Field(default_factory=dict)
-    phash_max_distance: Annotated[int, Field(ge=0, le=64)] = 0
+    phash_max_distance: Annotated[int, Field(ge=0)] = 0
     reports: ReportsPolicy | None = None
     strikes: Strikes | None = None
     notices: dict[Name, Annotated[str, Field(min_length=1, max_length=1000)]] = Field(
@@ -161,6 +174,27 @@ class PolicyDocument(_Section):
     )
     rules: list[Rule]
     default: Outcome
+
+    @field_validator("phash_max_distance")
+    @classmethod
+    def _indexed_distance(cls, distance: int) -> int:
+        """The hash-bank band index (operators/hashbank.py) finds every phash within 7 bits
+        without scanning the bank; a larger distance would need a scan per input."""
+        if distance > PHASH_MAX_DISTANCE:
+            raise ValueError(
+                f"phash_max_distance {distance} is above {PHASH_MAX_DISTANCE}, the largest "
+                "distance the hash-bank index matches without scanning the whole bank"
+            )
+        return distance
+
+    @model_validator(mode="after")
+    def _no_text_gate(self) -> Self:
+        """Text is not kept in the moderation state, so models gated on a text check could
+        never be asked afterwards: the text request is the one that carries it."""
+        text = self.detectors.get("text")
+        if text is not None and text.gate:
+            raise ValueError("detectors.text.gate: text detectors cannot be gated")
+        return self
 
 
 class PolicyError(ValueError):
@@ -299,6 +333,11 @@ class CompiledPolicy:
     def required_detectors(self, modality: str) -> tuple[str, ...]:
         requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
         return tuple(requirement.required) if requirement else ()
+
+    def gate_detectors(self, modality: str) -> tuple[str, ...]:
+        """The required detectors that gate the others for `modality` (may be empty)."""
+        requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
+        return tuple(requirement.gate) if requirement else ()
 
     def deadline_ms(self, modality: str) -> int | None:
         requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]

@@ -2,17 +2,36 @@
 
 Pure functions over the moderation step's state (operators/moderation.py), which calls them
 after it has decided; their outputs are `scan.requests.<modality>` records.
+
+Cost order (docs/scanning.md, "Cost order"): an upload the fast gate already decided (a
+hash-bank match whose outcome is BLOCK, or a failed limit) gets no request at all; otherwise
+the policy's `gate` detectors (deterministic checks such as `media_check`) are asked first
+and the other required detectors (the models) only once every gate detector answered `ok` on
+every segment and no rule that reads a gate detector matched with PENDING or BLOCK. When the
+gate fails, the models are never asked and count as UNKNOWN at once (fail closed), so the
+version is decided on that evidence without waiting for its deadline.
+
+State kept here (in the version's state dict, absent in states written before it):
+- `scan`: `gate` (waiting for the gate), `models` (every required detector asked),
+  `withheld` (the gate failed), `decided` (decided before any scan);
+- `unasked`: the required detectors never asked; the moderation step does not wait for them
+  and counts them UNKNOWN (`unknown_unasked`), except while a BLOCK bank match still decides;
+- `backfilled`: detectors asked at `priority: backfill` by a re-evaluation.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
 from typing import Any
 
-from operators.policy import CompiledPolicy
+from operators.policy import SEVERITY_RANK, CompiledPolicy, ContentFacts, EvidenceView
 
 Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
 State = dict[str, Any]
+
+# A rule reading a gate detector that matches with this outcome or worse fails the gate.
+GATE_FAILS_AT = SEVERITY_RANK["PENDING"]
 
 
 def sha256_hex(*parts: object) -> str:
@@ -30,39 +49,298 @@ def required(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str
     return list(policy.required_detectors(content["modality"])) if policy else []
 
 
-def on_upsert(state: State, record: Any, policy: CompiledPolicy | None, ts: int) -> list[Output]:
-    """One request per required (detector, segment) not already answered, on the modality's
-    scan topic (docs/scanning.md); the text travels inline, media by reference."""
-    detectors = required(policy, state["content"])
-    deadline = policy.deadline_ms(record.modality) if policy else None
-    segments = record.segments
-    received = {
-        (e["detector"], segment(state, e["segment_id"])) for e in state["evidence"].values()
-    }
+def gate(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
+    """The required detectors that gate the others; empty when nothing would be gated (no
+    `gate`, or every required detector is a gate detector)."""
+    if policy is None:
+        return []
+    needed = required(policy, content)
+    gates = [d for d in policy.gate_detectors(content["modality"]) if d in needed]
+    return gates if len(gates) < len(needed) else []
+
+
+def _facts(state: State) -> ContentFacts:
+    content = state["content"]
+    return ContentFacts(
+        modality=content["modality"],
+        surface=content["surface"],
+        region=content["region"],
+        audience=content["audience"],
+        account_risk=content["account_risk"],
+        size_bytes=content["size_bytes"],
+        mime_type=content["mime_type"],
+        report_count=state.get("report_weight", 0.0),
+    )
+
+
+def bank_blocked(policy: CompiledPolicy | None, hash_matches: Iterable[str]) -> bool:
+    """A hash-bank match with outcome BLOCK decides the version whatever a model says (nothing
+    is more severe); a RESTRICT or PENDING bank still lets a model make it worse, so those
+    versions are scanned."""
+    if policy is None:
+        return False
+    banks = policy.document.hash_banks
+    return any(bank in banks and banks[bank].outcome == "BLOCK" for bank in hash_matches)
+
+
+def decided_without_scan(
+    state: State, policy: CompiledPolicy | None, hash_matches: Iterable[str]
+) -> bool:
+    """Whether the fast gate decided for good: a BLOCK bank match or a failed limit."""
+    if policy is None or state["content"] is None:
+        return False
+    return bank_blocked(policy, hash_matches) or bool(policy.limit_failures(_facts(state)))
+
+
+def _answered(state: State) -> set[tuple[str, int | None]]:
+    return {(e["detector"], segment(state, e["segment_id"])) for e in state["evidence"].values()}
+
+
+def _requests(
+    state: State,
+    policy: CompiledPolicy,
+    detectors: Iterable[str],
+    ts: int,
+    *,
+    priority: str = "live",
+    text: str | None = None,
+) -> list[Output]:
+    """One request per (detector, segment) not already answered; the text travels inline,
+    media by the reference kept in the content (`media_ref`)."""
+    content = state["content"]
+    modality = content["modality"]
+    segments = content.get("segments", 1)
+    received = _answered(state)
+    deadline = policy.deadline_ms(modality)
+    ts = max(ts, int(content.get("ts", ts)))  # asked no earlier than the upload's own time
+    if state.get("deadline") is not None and priority == "live":
+        deadline_ts: int | None = state["deadline"]  # models asked after the gate: same deadline
+    else:
+        deadline_ts = ts + deadline if deadline else None
     outputs: list[Output] = []
     for detector in detectors:
         for index in range(segments):
-            segment_id = None if segments == 1 else index
             if (detector, index) in received or (detector, None) in received:
                 continue
+            identity: tuple[object, ...] = ("scan", state["cid"], state["ver"], detector, index)
+            if priority != "live":
+                identity = (*identity, priority, policy.version)
             request: dict[str, Any] = {
-                "request_id": sha256_hex("scan", state["cid"], state["ver"], detector, index)[:32],
+                "request_id": sha256_hex(*identity)[:32],
                 "content_id": state["cid"],
                 "content_version": state["ver"],
                 "detector": detector,
-                "segment_id": segment_id,
+                "segment_id": None if segments == 1 else index,
                 "segments": segments,
-                "modality": record.modality,
-                "mime_type": record.mime_type,
-                "priority": "live",
+                "modality": modality,
+                "mime_type": content["mime_type"],
+                "priority": priority,
                 "attempt": 1,
-                "deadline_ts": ts + deadline if deadline else None,
+                "deadline_ts": deadline_ts,
                 "ts": ts,
             }
-            if record.text is not None and record.modality == "text":
-                request["text"] = record.text
-            if record.media_ref is not None:
-                request["media_ref"] = record.media_ref
-                request["size_bytes"] = record.size_bytes  # the scan job reads no more
-            outputs.append((f"scan.requests.{record.modality}", state["cid"], request))
+            if text is not None and modality == "text":
+                request["text"] = text
+            if content.get("media_ref") is not None:
+                request["media_ref"] = content["media_ref"]
+                request["size_bytes"] = content["size_bytes"]  # the scan job reads no more
+            outputs.append((f"scan.requests.{modality}", state["cid"], request))
     return outputs
+
+
+def on_upsert(
+    state: State,
+    record: Any,
+    policy: CompiledPolicy | None,
+    ts: int,
+    hash_matches: Iterable[str] = (),
+) -> list[Output]:
+    """The requests an upload needs once the fast gate decided: none when it decided for good;
+    else the gate detectors first (the models too when the gate's evidence already came and
+    passed), or every required detector when the policy gates nothing."""
+    content = state["content"]
+    if record.media_ref is not None:
+        content["media_ref"] = record.media_ref  # the models asked after the gate need it
+    detectors = required(policy, content)
+    if policy is None or not detectors:
+        return []
+    if decided_without_scan(state, policy, hash_matches):
+        state["scan"] = "decided"
+        state["unasked"] = detectors
+        return []
+    gates = gate(policy, content)
+    if not gates:
+        state["scan"] = "models"
+        return _requests(state, policy, detectors, ts, text=record.text)
+    state["scan"] = "gate"
+    return _requests(state, policy, gates, ts) + on_evidence(state, policy, ts)
+
+
+def gate_status(state: State, policy: CompiledPolicy) -> str:
+    """`waiting` (a gate detector has not answered every segment), `passed` or `failed`: a gate
+    detector answered other than `ok` (or with a score that is not one), or a rule reading a
+    gate detector matches with PENDING or BLOCK on the evidence so far."""
+    content = state["content"]
+    gates = gate(policy, content)
+    segments = content.get("segments", 1)
+    wanted = {(d, s) for d in gates for s in range(segments)}
+    received: set[tuple[str, int]] = set()
+    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    failed = False
+    for key in sorted(state["evidence"]):
+        result = state["evidence"][key]
+        detector = result["detector"]
+        if detector not in gates:
+            continue
+        at = segment(state, result["segment_id"])
+        received.update((detector, s) for s in (range(segments) if at is None else [at]))
+        if result["status"] != "ok":
+            failed = True
+        else:
+            per_segment.setdefault(detector, {})[(at, result["model_version"])] = (
+                result["scores"] or {}
+            )
+    if failed:
+        return "failed"
+    if wanted - received:
+        return "waiting"
+    view = EvidenceView.from_segments(per_segment, unknown=set(), outstanding=True)
+    if view.unknown & set(gates):
+        return "failed"
+    verdict = policy.evaluate(_facts(state), view, ts=0)
+    rules = {compiled.rule.id: compiled for compiled in policy.rules}
+    for rule_id in verdict.matched_rules:
+        compiled = rules.get(rule_id)
+        if (
+            compiled is not None
+            and compiled.condition.detectors & set(gates)
+            and SEVERITY_RANK[compiled.rule.outcome] >= GATE_FAILS_AT
+        ):
+            return "failed"
+    return "passed"
+
+
+def on_evidence(
+    state: State, policy: CompiledPolicy | None, ts: int, detector: str | None = None
+) -> list[Output]:
+    """After a detector result (of `detector`) was stored, before the version is decided:
+    while the gate is pending, ask the models once it passed, or withhold them for good once
+    it failed (they are then UNKNOWN at once: the decision that follows does not wait for the
+    deadline). A gate result after the models were asked that fails the gate (a second
+    `media_check` model version) withholds the models still unanswered too, so the decision
+    depends on the evidence, not on the order it came in."""
+    if policy is None or state["content"] is None:
+        return []
+    content = state["content"]
+    scan = state.get("scan")
+    recheck = scan == "models" and detector is not None and detector in gate(policy, content)
+    if scan != "gate" and not recheck:
+        return []
+    status = gate_status(state, policy)
+    if recheck and status != "failed":
+        return []
+    if status == "waiting":
+        return []
+    gates = set(gate(policy, content))
+    models = [d for d in required(policy, content) if d not in gates]
+    if status == "failed":
+        state["scan"] = "withheld"
+        state["unasked"] = models
+        return []
+    state["scan"] = "models"
+    priority = state.pop("scan_priority", "live")
+    if priority != "live":
+        state["backfilled"] = sorted(
+            set(state.get("backfilled") or ()) | {f"{policy.version}:{d}" for d in models}
+        )
+    return _requests(state, policy, models, ts, priority=priority)
+
+
+def unasked(state: State) -> set[str]:
+    """Required detectors this version never asked: the decision does not wait for them."""
+    return set(state.get("unasked") or ())
+
+
+def unknown_unasked(
+    state: State, policy: CompiledPolicy | None, hash_matches: Iterable[str]
+) -> set[str]:
+    """The never-asked detectors that count UNKNOWN now: all of them (fail closed), except
+    while a BLOCK bank match still decides the version (nothing there to be unknown about: a
+    model could not change a BLOCK, and a rule on `unknown()` would only add a needless review)."""
+    if state.get("scan") == "decided" and bank_blocked(policy, hash_matches):
+        return set()
+    return unasked(state)
+
+
+def backfill(
+    state: State,
+    policy: CompiledPolicy | None,
+    ts: int,
+    hash_matches: Iterable[str] = (),
+) -> list[Output]:
+    """A re-evaluation under a policy that requires a detector the stored evidence lacks asks
+    it at `priority: backfill`, once per policy version and detector. Not asked: text (not
+    retained in state: the missing text detector stays UNKNOWN, fail closed), media whose
+    reference was not kept (states from before `media_ref` was kept), detectors the gate
+    withheld, and any version the fast gate decided for good."""
+    content = state["content"]
+    if policy is None or content is None or state["deleted"] or state.get("human") is not None:
+        return []
+    if content["modality"] == "text" or content.get("media_ref") is None:
+        return []
+    if state.get("scan") == "withheld" or decided_without_scan(state, policy, hash_matches):
+        return []
+    done = set(state.get("backfilled") or ())
+    answered = _answered(state)
+    segments = range(content.get("segments", 1))
+    wanted = [
+        d
+        for d in required(policy, content)
+        if f"{policy.version}:{d}" not in done
+        and (d, None) not in answered
+        and any((d, s) not in answered for s in segments)
+    ]
+    if state.get("scan") == "gate":
+        return []  # the live gate is still out: its models follow it
+    gates = gate(policy, content)
+    status = gate_status(state, policy) if gates else "passed"
+    if status == "failed":
+        state["scan"] = "withheld"
+        state["unasked"] = [d for d in required(policy, content) if d not in gates]
+        return []
+    if status == "waiting":
+        # Cost order holds for backfill too: the checks first, the models once they passed
+        # (`on_evidence` asks them at the priority kept here).
+        wanted = [d for d in wanted if d in gates]
+        state["scan"] = "gate"
+        state["scan_priority"] = "backfill"
+    if not wanted:
+        return []
+    state["backfilled"] = sorted(done | {f"{policy.version}:{d}" for d in wanted})
+    if state.get("unasked"):  # asked now: no longer unknown by construction, but waited for
+        state["unasked"] = [d for d in state["unasked"] if d not in wanted]
+    return _requests(state, policy, wanted, ts, priority="backfill")
+
+
+def calls_saved(
+    uploads: Iterable[dict[str, Any]],
+    policy: CompiledPolicy,
+    asked: set[tuple[str, int, str, int]],
+) -> dict[str, int]:
+    """What cost ordering saved, counted from the uploads, the policy and what was asked:
+    every (detector, segment) the policy requires of an upload that neither got a scan request
+    nor a result (`asked`: (content_id, content_version, detector, segment index)), split into
+    model calls and gate-check calls, beside the total a request per required detector would
+    make (`required`). A result that came before its upload also needs no request, so it is
+    in `asked` and never counted as saved."""
+    counts = {"required": 0, "models": 0, "checks": 0}
+    for upload in uploads:
+        content = {"modality": upload["modality"]}
+        gates = set(policy.gate_detectors(upload["modality"]))
+        for detector in required(policy, content):
+            for index in range(upload.get("segments", 1)):
+                counts["required"] += 1
+                key = (upload["content_id"], upload["content_version"], detector, index)
+                if key not in asked:
+                    counts["checks" if detector in gates else "models"] += 1
+    return counts

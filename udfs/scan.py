@@ -11,6 +11,13 @@ modality, mime_type, text | media_ref, priority (live|backfill), attempt, deadli
   so is anything unforeseen that one request's loading or scoring throws (a batch whose model
   call throws is scored again one request at a time, so only the request at fault fails);
 - everything else is scored in one `detect` call and comes out `ok`.
+
+Results are stamped in the upload's time frame (docs/moderation.md, "Time"): `ts` is the
+request's `ts` (its upload's event time) plus the time this scanner spent on the request, from
+the first attempt it started to its answer. Time a request waited in a queue (a backlog, a
+scanner catching up) is not the detector's: a result is on time when the detector answered
+within its deadline once asked, however late the request reached it. The retry budget is the
+same deadline (`deadline_ts - ts`), counted from the first attempt.
 """
 
 from __future__ import annotations
@@ -46,10 +53,19 @@ def backoff_ms(attempt: int, rng: random.Random | None = None) -> int:
     return int((rng or random).uniform(ceiling / 2, ceiling))
 
 
+def started_at(request: dict[str, Any], now: int) -> int:
+    """When this scanner first started on the request (kept across retries)."""
+    return int(request.get("started", now))
+
+
 def result_record(
     request: dict[str, Any], model_version: str, status: str, now: int,
-    scores: dict[str, float] | None = None,
+    scores: dict[str, float] | None = None, *, started: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
+    """The answer made at processing time `now` to a request started at `started` (default:
+    its first attempt, else `now`): its event time is the upload's `ts` plus the scanner's own
+    time on it."""
+    begun = started if started is not None else started_at(request, now)
     record: dict[str, Any] = {
         "event_id": f"scan-{request['request_id']}-{model_version}-{status}",
         "content_id": request["content_id"],
@@ -58,7 +74,7 @@ def result_record(
         "model_version": model_version,
         "segment_id": request.get("segment_id"),
         "status": status,
-        "ts": now,
+        "ts": int(request["ts"]) + max(0, now - begun),
     }
     if scores is not None:
         record["scores"] = scores
@@ -75,9 +91,11 @@ def scan_batch(
     *,
     max_attempts: int = MAX_ATTEMPTS,
     rng: random.Random | None = None,
+    clock: Callable[[], int] | None = None,
 ) -> ScanOutcome:
     """Every request answered (ok, error, timeout) or retried; never raises for one request's
-    sake: whatever one request's media or scoring throws fails that request only."""
+    sake: whatever one request's media or scoring throws fails that request only. `now` is
+    when the batch started; `clock` (default: `now`) tells when the model answered."""
     outcome = ScanOutcome()
     items: list[Item] = []
     loaded: list[dict[str, Any]] = []
@@ -90,23 +108,35 @@ def scan_batch(
         except OSError:
             attempt = int(request.get("attempt", 1))
             due = now + backoff_ms(attempt, rng)
-            if attempt >= max_attempts or due > int(request.get("deadline_ts") or due):
+            if attempt >= max_attempts or due - started_at(request, now) > _budget(request):
                 outcome.results.append(
                     result_record(request, detector.model_version, "timeout", now)
                 )
             else:
-                outcome.retries.append(({**request, "attempt": attempt + 1}, due))
+                retry = {**request, "attempt": attempt + 1, "started": started_at(request, now)}
+                outcome.retries.append((retry, due))
         except Exception as error:  # hostile input the loader did not foresee
             _permanent(outcome, detector, request, f"media does not load ({_kind(error)})", now)
     if items:
-        for request, scored in zip(loaded, detect_each(detector, items), strict=True):
+        scores = detect_each(detector, items)
+        answered = clock() if clock is not None else now
+        for request, scored in zip(loaded, scores, strict=True):
+            begun = started_at(request, now)
             if isinstance(scored, MediaError):
-                _permanent(outcome, detector, request, str(scored), now)
+                _permanent(outcome, detector, request, str(scored), answered, begun)
             else:
                 outcome.results.append(
-                    result_record(request, detector.model_version, "ok", now, scored)
+                    result_record(
+                        request, detector.model_version, "ok", answered, scored, started=begun
+                    )
                 )
     return outcome
+
+
+def _budget(request: dict[str, Any]) -> int:
+    """The detector's deadline for this request (ms), which also bounds its retries."""
+    deadline = request.get("deadline_ts")
+    return int(deadline) - int(request["ts"]) if deadline is not None else 1 << 62
 
 
 def detect_each(detector: Detector, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
@@ -135,10 +165,17 @@ def detect_each(detector: Detector, items: Sequence[Item]) -> list[dict[str, flo
 
 
 def _permanent(
-    outcome: ScanOutcome, detector: Detector, request: dict[str, Any], why: str, now: int
+    outcome: ScanOutcome,
+    detector: Detector,
+    request: dict[str, Any],
+    why: str,
+    now: int,
+    started: int | None = None,
 ) -> None:
     outcome.permanent.append((request, why))
-    outcome.results.append(result_record(request, detector.model_version, "error", now))
+    outcome.results.append(
+        result_record(request, detector.model_version, "error", now, started=started)
+    )
 
 
 def _kind(error: BaseException) -> str:

@@ -215,6 +215,13 @@ class ModerationDeployment:
 
 @pytest.fixture
 def moderation_deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> ModerationDeployment:
+    return new_moderation_deployment(kafka, stack, tmp_path / "ckpt")
+
+
+def new_moderation_deployment(
+    kafka: Kafka, stack: Settings, checkpoint_dir: Path
+) -> ModerationDeployment:
+    """Topics unique to one moderation deployment on the real broker, and the job's options."""
     from operators.moderation import ALL_TOPICS
 
     prefix = f"it-{uuid.uuid4().hex[:10]}"
@@ -222,7 +229,7 @@ def moderation_deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> Mode
     kafka.create_topics(list(topics.values()))
     args = [
         "--checkpoint-dir",
-        str(tmp_path / "ckpt"),
+        str(checkpoint_dir),
         "--checkpoint-interval-ms",
         "3000",
         "--transactional-id-prefix",
@@ -249,6 +256,7 @@ def run_replay(
     *,
     parallelism: int = 1,
     timeout_s: float = 900,
+    extra_args: tuple[str, ...] = (),
 ) -> dict[str, list[dict[str, Any]]]:
     """`modstream replay` as a user runs it (its own process and MiniCluster); the records of
     every output file, by topic. Fails with the command's output when it does not exit 0."""
@@ -266,6 +274,7 @@ def run_replay(
             str(out),
             "--parallelism",
             str(parallelism),
+            *extra_args,
         ],
         cwd=PROJECT_ROOT,
         env={**os.environ, "MODSTREAM_POLICY_KEY": policy_key},

@@ -104,6 +104,8 @@ def test_hostile_records_in_live_traffic_change_nothing_but_the_dlq(
         "1000",
         "--restart-strategy",
         "none",
+        "--evidence-grace-ms",
+        "2000",
     ]
     job: JobProcess = start_job("moderation", *args)
     job.wait_running()
@@ -115,9 +117,10 @@ def test_hostile_records_in_live_traffic_change_nothing_but_the_dlq(
     produce(kafka, topics, "content.versions", comment("no-evidence", quiet_upload_ts))
     watch.wait("early", lambda d: d["trigger"] == "evidence", timeout_s=60)
 
-    # Ten seconds without input: the deadline of the version without evidence fires on time.
+    # Ten seconds without input: the deadline of the version without evidence fires once the
+    # detector had its 5 s and the 2 s grace for its answer to arrive, at the deadline's ts.
     time.sleep(10)
-    expired = watch.wait("no-evidence", lambda d: d["trigger"] == "deadline", timeout_s=5)
+    expired = watch.wait("no-evidence", lambda d: d["trigger"] == "deadline", timeout_s=10)
     assert expired["ts"] == quiet_upload_ts + TEXT_DEADLINE_MS
     assert watch.first_seen[("no-evidence", expired["decision_revision"])] >= expired["ts"]
 

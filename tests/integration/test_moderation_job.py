@@ -77,36 +77,142 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     decisions = kafka.values(topics["moderation.decisions"])
     revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
     assert set(revisions.values()) == {1}
-    expired = [d for d in decisions if d["trigger"] == "deadline"]
-    assert expired, "the tick moved the watermark past the deadlines of missing evidence"
+    # The input is a year old: event time passed the deadlines while the job read a backlog, so a
+    # deadline waits for the detectors' real time (docs/moderation.md, "Time"). It decides only
+    # where evidence stamped after it came (the detector was late, as replay decides it); where
+    # evidence never came, it is still waiting.
+    expired = {d["content_id"] for d in decisions if d["trigger"] == "deadline"}
+    assert expired and expired <= late_evidence(first + second)
 
-    # A stricter policy version, then re-evaluation of what was decided under v1: new revisions
-    # come from stored evidence, with trigger `reevaluation`, and only where the decision changes.
+    reevaluate_through_the_index(kafka, topics, tmp_path)
+
+
+def late_evidence(lines: list[dict[str, Any]]) -> set[str]:
+    """Content ids with a detector result stamped after the upload's deadline."""
+    deadline_ms = {"text": 5_000, "image": 30_000, "video": 120_000, "audio": 60_000}
+    due = {
+        line["value"]["content_id"]: line["value"]["ts"] + deadline_ms[line["value"]["modality"]]
+        for line in lines
+        if line["topic"] == "content.versions"
+    }
+    return {
+        line["value"]["content_id"]
+        for line in lines
+        if line["topic"] == "detector.results"
+        and line["value"]["ts"] > due[line["value"]["content_id"]]
+    }
+
+
+def latest_decisions(decisions: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for decision in decisions:
+        key = (decision["content_id"], decision["content_version"])
+        if key not in latest or decision["decision_revision"] > latest[key]["decision_revision"]:
+            latest[key] = decision
+    return latest
+
+
+def selectable(decisions: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    """What re-evaluation under v2 must select, from the decisions (not the index): every
+    version whose latest decision was made under v1, not deleted, not decided by a human."""
+    human = {(d["content_id"], d["content_version"]) for d in decisions if d["trigger"] == "review"}
+    return sorted(
+        key
+        for key, d in latest_decisions(decisions).items()
+        if d["policy_version"] < 2 and d["state"] != "deleted" and key not in human
+    )
+
+
+def reevaluate_through_the_index(kafka: Kafka, topics: dict[str, str], tmp_path: Path) -> None:
+    """A reviewer decides one version; then a stricter policy version and `modstream reevaluate`,
+    selecting from moderation.index: new revisions come from stored evidence with trigger
+    `reevaluation`, only where the decision changes, never for the human decision (sticky), and
+    running it twice re-decides nothing twice."""
     from modstream import reevaluate
+    from tests.conftest import review_decision
     from tests.operators.policy_builders import global_document, version_record
+
+    decisions = kafka.values(topics["moderation.decisions"])
+    reviewed = next(
+        cid
+        for (cid, _), d in sorted(latest_decisions(decisions).items())
+        if d["outcome"] != "BLOCK" and d["state"] != "deleted" and not cid.startswith("tick-")
+    )
+    review = review_decision(
+        event_id="rv-it", task_id="t-it", content_id=reviewed, outcome="BLOCK", ts=T0 + 7_250_000
+    )
+    # Event time is the newest record's less the bound: the second tick lets the first be
+    # decided, and stops event time short of the second until the next tick.
+    ticks = [tick(T0 + 7_270_000), tick(T0 + 7_290_000)]
+    produce_lines(kafka, topics, [{"topic": "review.decisions", "value": review}, *ticks])
+    kafka.wait_for(
+        topics["moderation.index"],
+        lambda v: any(e["content_id"] == reviewed and e["human"] for e in v),
+        timeout_s=120,
+    )
+    kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda v: any(d["content_id"] == f"tick-{T0 + 7_270_000}" for d in v),
+        timeout_s=120,
+    )
+    wait_for_checkpoint_after(tmp_path / "ckpt", completed_checkpoints(tmp_path / "ckpt"))
+    decisions = kafka.values(topics["moderation.decisions"])
+    assert {d["content_id"] for d in decisions if d["trigger"] == "review"} == {reviewed}
+    expected = selectable(decisions)
+    assert len(expected) > 40 and (reviewed, 1) not in expected
 
     strict = version_record(
         global_document(2, default="PENDING"), ts=T0 + 7_300_000, key=b"it-policy-key"
     )
     kafka.produce(topics["policy.rules"], [("global", json.dumps(strict).encode())])
-    reevaluate.run(
-        kafka.bootstrap_servers,
-        reevaluate.Selection("global", 2),
-        rate_per_s=500,
-        ts=T0 + 7_400_000,
-        decisions_topic=topics["moderation.decisions"],
-        target_topic=topics["moderation.reevaluate"],
-        say=lambda _: None,
-    )
-    produce_lines(kafka, topics, [tick(T0 + 9_000_000)])
-    decisions = kafka.wait_for(
+    said: list[str] = []
+    shown: list[str] = []
+
+    def run(dry_run: bool) -> None:
+        reevaluate.run(
+            kafka.bootstrap_servers,
+            reevaluate.Selection("global", 2),
+            rate_per_s=500,
+            ts=T0 + 7_400_000,
+            index_topic=topics["moderation.index"],
+            target_topic=topics["moderation.reevaluate"],
+            dry_run=dry_run,
+            sample=3,
+            say=said.append,
+            progress=shown.append,
+            progress_every_s=0.05,
+        )
+
+    run(dry_run=True)
+    assert said[0].startswith(f"reevaluate: {len(expected)} content version(s) decided before")
+    assert "skipped 1 human decision(s) (sticky" in said[1], said
+    assert said[2:] == [f"reevaluate:   {cid} v{ver}" for cid, ver in expected[:3]]
+    assert kafka.values(topics["moderation.reevaluate"]) == []  # a dry run produces nothing
+    run(dry_run=False)
+    run(dry_run=False)  # twice: the same event ids, re-decided once
+    target = topics["moderation.reevaluate"]
+    produced = f"reevaluate: produced {len(expected)} request(s) to {target} in"
+    assert len([line for line in said if line.startswith(produced)]) == 2, said
+    assert shown[-1].startswith(f"reevaluate: {len(expected)}/{len(expected)} (100.0%)")
+    requests = kafka.values(topics["moderation.reevaluate"])
+    assert sorted((r["content_id"], r["content_version"]) for r in requests) == sorted(expected * 2)
+    assert set(Counter(r["event_id"] for r in requests).values()) == {2}
+
+    produce_lines(kafka, topics, [tick(T0 + 9_000_000), tick(T0 + 9_100_000)])
+    kafka.wait_for(
         topics["moderation.decisions"],
-        lambda v: any(d["trigger"] == "reevaluation" for d in v),
-        timeout_s=120,
+        lambda v: any(d["content_id"] == f"tick-{T0 + 9_000_000}" for d in v),
+        timeout_s=180,
     )
+    # Every subtask passed the tick's event time before the next checkpoint's barrier.
+    wait_for_checkpoint_after(tmp_path / "ckpt", completed_checkpoints(tmp_path / "ckpt"))
+    decisions = kafka.values(topics["moderation.decisions"])
     redecided = [d for d in decisions if d["trigger"] == "reevaluation"]
-    assert all(d["policy_version"] == 2 for d in redecided)
+    assert redecided and all(d["policy_version"] == 2 for d in redecided)
     assert any(d["outcome"] == "PENDING" for d in redecided)
+    keys = [(d["content_id"], d["content_version"]) for d in redecided]
+    assert set(keys) <= set(expected)  # nothing outside the selection, never the reviewed one
+    assert len(keys) == len(set(keys)), "a version re-decided twice"
     # Re-evaluation emits a revision only where the decision changes (contract: a new revision
     # only when outcome, restriction or state changes).
     by_version: dict[tuple[str, int], list[dict[str, Any]]] = {}
@@ -114,15 +220,25 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
         by_version.setdefault((decision["content_id"], decision["content_version"]), []).append(
             decision
         )
+    checked = 0
     for revisions in by_version.values():
         revisions.sort(key=lambda d: d["decision_revision"])
         for before, after in pairwise(revisions):
             if after["trigger"] == "reevaluation":
+                checked += 1
                 assert (after["outcome"], after.get("restriction"), after["state"]) != (
                     before["outcome"],
                     before.get("restriction"),
                     before["state"],
                 ), after
+    assert checked == len(redecided)
+    # The index now names v2 for every re-decided version: a dry run selects only the rest.
+    remaining = selectable(decisions)
+    assert not set(remaining) & set(keys)
+    assert set(remaining) - set(expected) <= {(f"tick-{T0 + 7_290_000}", 1)}  # decided since
+    said.clear()
+    run(dry_run=True)
+    assert said[0].startswith(f"reevaluate: {len(remaining)} content version(s) decided before")
 
 
 def test_one_violation_decided_again_and_again_is_one_strike_and_an_appeal_reverses_it(

@@ -111,7 +111,12 @@ def test_decisions_cite_the_real_models(
         expected = {"scan-text", "scan-image", "scan-broken", *hostile}
         results = kafka.wait_for(
             topics["detector.results"],
-            lambda values: {v["content_id"] for v in values} >= expected,
+            lambda values: (
+                {v["content_id"] for v in values} >= expected
+                # the model follows its media_check (cost order, docs/scanning.md)
+                and ("scan-image", "nsfw_image")
+                in {(v["content_id"], v["detector"]) for v in values}
+            ),
             timeout_s=120,
         )
         decisions = kafka.wait_for(
@@ -140,6 +145,8 @@ def test_decisions_cite_the_real_models(
     for content_id in hostile:
         answers = [r for r in results if r["content_id"] == content_id]
         assert answers and {r["status"] for r in answers} == {"error"}, content_id
+        # media_check failed: the model is never asked for that media (cost order)
+        assert {r["detector"] for r in answers} == {"media_check"}, content_id
     letters = kafka.wait_for(
         topics["moderation.dlq"],
         lambda values: (

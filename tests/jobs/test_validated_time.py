@@ -84,6 +84,20 @@ def test_a_paused_backfill_holds_event_time(jvm: Any) -> None:
     assert lanes.watermark(NOW + 200_100) == NOW + 200_100 - BOUND - 1
 
 
+def test_a_silent_lane_keeps_holding_while_the_backlog_is_read_from_other_lanes(jvm: Any) -> None:
+    """One reader, many partitions, backpressure: a partition not fetched for longer than the
+    backfill idleness while others of the backlog are read is paused, not done."""
+    lanes = Lanes(jvm)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)
+    for step in range(1, 5):  # the other lane speaks for four backfill idlenesses
+        at = NOW + step * BACKFILL_IDLE
+        lanes.record(at, "detector.results#0", hour_ago + step * 60_000)
+        assert lanes.watermark(at + 1) == hour_ago - BOUND - 1
+    # Every lane silent: what was read is complete.
+    assert lanes.watermark(NOW + 6 * BACKFILL_IDLE) == hour_ago + 4 * 60_000 - BOUND - 1
+
+
 def test_when_a_backlog_falls_silent_time_moves_to_what_was_read_never_to_the_clock(
     jvm: Any,
 ) -> None:

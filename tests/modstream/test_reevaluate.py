@@ -1,122 +1,294 @@
-"""Selecting what to re-evaluate, and pacing the requests."""
+"""Selecting what to re-evaluate from moderation.index, pacing the requests, showing progress."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from modstream.reevaluate import Selection, paced, requests, select
+import pytest
+from kafka.consumer.fetcher import ConsumerRecord
+
+from modstream import kafkaio, reevaluate
+from modstream.reevaluate import (
+    DELETED,
+    HUMAN,
+    Progress,
+    Selection,
+    Selector,
+    paced,
+    progress_line,
+    requests,
+    scan_index,
+)
 
 
-def decision(
-    cid: str,
-    revision: int,
-    version: int,
-    state: str = "approved",
-    ts: int = 10,
-    policy_id: str = "global",
-) -> dict:
+def entry(cid: str, version: int = 1, **overrides: Any) -> dict[str, Any]:
+    """A valid moderation.index record (schemas/outputs.py IndexEntry)."""
     return {
         "content_id": cid,
         "content_version": 1,
-        "decision_revision": revision,
-        "policy_id": policy_id,
+        "decision_revision": 1,
+        "outcome": "ALLOW",
+        "state": "approved",
+        "policy_id": "global",
         "policy_version": version,
-        "state": state,
-        "ts": ts,
+        "surface": "comment",
+        "region": "EU",
+        "modality": "image",
+        "detectors": ["media_check"],
+        "human": False,
+        "upload_ts": 5,
+        "ts": 10,
+        **overrides,
     }
 
 
-def test_only_versions_whose_latest_decision_predates_the_policy() -> None:
-    decisions = [
-        decision("a", 1, 1),
-        decision("a", 2, 2),  # already under v2
-        decision("b", 1, 1),  # selected
-        decision("c", 1, 1),
-        decision("c", 2, 1, "deleted"),  # deleted: never
-        decision("d", 1, 1, ts=1),  # too old for --since
-        decision("e", 1, 1, policy_id="other"),  # another policy
-        decision("f", 1, 1),  # filtered by surface
+def record(value: dict[str, Any] | bytes | None, key: str | None = None) -> ConsumerRecord:
+    raw = json.dumps(value).encode() if isinstance(value, dict) else value
+    size = len(raw) if raw is not None else -1
+    encoded = key.encode() if key is not None else None
+    return ConsumerRecord("t", 0, 0, 0, 0, 0, encoded, raw, [], None, -1, size, -1)
+
+
+def chosen(entries: list[dict[str, Any]], selection: Selection) -> list[tuple[str, int]]:
+    selector = Selector(selection)
+    for value in entries:
+        selector.add(value)
+    return selector.chosen()
+
+
+def test_only_versions_decided_under_an_older_policy_version_and_in_scope() -> None:
+    entries = [
+        entry("a", 2),  # already under v2
+        entry("b", 1),  # selected
+        entry("c", 0),  # selected: any older version
+        entry("e", 1, policy_id="other"),  # another policy
+        entry("f", 1, surface="dm"),
+        entry("g", 1, region="US"),
+        entry("h", 1, modality="text"),
     ]
-    uploads = {("b", 1): {"surface": "comment"}, ("f", 1): {"surface": "dm"}}
-    chosen = select(decisions, uploads, Selection("global", 2, since_ts=5, surface="comment"))
-    assert chosen == [("b", 1)]
-    assert select(decisions, {}, Selection("global", 2, since_ts=5)) == [("b", 1), ("f", 1)]
+    scoped = Selection("global", 2, surface="comment", region="EU", modality="image")
+    assert chosen(entries, scoped) == [("b", 1), ("c", 1)]
+    assert chosen(entries, Selection("global", 2)) == [
+        ("b", 1),
+        ("c", 1),
+        ("f", 1),
+        ("g", 1),
+        ("h", 1),
+    ]
+    assert chosen(entries, Selection("global", 1)) == [("c", 1)]
+
+
+def test_the_time_range_bounds_the_decision_ts_or_the_upload_ts() -> None:
+    entries = [
+        entry("early", upload_ts=1, ts=100),
+        entry("late", upload_ts=50, ts=60),
+        entry("unknown", upload_ts=None, ts=70),
+    ]
+    by_decision = Selection("global", 2, since_ts=60, until_ts=100)
+    assert chosen(entries, by_decision) == [("late", 1), ("unknown", 1)]  # [since, until)
+    by_upload = Selection("global", 2, since_ts=0, until_ts=10, time_field="upload")
+    assert chosen(entries, by_upload) == [("early", 1)]  # no upload ts: outside any range
+    assert chosen(entries, Selection("global", 2, since_ts=40, time_field="upload")) == [
+        ("late", 1)
+    ]
+
+
+def test_human_decisions_and_deleted_versions_are_skipped_and_counted() -> None:
+    selector = Selector(Selection("global", 2))
+    for value in (
+        entry("kept"),
+        entry("reviewed", human=True, outcome="BLOCK"),
+        entry("gone", state="deleted", human=True),
+        entry("current", 2, human=True),  # not in scope: decided under v2 already
+    ):
+        selector.add(value)
+    assert selector.chosen() == [("kept", 1)]
+    assert selector.counts() == {1: 1, HUMAN: 1, DELETED: 1}
+    lines = reevaluate.summary(selector, sample=5)
+    assert lines[0] == (
+        "reevaluate: 1 content version(s) decided before global v2 (v1: 1), from 4 index record(s)"
+    )
+    assert "skipped 1 human decision(s) (sticky: re-evaluation cannot change them)" in lines[1]
+    assert "and 1 deleted version(s)" in lines[1]
+    assert lines[2:] == ["reevaluate:   kept v1"]
+
+
+def test_the_latest_record_per_version_wins_until_compaction_has_run() -> None:
+    selector = Selector(Selection("global", 2))
+    selector.add(entry("a"))
+    selector.add(entry("a", 2, decision_revision=2))  # re-decided under v2 since: out
+    selector.add(entry("b"))
+    selector.add(entry("b", decision_revision=2, human=True))  # a reviewer decided since
+    selector.add(entry("c", state="deleted"))
+    selector.add(entry("d", content_version=2))  # versions are apart: "d" v1 stays
+    selector.add(entry("d"))
+    assert selector.chosen() == [("d", 1), ("d", 2)]
+    assert selector.counts() == {1: 2, HUMAN: 1, DELETED: 1}
+    # Memory: only versions in scope are kept, never the ones already current.
+    assert set(selector.marks) == {"1:b", "1:c", "1:d", "2:d"}
+
+
+def test_a_content_id_with_colons_survives_the_key() -> None:
+    assert chosen([entry("a:b:3", content_version=7)], Selection("global", 2)) == [("a:b:3", 7)]
+
+
+def test_scan_index_skips_malformed_records_and_honours_tombstones() -> None:
+    warnings: list[str] = []
+    records = [
+        record(entry("b")),
+        record(b"[" * 50_000),
+        record({**entry("x"), "decision_revision": "one"}),
+        record({"content_id": "y"}),
+        record(entry("c")),
+        record(entry("t")),
+        record(None, key="1:t"),  # compaction tombstone: the version left the index
+    ]
+    selector = scan_index(records, Selection("global", 2), warnings.append)
+    assert selector.chosen() == [("b", 1), ("c", 1)]
+    assert warnings == ["moderation.index: skipped 3 malformed record(s) of 7"]
 
 
 def test_requests_have_deterministic_event_ids_and_are_schema_valid() -> None:
     from schemas import parse
 
     produced = list(requests([("b", 1)], Selection("global", 2), ts=99))
+    assert produced == list(requests([("b", 1)], Selection("global", 2), ts=99))
     key, value = produced[0]
-    record = json.loads(value)
     assert key == "b"
-    assert record["event_id"] == "reeval-global-v2-b-1"
+    assert json.loads(value)["event_id"] == "reeval-global-v2-b-1"
     parse("moderation.reevaluate", value)
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_pacing_bounds_the_rate() -> None:
-    now = [0.0]
-    slept: list[float] = []
-
-    def sleep(seconds: float) -> None:
-        slept.append(seconds)
-        now[0] += seconds
-
-    items = list(paced(iter(range(11)), 5.0, sleep=sleep, clock=lambda: now[0]))
+    clock = Clock()
+    items = list(paced(iter(range(11)), 5.0, sleep=clock.sleep, clock=clock))
     assert items == list(range(11))
-    assert abs(now[0] - 2.0) < 1e-9  # 11 items at 5/s: the last one at t = 2 s
+    assert abs(clock.now - 2.0) < 1e-9  # 11 items at 5/s: the last one at t = 2 s
 
 
-def test_run_skips_malformed_decisions_and_uploads_with_a_warning(monkeypatch: Any) -> None:
-    from kafka.consumer.fetcher import ConsumerRecord
+def test_progress_line_shows_done_total_rate_and_eta() -> None:
+    assert progress_line(250, 1000, 5.0) == "reevaluate: 250/1000 (25.0%) 50.0/s ETA 0:00:15"
+    assert progress_line(0, 10, 0.0) == "reevaluate: 0/10 (0.0%) 0.0/s ETA ?"
+    assert progress_line(10, 10, 2.0).endswith("(100.0%) 5.0/s ETA 0:00:00")
+    assert progress_line(1, 100_000, 1.0).endswith("ETA 27:46:39")
 
-    from modstream import kafkaio, reevaluate
-    from tests.conftest import upload
 
-    def full(cid: str, version: int) -> dict[str, Any]:
-        return {
-            **decision(cid, 1, version),
-            "decision_id": f"d-{cid}",
-            "outcome": "ALLOW",
-            "reasons": [],
-            "matched_rules": [],
-            "evidence": [],
-            "completeness": {"required": 0, "received": 0, "unknown": []},
-            "trigger": "evidence",
-        }
+def test_progress_is_shown_every_interval_and_at_the_end_while_paced() -> None:
+    clock = Clock()
+    lines: list[str] = []
+    progress = Progress(11, lines.append, clock=clock, every_s=1.0)
+    items = list(progress.track(paced(range(11), 5.0, sleep=clock.sleep, clock=clock)))
+    assert items == list(range(11))
+    # At 5/s: a line once a second (items 6 and 11, at t = 1 s and 2 s), the last one at the end.
+    assert lines == [
+        "reevaluate: 6/11 (54.5%) 6.0/s ETA 0:00:01",
+        "reevaluate: 11/11 (100.0%) 5.5/s ETA 0:00:00",
+    ]
 
-    def rec(value: bytes) -> ConsumerRecord:
-        return ConsumerRecord("t", 0, 0, 0, 0, 0, None, value, [], None, -1, len(value), -1)
 
-    topics = {
-        "moderation.decisions": [
-            rec(json.dumps(full("b", 1)).encode()),
-            rec(b"[" * 50_000),
-            rec(json.dumps({**full("x", 1), "decision_revision": "one"}).encode()),
-            rec(json.dumps({"content_id": "y"}).encode()),
-            rec(json.dumps(full("c", 1)).encode()),
-        ],
-        "content.versions": [
-            rec(json.dumps(upload("b", surface="comment")).encode()),
-            rec(b"{broken"),
-            rec(json.dumps(upload("c", surface="dm")).encode()),
-        ],
-    }
-    monkeypatch.setattr(kafkaio, "read_to_end", lambda servers, topic, **kw: topics[topic])
+def fake_broker(monkeypatch: pytest.MonkeyPatch, index: list[ConsumerRecord]) -> list[Any]:
+    monkeypatch.setattr(kafkaio, "iter_to_end", lambda servers, topic, **kw: iter(index))
     produced: list[tuple[str, list[Any]]] = []
-    monkeypatch.setattr(
-        kafkaio, "produce", lambda s, topic, items: produced.append((topic, list(items))) or 1
-    )
+
+    def produce(servers: str, topic: str, items: Any) -> int:
+        batch = list(items)
+        produced.append((topic, batch))
+        return len(batch)
+
+    monkeypatch.setattr(kafkaio, "produce", produce)
+    return produced
+
+
+def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(reevaluate, "CHUNK", 2)
+    index = [record(entry(f"c-{n}")) for n in range(5)] + [
+        record(entry("r", human=True)),
+        record(b"{broken"),
+    ]
+    produced = fake_broker(monkeypatch, index)
     said: list[str] = []
+    shown: list[str] = []
     code = reevaluate.run(
         "unused:1",
-        Selection("global", 2, surface="comment"),
-        rate_per_s=1000,
+        Selection("global", 2),
+        rate_per_s=1e6,
         ts=99,
+        index_topic="p.moderation.index",
+        target_topic="p.moderation.reevaluate",
         say=said.append,
+        progress=shown.append,
+        progress_every_s=3600,
     )
     assert code == 0
-    assert [key for key, _ in produced[0][1]] == ["b"]
-    assert "reevaluate: moderation.decisions: skipped 3 malformed record(s) of 5" in said
-    assert "reevaluate: content.versions: skipped 1 malformed record(s) of 3" in said
+    assert [topic for topic, _ in produced] == ["p.moderation.reevaluate"] * 3  # 2 + 2 + 1
+    keys = [key for _, batch in produced for key, _ in batch]
+    assert keys == [f"c-{n}" for n in range(5)]
+    assert said[0].startswith("reevaluate: moderation.index: skipped 1 malformed record(s) of 7")
+    assert said[1].startswith("reevaluate: 5 content version(s) decided before global v2 (v1: 5)")
+    assert "skipped 1 human decision(s)" in said[2]
+    assert said[-1].startswith("reevaluate: produced 5 request(s) to p.moderation.reevaluate in")
+    assert shown and shown[-1].startswith("reevaluate: 5/5 (100.0%)")
+
+
+def test_dry_run_prints_the_count_and_a_sample_and_produces_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    produced = fake_broker(monkeypatch, [record(entry(f"c-{n}")) for n in range(5)])
+    said: list[str] = []
+    reevaluate.run(
+        "unused:1", Selection("global", 2), rate_per_s=1, ts=0, dry_run=True, sample=2,
+        say=said.append,
+    )  # fmt: skip
+    assert produced == []
+    assert said[0].startswith("reevaluate: 5 content version(s)")
+    assert said[2:] == ["reevaluate:   c-0 v1", "reevaluate:   c-1 v1"]
+
+
+def test_the_cli_documents_and_passes_every_selection_flag(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from modstream import cli
+
+    seen: dict[str, Any] = {}
+
+    def run(bootstrap: str, selection: Selection, **kwargs: Any) -> int:
+        seen.update(kwargs, selection=selection)
+        return 0
+
+    monkeypatch.setattr(reevaluate, "run", run)
+    argv = [
+        "reevaluate", "--policy-version", "3", "--since", "5", "--until", "9", "--time",
+        "upload", "--surface", "comment", "--region", "EU", "--modality", "video", "--rate",
+        "7", "--ts", "11", "--prefix", "p", "--dry-run", "--bootstrap-servers", "b:1",
+    ]  # fmt: skip
+    assert cli.main(argv) == 0
+    assert seen["selection"] == Selection(
+        "global", 3, 5, 9, "upload", surface="comment", region="EU", modality="video"
+    )
+    assert (seen["rate_per_s"], seen["ts"], seen["dry_run"]) == (7.0, 11, True)
+    assert seen["index_topic"] == "p.moderation.index"
+    assert seen["target_topic"] == "p.moderation.reevaluate"
+    with pytest.raises(SystemExit):
+        cli.main(["reevaluate", "--policy-version", "3", "--rate", "0"])
+    with pytest.raises(SystemExit):
+        cli.main(["reevaluate", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--since", "--until", "--time", "--surface", "--region", "--modality", "--rate"):
+        assert flag in text
+    assert "human decisions (sticky)" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Iterable
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from operators.moderation import (
     ORPHAN_TTL_MS,
+    REVIEW_RETENTION_MS,
     STATE_TTL_MS,
     TOMBSTONE_TTL_MS,
     Context,
@@ -280,6 +282,85 @@ def test_deadline_with_missing_evidence_expires_naming_the_detector() -> None:
     assert "unknown-high-risk-visual" in last["matched_rules"]
 
 
+def _with_clock(clock_ms: int) -> Context:
+    return dataclasses.replace(
+        CTX, clock_ms=clock_ms, live_window_ms=30_000, evidence_grace_ms=5_000
+    )
+
+
+DEADLINE = T0 + 30_000  # image: upsert ts + 30 s
+GRACE = 5_000
+
+
+def test_a_deadline_reached_while_catching_up_waits_and_evidence_that_comes_leaves_nothing() -> (
+    None
+):
+    """A backlog: event time reaches the deadline an hour behind the processing clock. The
+    detectors were asked only now, so the deadline waits 30 s + grace from now; the evidence
+    comes before that, and no deadline revision is ever made (docs/moderation.md, "Time")."""
+    hour_later = T0 + 3_600_000
+    version = Version(_with_clock(hour_later))
+    version.upload(**image(surface="public_post"))
+    version.send("detector.results", image_evidence("c-1", T0 + 1)[1])
+    version.fire(DEADLINE)
+    assert version.state is not None and version.state["deadline_timer"] == hour_later + 35_000
+    assert hour_later + 35_000 in version.timers
+    assert [d["trigger"] for d in version.decisions] == ["fast_gate"]
+    version.send("detector.results", image_evidence("c-1", T0 + 2)[0])
+    version.fire(hour_later + 35_000)
+    assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
+    assert version.last["state"] != "expired"
+
+
+def test_a_waiting_deadline_decides_at_its_own_ts_when_the_detector_never_answers() -> None:
+    hour_later = T0 + 3_600_000
+    version = Version(_with_clock(hour_later))
+    version.upload(**image(surface="public_post"))
+    version.fire(DEADLINE)
+    assert version.decisions[-1]["trigger"] == "fast_gate"
+    version.ctx = _with_clock(hour_later + 36_000)  # live again, and the time is up
+    version.fire(hour_later + 35_000)
+    last = version.last
+    assert (last["trigger"], last["state"], last["ts"]) == ("deadline", "expired", DEADLINE)
+    assert last["completeness"]["unknown"] == ["media_check", "nsfw_image"]
+
+
+def test_a_live_deadline_waits_for_the_grace_and_on_time_evidence_leaves_nothing() -> None:
+    """Live: asked at T0, the deadline waits until T0 + 30 s + grace of processing time; the
+    answer stamped within the deadline that reaches the job in the grace completes it."""
+    version = Version(_with_clock(T0))
+    version.upload(**image(surface="public_post"))
+    version.ctx = _with_clock(DEADLINE + 1_000)
+    version.fire(DEADLINE)
+    assert version.state is not None and version.state["deadline_timer"] == DEADLINE + GRACE
+    for record in image_evidence("c-1", DEADLINE - 10):
+        version.send("detector.results", record)
+    version.ctx = _with_clock(DEADLINE + GRACE)
+    version.fire(DEADLINE + GRACE)
+    assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
+
+
+def test_evidence_stamped_after_a_waiting_deadline_comes_after_the_deadline_as_in_replay() -> None:
+    replayed = Version()
+    waited = Version(_with_clock(T0))
+    for version in (replayed, waited):
+        version.upload(**image(surface="public_post"))
+        version.ctx = dataclasses.replace(version.ctx, clock_ms=DEADLINE + 1_000)
+        version.fire(DEADLINE)
+        for record in image_evidence("c-1", DEADLINE + 2_000):  # over its deadline
+            version.send("detector.results", record)
+    assert waited.decisions == replayed.decisions
+    assert [d["trigger"] for d in waited.decisions] == ["fast_gate", "deadline", "evidence"]
+    assert waited.decisions[1]["ts"] == DEADLINE
+
+
+def test_replay_never_waits() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    version.fire(DEADLINE)
+    assert (version.last["trigger"], version.last["ts"]) == ("deadline", DEADLINE)
+
+
 def test_timeout_and_error_are_unknown_never_safe() -> None:
     version = Version()
     version.upload(**image(surface="comment"))
@@ -443,11 +524,82 @@ def test_state_and_timers_are_cleared_after_the_ttl() -> None:
     version.fire_until(T0 + STATE_TTL_MS)
     assert version.state is not None  # the first TTL timer re-armed: input came after it
     version.fire_until(T0 + 2 + STATE_TTL_MS)  # the last evidence came at T0 + 2
+    retired = version.state  # decided: a compact record keeps its right to be reviewed
+    assert retired is not None and retired["retired"] and "events" not in retired
+    assert version.timers == {T0 + 2 + STATE_TTL_MS + REVIEW_RETENTION_MS}
+    version.fire_until(T0 + 2 + STATE_TTL_MS + REVIEW_RETENTION_MS)
     assert version.state is None and version.timers == set()
     orphan = Version()
     orphan.send("detector.results", image_evidence("c-9", T0)[0])
     orphan.fire_until(T0 + ORPHAN_TTL_MS)
     assert orphan.state is None
+
+
+def test_a_review_40_days_later_applies_to_the_retired_record_with_the_next_revision() -> None:
+    version = Version()
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    assert version.last["outcome"] == "ALLOW"
+    revision = version.last["decision_revision"]
+    forty_days = T0 + 40 * 86_400_000
+    version.fire_until(forty_days)
+    assert version.state is not None and version.state["retired"]
+    version.send("review.decisions", review("t-late", "BLOCK", at=forty_days))
+    last = version.last
+    assert (last["trigger"], last["outcome"], last["state"], last["ts"]) == (
+        "review",
+        "BLOCK",
+        "blocked",
+        forty_days,
+    )
+    assert last["decision_revision"] == revision + 1  # revision numbers never restart
+    assert last["reasons"] == ["human_review"]
+    [action] = [a for a in version.of("moderation.actions") if a["ts"] == forty_days]
+    assert action["visibility"] == "hidden"
+
+
+def test_an_appeal_of_a_retired_version_opens_a_task_with_the_decisions_reasons() -> None:
+    version = Version()
+    version.upload(**image(surface="public_post"))
+    for record in image_evidence("c-1", T0 + 1, nsfw=0.99):
+        version.send("detector.results", {**record, "evidence_ref": f"ev://{record['detector']}"})
+    assert version.last["outcome"] == "BLOCK"
+    version.fire_until(T0 + 40 * 86_400_000)
+    version.send("moderation.appeals", appeal(at=T0 + 40 * 86_400_000))
+    [task] = [t for t in version.of("review.tasks") if t["kind"] == "appeal"]
+    assert task["reasons"] == version.last["reasons"]
+    assert "ev://nsfw_image" in task["evidence"]  # the refs the appealed decision carried
+
+
+def test_human_decisions_for_a_version_never_decided_go_to_the_dlq_as_stale() -> None:
+    for topic, record in (
+        ("review.decisions", review()),
+        ("moderation.appeals", appeal()),
+    ):
+        version = Version()
+        version.send(topic, record)
+        assert version.state is None and version.outputs == []
+        [(error_class, message)] = version.dead_letters
+        assert error_class == "stale" and topic in message
+    orphan = Version()  # evidence alone is not a decision
+    orphan.send("detector.results", image_evidence("c-1", T0)[0])
+    orphan.send("review.decisions", review())
+    assert [c for c, _ in orphan.dead_letters] == ["stale"]
+
+
+def test_a_retired_record_is_compact() -> None:
+    """docs/moderation.md, "Retention", quotes these bytes (JSON as Flink stores it): 1,181
+    for this version's full state, 759 retired."""
+    version = Version()
+    version.upload(**image(surface="comment"))
+    for record in image_evidence("c-1", T0 + 1):
+        version.send("detector.results", record)
+    full = len(json.dumps(version.state, separators=(",", ":")))
+    version.fire_until(T0 + 10 + STATE_TTL_MS)
+    assert version.state is not None and version.state["retired"]
+    retired = len(json.dumps(version.state, separators=(",", ":")))
+    assert retired < 800 and retired * 3 < full * 2, (full, retired)
 
 
 def test_pause_floors_new_decisions_at_pending() -> None:
@@ -734,6 +886,10 @@ def test_an_upload_asks_for_each_required_detector_and_segment_not_yet_answered(
     video.upload(
         modality="video", mime_type="video/mp4", segments=3, media_ref="file:///media/c-1.mp4"
     )
+    pairs = sorted((r["detector"], r["segment_id"]) for r in video.of("scan.requests.video"))
+    assert pairs == [("media_check", 0), ("media_check", 2)]  # the gate first (cost order)
+    for index in (0, 2):
+        video.send("detector.results", {**early, "event_id": f"m{index}", "segment_id": index})
     requests = video.of("scan.requests.video")
     pairs = sorted((r["detector"], r["segment_id"]) for r in requests)
     assert pairs == [
@@ -799,6 +955,21 @@ def test_a_provisional_allow_expiring_with_evidence_missing_is_decided_again() -
     version.fire_until(T0 + STATE_TTL_MS - 1)
     assert len(version.decisions) == count
     assert version.state is not None and version.state["expiry_timer"] is None
+
+
+def test_a_provisional_expiry_reached_while_catching_up_waits_for_live_time() -> None:
+    """A backlog (clock a day ahead): the expiry is looked at again once event time is live;
+    evidence read meanwhile completes the version, and no expiry decision is made."""
+    version = Version()
+    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    day_later = T0 + 86_400_000
+    version.ctx = _with_clock(day_later)
+    version.fire_until(expires)
+    assert version.last["ts"] == T0 + 30_000 and day_later + GRACE in version.timers
+    version.send("detector.results", image_evidence("c-1", expires + 20)[0])
+    version.fire_until(day_later + GRACE)
+    assert (version.last["trigger"], version.last["outcome"]) == ("evidence", "ALLOW")
+    assert not [t for t in version.of("review.tasks") if t["queue"] == "provisional"]
 
 
 def test_after_its_expiry_a_version_stays_floored_until_its_evidence_completes() -> None:

@@ -85,6 +85,31 @@ def test_a_retry_past_the_deadline_is_a_timeout() -> None:
     assert [r["status"] for r in outcome.results] == ["timeout"] and not outcome.retries
 
 
+def test_results_are_stamped_in_the_uploads_time_frame_with_the_scanners_own_time() -> None:
+    """A request from a backlog (uploaded an hour before the scanner got to it) is answered at
+    its upload's ts plus the 40 ms the model took, not at the wall clock: waiting in a queue
+    is not the detector's time (docs/moderation.md, "Time")."""
+    hour_later = T0 + 3_600_000
+    outcome = scan_batch(
+        Counting(), [request("a", "fine")], loader, hour_later, clock=lambda: hour_later + 40
+    )
+    [result] = outcome.results
+    assert result["status"] == "ok" and result["ts"] == T0 + 40
+
+
+def test_retries_keep_their_first_start_and_time_out_after_the_deadline_once_asked() -> None:
+    """The retry budget is the detector's deadline counted from its first attempt: a request
+    reached an hour after its upload still gets its full deadline (5 s) of retries."""
+    hour_later = T0 + 3_600_000
+    first = request("x", "flaky", deadline_ts=T0 + 5_000)
+    outcome = scan_batch(Counting(), [first], loader, hour_later, rng=random.Random(1))
+    [(retry, due)] = outcome.retries
+    assert retry["started"] == hour_later and retry["attempt"] == 2 and due > hour_later
+    late = scan_batch(Counting(), [{**retry, "attempt": 3}], loader, hour_later + 4_990)
+    [timeout] = late.results
+    assert timeout["status"] == "timeout" and timeout["ts"] == T0 + 4_990
+
+
 def test_live_requests_go_before_backfill() -> None:
     ordered = order(
         [

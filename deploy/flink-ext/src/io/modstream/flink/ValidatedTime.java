@@ -32,8 +32,10 @@ import org.apache.flink.types.Row;
  *       clock less the bound and the lanes' observed delay, so deadlines and provisional expiries
  *       fire on time in a quiet system;
  *   <li>a lane that is behind (a backfill or a backlog) and goes silent may be paused, not quiet:
- *       it holds event time for {@code backfillIdlenessMs} (a live lane for {@code idlenessMs}),
- *       and no wall-clock advance happens while any lane heard from is behind;
+ *       it holds event time for as long as only lanes that are behind speak (the source is
+ *       catching up and has not fetched it for a while), and for {@code backfillIdlenessMs}
+ *       once a live lane speaks (a live lane holds for {@code idlenessMs}); no wall-clock advance
+ *       happens while any lane heard from is behind;
  *   <li>when every lane is silent and the stream is behind, event time moves to the newest record
  *       read (what was read is complete), never to the processing clock.
  * </ul>
@@ -147,6 +149,33 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             return lanes.isEmpty() && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
         }
 
+        private boolean heard(Lane lane, boolean live, long now) {
+            long silence = live ? config.idlenessMs : config.backfillIdlenessMs;
+            return now - lane.heardAt < silence;
+        }
+
+        /**
+         * Whether the only lanes still speaking are behind: the job is reading a backlog, and a
+         * silent lane that is behind may be one the source has not fetched for a while (one
+         * reader, many partitions, backpressure), not one that ended. It keeps holding event
+         * time until a live lane speaks or every lane is silent; released earlier, its records
+         * would reach the job after event time passed them, and the same backlog would be
+         * decided differently from run to run (tests/integration/test_backlog.py).
+         */
+        private boolean catchingUp(long now) {
+            boolean anyHeard = false;
+            for (Lane lane : lanes.values()) {
+                boolean live = lane.live(config.liveWindowMs);
+                if (heard(lane, live, now)) {
+                    if (live) {
+                        return false;
+                    }
+                    anyHeard = true;
+                }
+            }
+            return anyHeard;
+        }
+
         /** The watermark this instance may emit now, or Long.MIN_VALUE to hold. */
         public long candidate(long now) {
             if (lanes.isEmpty()) {
@@ -157,11 +186,11 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             boolean speaking = false;
             boolean allLive = true;
             long delay = 0;
+            boolean catchingUp = catchingUp(now);
             for (Lane lane : lanes.values()) {
                 newest = Math.max(newest, lane.newestTs);
                 boolean live = lane.live(config.liveWindowMs);
-                long silence = live ? config.idlenessMs : config.backfillIdlenessMs;
-                if (now - lane.heardAt >= silence) {
+                if (!heard(lane, live, now) && !(catchingUp && !live)) {
                     continue;
                 }
                 speaking = true;

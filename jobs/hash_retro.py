@@ -1,0 +1,105 @@
+"""hash_retro: bank additions reach versions decided before them (logic in operators/retro.py).
+
+PyFlink cannot visit every version's keyed state from a broadcast element, so this wiring
+joins by hash instead: uploads (`content.versions` upserts) and `hash.bank` records of the
+moderation job's decoded, time-stamped stream fan out to their hash keys (`sha256:<hex>`,
+`phash:<band>:<bits>`), meet there in `RetroJoin`, and each (version, bank addition) pair
+becomes one internal `moderation.retro` row for the moderation operator's keyed input: kind
+"keyed", keyed to the version, at the addition's ts, lane "" (it never moves event time).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from pyflink.common import Row, Types
+from pyflink.datastream import DataStream
+from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.state import ValueStateDescriptor
+
+from operators import retro
+from operators.moderation import RETRO
+
+# Row(hash key, kind "upload" | "bank", payload JSON, ts, seq)
+HASH_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.LONG()])
+
+
+def fan_out(value: Row) -> Iterator[Row]:
+    """An upload or a bank record, once per hash key it belongs to; anything else, nothing."""
+    kind, topic, raw, ts, seq = value[0], value[2], value[3], int(value[4]), int(value[5] or 0)
+    if kind == "keyed" and topic == "content.versions":
+        record = json.loads(raw)
+        if record.get("type") != "upsert":
+            return
+        upload = {
+            "content_id": record["content_id"],
+            "content_version": record["content_version"],
+            "ts": ts,
+            "sha256": record.get("sha256"),
+            "phash": record.get("phash"),
+        }
+        payload = json.dumps(upload, separators=(",", ":"))
+        for key in retro.registration_keys(upload["sha256"], upload["phash"]):
+            yield Row(key, "upload", payload, ts, seq)
+    elif kind == "broadcast" and topic == "hash.bank":
+        record = json.loads(raw)  # admitted (validated) by Decode
+        entry = {name: record[name] for name in ("event_id", "bank", "hash_type", "hash", "op")}
+        entry["ts"] = ts
+        payload = json.dumps(entry, separators=(",", ":"))
+        for key in retro.bank_keys(entry["hash_type"], entry["hash"]):
+            yield Row(key, "bank", payload, ts, seq)
+
+
+class RetroJoin(KeyedProcessFunction):
+    """Adapter keyed by hash key: loads the key's state, calls the pure join, stores the
+    result, arms its timer and emits `moderation.retro` rows for the version operator."""
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.joined = runtime_context.get_state(ValueStateDescriptor("retro", Types.STRING()))
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        key, kind, payload, seq = value[0], value[1], json.loads(value[2]), int(value[4] or 0)
+        state = self._state()
+        if kind == "upload":
+            result = retro.on_registration(state, key, payload)
+        else:
+            result = retro.on_bank(state, key, payload)
+        yield from self._store(result, ctx, seq)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        yield from self._store(retro.on_timer(self._state(), timestamp), ctx, 0)
+
+    def _state(self) -> retro.State | None:
+        raw = self.joined.value()
+        return json.loads(raw) if raw else None
+
+    def _store(self, result: retro.RetroResult, ctx: Any, seq: int) -> Iterator[Row]:
+        if result.state is None:
+            self.joined.clear()
+        else:
+            self.joined.update(json.dumps(result.state, separators=(",", ":")))
+        for timer in result.timers:
+            ctx.timer_service().register_event_time_timer(timer)
+        for record in result.outputs:
+            raw = json.dumps(record, separators=(",", ":"))
+            yield Row("keyed", retro.version_key(record), RETRO, raw, record["ts"], seq, "")
+
+
+def retro_rows(timed: DataStream, decoded_row: Any, pre_key_parallelism: int | None) -> DataStream:
+    """From the moderation job's decoded, time-stamped stream (rows of `decoded_row`), the
+    `moderation.retro` rows of the same shape, to union into the version operator's input."""
+    hashed = (
+        timed.flat_map(fan_out, output_type=HASH_ROW)
+        .name("retro_fan_out")
+        .uid("moderation_retro_fan_out")
+    )
+    if pre_key_parallelism:
+        hashed = hashed.set_parallelism(pre_key_parallelism)
+    return (
+        hashed.key_by(lambda row: row[0], key_type=Types.STRING())
+        .process(RetroJoin(), output_type=decoded_row)
+        .name("retro_join")
+        .uid("moderation_retro_join")
+    )

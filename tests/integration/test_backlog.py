@@ -1,0 +1,155 @@
+"""The same backlog, decided twice on the real broker with the job started at different moments,
+gives the same decisions, and no deadline fires while every detector answered within its
+deadline (issue 12 item 0; docs/moderation.md, "Time").
+
+A backlog as after an outage: uploads stamped hours ago, produced before their evidence. Run A
+finds everything already on the broker when it starts. Run B is running first, reads the
+uploads alone, and then sits with every lane silent well past the backfill idleness (under the
+old model event time then jumped to the newest upload and every deadline fired before the
+evidence came) before the evidence is produced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from modstream import workload
+from modstream.config import Settings
+from tests.integration.conftest import JobProcess, Kafka, new_moderation_deployment
+
+# 600 in `make test`; the 20,000 of the issue's trial: MODSTREAM_BACKLOG_VERSIONS=20000.
+VERSIONS = int(os.environ.get("MODSTREAM_BACKLOG_VERSIONS", "600"))
+WAIT_S = 300 + VERSIONS // 20
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * WAIT_S + 300)]
+DEADLINE_MS = {"text": 5_000, "image": 30_000, "video": 120_000, "audio": 60_000}
+
+
+def backlog(start_ts: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(uploads, evidence) of generated versions whose every detector answered in time (a
+    result stamped within the modality's deadline; `timeout` answers count as answers)."""
+    lines = workload.generate(
+        seed=12, versions=VERSIONS, start_ts=start_ts, extras=False, malformed=False
+    )
+    uploads = {
+        line["value"]["content_id"]: line["value"]
+        for line in lines
+        if line["topic"] == "content.versions"
+    }
+    evidence: dict[str, list[dict[str, Any]]] = {}
+    for line in lines:
+        if line["topic"] == "detector.results":
+            evidence.setdefault(line["value"]["content_id"], []).append(line)
+    answered = []
+    for content_id, upload in uploads.items():
+        results = evidence.get(content_id, [])
+        expected = len(workload.REQUIRED[upload["modality"]]) * upload["segments"]
+        deadline = upload["ts"] + DEADLINE_MS[upload["modality"]]
+        keys = {(r["value"]["detector"], r["value"]["segment_id"]) for r in results}
+        if len(keys) == expected and all(r["value"]["ts"] < deadline for r in results):
+            answered.append(content_id)
+    chosen = set(answered)
+    upload_lines = [
+        {"topic": "content.versions", "value": uploads[content_id]} for content_id in answered
+    ]
+    evidence_lines = sorted(
+        (line for content_id in chosen for line in evidence[content_id]),
+        key=lambda line: line["value"]["ts"],
+    )
+    return upload_lines, evidence_lines
+
+
+def settled(kafka: Kafka, topic: str, versions: int, timeout_s: float) -> list[dict[str, Any]]:
+    """The committed decisions once every version has one and nothing new came for 12 s (a
+    decision is emitted only on change, so completeness alone cannot tell: a BLOCK stays)."""
+    kafka.wait_for(
+        topic,
+        lambda values: len({d["content_id"] for d in values}) >= versions,
+        timeout_s=timeout_s,
+    )
+    deadline = time.monotonic() + timeout_s
+    seen, quiet_since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        values = kafka.values(topic)
+        if len(values) != seen:
+            seen, quiet_since = len(values), time.monotonic()
+        elif time.monotonic() - quiet_since >= 12:
+            return values
+        time.sleep(3)
+    raise AssertionError(f"{topic}: still changing after {timeout_s}s")
+
+
+def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    return sorted(
+        (
+            d["content_id"],
+            d["decision_revision"],
+            d["outcome"],
+            d.get("restriction"),
+            d["state"],
+            d["trigger"],
+            d["ts"],
+            tuple(d["reasons"]),
+            tuple(d["matched_rules"]),
+            d["completeness"]["received"],
+            tuple(d["completeness"]["unknown"]),
+        )
+        for d in decisions
+    )
+
+
+def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
+    kafka: Kafka,
+    stack: Settings,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    start_ts = int(time.time() * 1000) - 3 * 3_600_000  # three hours ago: a backlog
+    uploads, evidence = backlog(start_ts)
+    assert len(uploads) > VERSIONS // 2 and evidence
+    # The end of the backlog: two later uploads, the second further than the out-of-orderness
+    # bound, so event time passes every record before the first in both runs (in run B the
+    # evidence is read after event time passed it, and waits for that) and the first is decided.
+    last = max(line["value"]["ts"] for line in evidence)
+    end = [workload.marker(last + 60_000, "end"), workload.marker(last + 70_000, "end-2")]
+    newest_upload = max(line["value"]["ts"] for line in uploads)
+    uploads = [*uploads, workload.marker(newest_upload + 5_000, "uploads-end")]
+    expected = len(uploads) + 1  # every upload but `end-2`, which only moves time past `end`
+
+    # Run A: the whole backlog is on the broker before the job starts.
+    first = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-a")
+    workload.produce(kafka.bootstrap_servers, uploads, first.topics)
+    workload.produce(kafka.bootstrap_servers, evidence + end, first.topics)
+    job: JobProcess = start_job("moderation", *first.args)
+    job.wait_running()
+    decided_a = settled(kafka, first.topics["moderation.decisions"], expected, WAIT_S)
+    assert job.stop() == 0
+
+    # Run B: the job reads the uploads alone, then every lane is silent for 12 s (more than
+    # twice the backfill idleness), then the evidence comes.
+    second = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-b")
+    job = start_job("moderation", *second.args)
+    job.wait_running()
+    workload.produce(kafka.bootstrap_servers, uploads, second.topics)
+    kafka.wait_for(
+        second.topics["moderation.decisions"],
+        lambda values: len({d["content_id"] for d in values}) >= len(uploads) - 1,
+        timeout_s=WAIT_S,
+    )
+    time.sleep(12)
+    workload.produce(kafka.bootstrap_servers, evidence + end, second.topics)
+    decided_b = settled(kafka, second.topics["moderation.decisions"], expected, WAIT_S)
+    assert job.stop() == 0
+
+    assert not [d for d in decided_a + decided_b if d["trigger"] == "deadline"]
+    only_a = sorted(set(comparable(decided_a)) - set(comparable(decided_b)))
+    only_b = sorted(set(comparable(decided_b)) - set(comparable(decided_a)))
+    assert comparable(decided_a) == comparable(decided_b), (only_a[:5], only_b[:5])
+    print(f"backlog: {len(uploads)} versions, {len(decided_a)} decisions in each run")
+    assert {d["trigger"] for d in decided_a} >= {"fast_gate", "evidence"}
