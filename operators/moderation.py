@@ -821,12 +821,12 @@ def _upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResult
     state["content"] = content
     state["asked_at"] = ctx.clock_ms  # when the detectors are asked (None in replay)
     result.timers += _deadline_timer(state, ctx.resolution.decide)
+    early, state["evidence"] = state["evidence"], {}
     result.outputs += _decide(state, ctx, ts, "fast_gate", fast_gate=True)
-    result.outputs += scan_plan.on_upsert(
-        state, record, ctx.resolution.decide, ts, ctx.hash_matches
-    )
-    if state["evidence"]:
-        result.outputs += _join_early_evidence(state, ctx, ts)
+    planned = scan_plan.on_upsert(state, record, ctx.resolution.decide, ts, ctx.hash_matches)
+    result.outputs += _unanswered(state, planned, early)
+    if early:
+        _join_early_evidence(state, early, ts, ctx, result)
     elif not _required(ctx.resolution.decide, content):
         result.outputs += _decide(state, ctx, ts, "evidence")
     return True
@@ -844,7 +844,7 @@ def _detector_result(state: State, record: Any, ts: int, ctx: Context, result: S
         # Stamped after its deadline: the detector did not answer in time, so the deadline
         # decides first, as in replay, and this evidence after it.
         result.outputs += _decide_deadline(state, ctx)
-    state["evidence"][normalized] = {
+    entry = {
         "detector": record.detector,
         "model_version": record.model_version,
         "segment_id": record.segment_id,
@@ -853,15 +853,23 @@ def _detector_result(state: State, record: Any, ts: int, ctx: Context, result: S
         "evidence_ref": record.evidence_ref,
         "ts": ts,
     }
-    asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, record.detector)
+    result.outputs += _take_evidence(state, normalized, entry, ts, ctx)
+    return True
+
+
+def _take_evidence(
+    state: State, key: str, entry: dict[str, Any], ts: int, ctx: Context
+) -> list[Output]:
+    """Store one detector result, plan what it unlocks (cost order), and decide."""
+    state["evidence"][key] = entry
+    asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, entry["detector"])
     if asked and ctx.clock_ms is not None:
         state["asked_at"] = ctx.clock_ms  # the models, asked after their gate (cost order)
-    result.outputs += asked
+    if state["content"] is None:
+        return asked
     # Evidence stamped before its upload decides at the upload's ts, whether it was read
     # before the upload (joined at the upsert) or after it (a backlog's late evidence).
-    decided_at = max(ts, state["content"]["ts"]) if state["content"] else ts
-    result.outputs += _decide(state, ctx, decided_at, "evidence")
-    return True
+    return asked + _decide(state, ctx, max(ts, state["content"]["ts"]), "evidence")
 
 
 def _appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
@@ -882,17 +890,27 @@ def _appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResult
     return True
 
 
-def _join_early_evidence(state: State, ctx: Context, ts: int) -> list[Output]:
-    """Evidence read before its upload, applied after the fast gate in its own ts order, each
-    deciding at its ts (or the upload's, when stamped before it): the same revisions as when
-    the upload is read first, so the order in which a job read its lanes never shows."""
-    early = sorted(state["evidence"].items(), key=lambda item: (item[1].get("ts", ts), item[0]))
-    state["evidence"] = {}
-    outputs: list[Output] = []
-    for key, entry in early:
-        state["evidence"][key] = entry
-        outputs += _decide(state, ctx, max(ts, entry.get("ts", ts)), "evidence")
-    return outputs
+def _join_early_evidence(
+    state: State, early: dict[str, Any], ts: int, ctx: Context, result: StepResult
+) -> None:
+    """Evidence read before its upload, taken after the fast gate one piece at a time in its own
+    ts order, as if read after the upload: the same revisions and the same cost-order steps
+    either way, so the order in which a job read its lanes never shows. Requests for what the
+    early evidence already answered are not sent."""
+    for key, entry in sorted(early.items(), key=lambda item: (item[1].get("ts", ts), item[0])):
+        taken = _take_evidence(state, key, entry, entry.get("ts", ts), ctx)
+        result.outputs += _unanswered(state, taken, early)
+
+
+def _unanswered(state: State, outputs: list[Output], early: dict[str, Any]) -> list[Output]:
+    """`outputs` without the scan requests that evidence in `early` already answers."""
+    answered = {(e["detector"], _segment(state, e["segment_id"])) for e in early.values()}
+    return [
+        (topic, key, record)
+        for topic, key, record in outputs
+        if not topic.startswith("scan.requests.")
+        or (record["detector"], _segment(state, record["segment_id"])) not in answered
+    ]
 
 
 def _appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: int) -> Output:

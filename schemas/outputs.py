@@ -186,7 +186,7 @@ class IndexEntry(OutputRecord):
     state: Annotated[str, Field(min_length=1, max_length=32)]
     policy_id: Id
     policy_version: Annotated[int, Field(ge=0)]
-    surface: Annotated[str, Field(max_length=64)] | None
+    surface: Id | None  # as content.versions has them
     region: Annotated[str, Field(max_length=8)] | None
     modality: Literal["text", "image", "video", "audio"] | None
     detectors: list[Id]

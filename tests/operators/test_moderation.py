@@ -361,6 +361,40 @@ def test_replay_never_waits() -> None:
     assert (version.last["trigger"], version.last["ts"]) == ("deadline", DEADLINE)
 
 
+@given(st.permutations(range(6)))
+@settings(max_examples=30, deadline=None)
+def test_evidence_read_before_its_upload_gives_the_same_decisions(order: list[int]) -> None:
+    """A backlog's lanes are read unevenly: the same evidence read before its upload (joined
+    at the upsert) or after it gives the same revisions and no duplicate scan request."""
+    video = {"modality": "video", "mime_type": "video/mp4", "segments": 3, "surface": "dm"}
+    results = []
+    for detector, label in (("media_check", "malware"), ("nsfw_image", "nsfw")):
+        for segment in range(3):
+            score = 0.64 if (detector, segment) == ("media_check", 0) else 0.02
+            status = "timeout" if (detector, segment) == ("media_check", 2) else "ok"
+            results.append(
+                evidence(
+                    at=T0 + 100 + 500 * len(results),
+                    event_id=f"e-{detector}-{segment}",
+                    detector=detector,
+                    model_version=f"{detector}-1",
+                    segment_id=segment,
+                    status=status,
+                    scores={label: score} if status == "ok" else None,
+                )
+            )
+    early, late = Version(), Version()
+    for index in order:
+        early.send("detector.results", results[index])
+    early.upload(**video)
+    late.upload(**video)
+    for record in sorted(results, key=lambda r: r["ts"]):
+        late.send("detector.results", record)
+    assert early.decisions == late.decisions
+    requested = [(r["detector"], r["segment_id"]) for r in early.of("scan.requests.video")]
+    assert len(requested) == len(set(requested))
+
+
 def test_timeout_and_error_are_unknown_never_safe() -> None:
     version = Version()
     version.upload(**image(surface="comment"))
