@@ -17,7 +17,6 @@ from modstream.limits import Limits
 from operators import scan_plan
 from operators.policy import (
     CompiledPolicy,
-    ContentFacts,
     EvidenceView,
     ReviewAsk,
     Verdict,
@@ -256,18 +255,8 @@ class _Evaluation:
 def _evaluate(
     state: State, policy: CompiledPolicy | None, ctx: Context, ts: int, fast_gate: bool = False
 ) -> _Evaluation:
-    content = state["content"]
     view, completeness, provenance, expired = _evidence(state, policy, ts, ctx.hash_matches)
-    facts = ContentFacts(
-        modality=content["modality"],
-        surface=content["surface"],
-        region=content["region"],
-        audience=content["audience"],
-        account_risk=content["account_risk"],
-        size_bytes=content["size_bytes"],
-        mime_type=content["mime_type"],
-        report_count=state["report_weight"],
-    )
+    facts = scan_plan.facts(state)
     human = state["human"]
     # The reviewer's free text never reaches the policy: `reasons` are built below.
     human_outcome = (human["outcome"], None) if human else None

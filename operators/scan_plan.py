@@ -59,7 +59,8 @@ def gate(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
     return gates if len(gates) < len(needed) else []
 
 
-def _facts(state: State) -> ContentFacts:
+def facts(state: State) -> ContentFacts:
+    """The policy's facts about the version (one place for the step and the scan plan)."""
     content = state["content"]
     return ContentFacts(
         modality=content["modality"],
@@ -89,7 +90,7 @@ def decided_without_scan(
     """Whether the fast gate decided for good: a BLOCK bank match or a failed limit."""
     if policy is None or state["content"] is None:
         return False
-    return bank_blocked(policy, hash_matches) or bool(policy.limit_failures(_facts(state)))
+    return bank_blocked(policy, hash_matches) or bool(policy.limit_failures(facts(state)))
 
 
 def _answered(state: State) -> set[tuple[str, int | None]]:
@@ -207,7 +208,7 @@ def gate_status(state: State, policy: CompiledPolicy) -> str:
     view = EvidenceView.from_segments(per_segment, unknown=set(), outstanding=True)
     if view.unknown & set(gates):
         return "failed"
-    verdict = policy.evaluate(_facts(state), view, ts=0)
+    verdict = policy.evaluate(facts(state), view, ts=0)
     rules = {compiled.rule.id: compiled for compiled in policy.rules}
     for rule_id in verdict.matched_rules:
         compiled = rules.get(rule_id)

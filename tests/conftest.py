@@ -99,6 +99,19 @@ def review_decision(**overrides: Any) -> dict[str, Any]:
     }
 
 
+def blocking_review(content_id: str, at: int, reason: str = "spam") -> dict[str, Any]:
+    """A reviewer's BLOCK of version 1 of `content_id` at `at` (unsigned), on a task of its own;
+    `reason` is free text, not a rule reason."""
+    return review_decision(
+        event_id=f"rv-{content_id}-{at}",
+        task_id=f"t-{content_id}",
+        content_id=content_id,
+        outcome="BLOCK",
+        reason=reason,
+        ts=at,
+    )
+
+
 def bank_entry(**overrides: Any) -> dict[str, Any]:
     """A hash.bank addition (unsigned)."""
     return {

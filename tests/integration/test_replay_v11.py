@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from modstream.workload import write
-from tests.conftest import T0, evidence, review_decision, upload
+from tests.conftest import T0, blocking_review, evidence, upload
 from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML, global_document, version_record
 from tests.operators.test_moderation import image, image_evidence
@@ -27,22 +27,12 @@ pytestmark = pytest.mark.integration
 KEY = "replay-v11-key"
 DAY = 86_400_000
 HOUR = 3_600_000
+FREE_TEXT = "free text that is not a rule reason"
 TEXT = {"modality": "text", "mime_type": "text/plain", "surface": "comment"}
 
 
 def line(topic: str, value: dict[str, Any]) -> dict[str, Any]:
     return {"topic": topic, "value": value}
-
-
-def review(content_id: str, at: int) -> dict[str, Any]:
-    return review_decision(
-        event_id=f"rv-{content_id}",
-        task_id=f"t-{content_id}",
-        content_id=content_id,
-        outcome="BLOCK",
-        reason="free text that is not a rule reason",
-        ts=at,
-    )
 
 
 def events() -> list[dict[str, Any]]:
@@ -81,8 +71,8 @@ def events() -> list[dict[str, Any]]:
                 "ts": T0 + 3 * HOUR,
             },
         ),
-        line("review.decisions", review("never-uploaded", T0 + 3 * HOUR)),
-        line("review.decisions", review("reviewed-late", T0 + 40 * DAY)),
+        line("review.decisions", blocking_review("never-uploaded", T0 + 3 * HOUR, FREE_TEXT)),
+        line("review.decisions", blocking_review("reviewed-late", T0 + 40 * DAY, FREE_TEXT)),
     ]
     return sorted(lines, key=lambda item: item["value"]["ts"])
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from modstream import workload
-from tests.conftest import evidence, review_decision, upload
+from tests.conftest import blocking_review, evidence, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
@@ -27,17 +27,6 @@ def now_ms() -> int:
 
 def send(kafka: Kafka, deployment: ModerationDeployment, topic: str, value: Any) -> None:
     workload.produce(kafka.bootstrap_servers, [{"topic": topic, "value": value}], deployment.topics)
-
-
-def review(content_id: str, at: int) -> dict[str, Any]:
-    return review_decision(
-        event_id=f"rv-{content_id}-{at}",
-        task_id=f"t-{content_id}",
-        content_id=content_id,
-        outcome="BLOCK",
-        reason="spam",
-        ts=at,
-    )
 
 
 def test_a_review_after_the_state_expired_still_hides_the_content(
@@ -70,7 +59,7 @@ def test_a_review_after_the_state_expired_still_hides_the_content(
 
     # Past the full state's TTL (event time follows the clock in a live, quiet job).
     time.sleep((start + 50 + STATE_TTL_MS + 6_000 - now_ms()) / 1000)
-    send(kafka, deployment, "review.decisions", review("keep", now_ms()))
+    send(kafka, deployment, "review.decisions", blocking_review("keep", now_ms()))
     hidden = kafka.wait_for(
         actions, lambda v: any(a["content_id"] == "keep" and a["visibility"] == "hidden" for a in v)
     )
@@ -82,8 +71,8 @@ def test_a_review_after_the_state_expired_still_hides_the_content(
 
     # Past the compact record's retention: nothing to apply it to, and the DLQ says so.
     time.sleep((start + 50 + STATE_TTL_MS + RETENTION_MS + 6_000 - now_ms()) / 1000)
-    send(kafka, deployment, "review.decisions", review("gone", now_ms()))
-    send(kafka, deployment, "review.decisions", review("never-uploaded", now_ms()))
+    send(kafka, deployment, "review.decisions", blocking_review("gone", now_ms()))
+    send(kafka, deployment, "review.decisions", blocking_review("never-uploaded", now_ms()))
     letters = kafka.wait_for(
         deployment.topics["moderation.dlq"],
         lambda v: (
