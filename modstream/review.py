@@ -92,6 +92,18 @@ class Reviewer:
         return {**body, "signature": sign(body, self.key)}
 
 
+# KEYS: the task's record, its stream; ARGV: the task JSON, its queue, the consumer group, its id.
+FEED_SCRIPT = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then
+  return 0
+end
+pcall(redis.call, 'XGROUP', 'CREATE', KEYS[2], ARGV[3], '0', 'MKSTREAM')  -- BUSYGROUP: made
+redis.call('SADD', 'review:queues', ARGV[2])
+redis.call('XADD', KEYS[2], '*', 'task_id', ARGV[4])
+return 1
+"""
+
+
 def _stream(queue: str, priority: int) -> str:
     return f"review:q:{queue}:{priority}"
 
@@ -115,19 +127,23 @@ class ReviewQueue:
         )
 
     def feed(self, task: dict[str, Any]) -> bool:
-        """Queue one review.tasks record; a task id seen before is not queued again."""
-        if not self.redis.set(f"review:task:{task['task_id']}", json.dumps(task), nx=True):
-            return False
+        """Queue one review.tasks record; a task id seen before is not queued again. One Lua
+        script (atomic in Redis): the task is recorded and put on its stream together, so a
+        feeder that dies half-way leaves nothing behind and the task is fed again on retry
+        (recording it first, as before, lost it: the retry saw it as already fed)."""
         priority = min(max(int(task["priority"]), PRIORITIES.start), PRIORITIES.stop - 1)
         stream = _stream(task["queue"], priority)
-        try:
-            self.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
-        except Exception as error:
-            if "BUSYGROUP" not in str(error):
-                raise
-        self.redis.sadd("review:queues", task["queue"])
-        self.redis.xadd(stream, {"task_id": task["task_id"]})
-        return True
+        fed = self.redis.eval(
+            FEED_SCRIPT,
+            2,
+            f"review:task:{task['task_id']}",
+            stream,
+            json.dumps(task),
+            task["queue"],
+            GROUP,
+            task["task_id"],
+        )
+        return bool(fed)
 
     def claim(self, queue: str, reviewer: str) -> dict[str, Any] | None:
         """The most urgent task of `queue` for `reviewer`: an expired lease first, else new."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import Any
@@ -30,6 +31,45 @@ def task(task_id: str, queue: str, priority: int) -> dict[str, Any]:
         "evidence": ["s3://evidence/1"],
         "ts": T0,
     }
+
+
+class DiesAt:
+    """A Redis client whose process dies at its n-th command (the command is never sent): a
+    review feeder killed half-way through feeding a task."""
+
+    def __init__(self, client: redis.Redis, n: int) -> None:
+        self.client, self.n, self.calls = client, n, 0
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.client, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls == self.n:
+                raise redis.ConnectionError("the feeder died here")
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def test_a_feeder_killed_at_any_point_loses_no_task(stack: Settings) -> None:
+    """Issue 13: the feed recorded a task as fed before putting it on its stream, so a feeder
+    that died in between lost it (its retry saw it as fed). Whatever command it dies at, the
+    task is fed by the retry and claimed once."""
+    client = redis.Redis.from_url(stack.redis_url)
+    queue = f"feedcrash_{uuid.uuid4().hex[:6]}"
+    healthy = ReviewQueue(client, Roles({"alice": [queue]}))
+    for n in range(1, 6):
+        task_id = f"t-{uuid.uuid4().hex[:8]}"
+        dying = ReviewQueue(DiesAt(client, n), Roles({}))
+        with contextlib.suppress(redis.ConnectionError):
+            dying.feed(task(task_id, queue, 2))
+        healthy.feed(task(task_id, queue, 2))  # the feeder's retry after its restart
+        claimed = healthy.claim(queue, "alice")
+        assert claimed is not None and claimed["task_id"] == task_id, n
+        assert healthy.claim(queue, "alice") is None, n  # and only once
 
 
 def test_claims_follow_grants_priority_and_leases(stack: Settings) -> None:
