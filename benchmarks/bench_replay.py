@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from modstream.config import PROJECT_ROOT
+from modstream.replay import command
 from modstream.workload import generate, write
 
 # The test stack's signing setup (Makefile TEST_ENV), unless the caller set its own.
@@ -37,20 +37,7 @@ def replay(events: Path, out: Path, parallelism: int) -> tuple[float, str]:
     """Wall seconds of one `modstream replay` and its summary line; fails when it fails."""
     started = time.perf_counter()
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "modstream.cli",
-            "replay",
-            "--input",
-            str(events),
-            "--policy",
-            str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
-            "--out",
-            str(out),
-            "--parallelism",
-            str(parallelism),
-        ],
+        command(events, PROJECT_ROOT / "policy_rules" / "global.yaml", out, parallelism),
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from modstream.config import PROJECT_ROOT
+from modstream.replay import command
 from tests.conftest import T0, evidence, upload
 
 
@@ -63,20 +63,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         started = time.monotonic()
         result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "modstream.cli",
-                "replay",
-                "--input",
-                str(events),
-                "--policy",
-                str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
-                "--out",
-                str(Path(tmp) / "out"),
-                "--parallelism",
-                str(args.parallelism),
-            ],
+            command(
+                events,
+                PROJECT_ROOT / "policy_rules" / "global.yaml",
+                Path(tmp) / "out",
+                args.parallelism,
+            ),
             cwd=PROJECT_ROOT,
             capture_output=True,
             text=True,

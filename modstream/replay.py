@@ -35,6 +35,26 @@ REPLAY_OUT_OF_ORDERNESS_MS = 7 * 86_400_000
 REPLAY_LANE = "replay"  # one file, one lane of event time
 
 
+def command(events: Path, policy: Path, out: Path, parallelism: int = 1, *extra: str) -> list[str]:
+    """The argv of `modstream replay` as a user runs it (its own process and MiniCluster), for
+    the tests and benchmarks that time or check it from outside."""
+    return [
+        sys.executable,
+        "-m",
+        "modstream.cli",
+        "replay",
+        "--input",
+        str(events),
+        "--policy",
+        str(policy),
+        "--out",
+        str(out),
+        "--parallelism",
+        str(parallelism),
+        *extra,
+    ]
+
+
 def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
     """(topic, key, value, ts) rows; a line that is not a record becomes DLQ input."""
     rows = []

@@ -21,7 +21,7 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from modstream import kafkaio
+from modstream import kafkaio, replay
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.stack import broker_reachable
 
@@ -261,21 +261,7 @@ def run_replay(
     """`modstream replay` as a user runs it (its own process and MiniCluster); the records of
     every output file, by topic. Fails with the command's output when it does not exit 0."""
     result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "modstream.cli",
-            "replay",
-            "--input",
-            str(events),
-            "--policy",
-            str(policy),
-            "--out",
-            str(out),
-            "--parallelism",
-            str(parallelism),
-            *extra_args,
-        ],
+        replay.command(events, policy, out, parallelism, *extra_args),
         cwd=PROJECT_ROOT,
         env={**os.environ, "MODSTREAM_POLICY_KEY": policy_key},
         capture_output=True,
