@@ -10,6 +10,7 @@ state. Everything the job writes (decisions, actions, review tasks, shadow decis
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -729,8 +730,8 @@ def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
     return DataStream(timed)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
+def options() -> argparse.ArgumentParser:
+    """The job's options: the common ones (jobs/runtime.py), policy, time and retention."""
     parser = runtime.job_parser("moderation", __doc__)
     parser.add_argument("--policy-id", default="global", help="the policy that decides")
     parser.add_argument(
@@ -777,7 +778,12 @@ def main(argv: list[str] | None = None) -> int:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
+    args = options().parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("moderation", args, settings)
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None

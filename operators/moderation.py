@@ -381,7 +381,6 @@ def _decide(
     current = {"outcome": verdict.outcome, "restriction": verdict.restriction, "state": name}
     if last is None or any(last[k] != current[k] for k in current):
         state["rev"] += 1
-        revision = state["rev"]
         outputs.append(
             (
                 "moderation.decisions",
@@ -395,19 +394,7 @@ def _decide(
             or last["visibility"] != visibility
             or last["restriction"] != verdict.restriction
         ):
-            action: dict[str, Any] = {
-                "action_id": sha256_hex(cid, ver, revision),
-                "content_id": cid,
-                "content_version": ver,
-                "decision_revision": revision,
-                "outcome": verdict.outcome,
-                "visibility": visibility,
-                "policy_version": policy.version if policy else 0,
-                "ts": ts,
-            }
-            if verdict.restriction:
-                action["restriction"] = verdict.restriction
-            outputs.append(("moderation.actions", cid, action))
+            outputs.append(_action(state, verdict, visibility, policy, ts))
             if name != "deleted":
                 outputs.append(_notification(state, verdict, policy, trigger, ts))
         decision = outputs[0][2]
@@ -470,6 +457,26 @@ def _index_entry(state: State, decision: dict[str, Any]) -> Output:
         "ts": decision["ts"],
     }
     return ("moderation.index", index_key(state["cid"], state["ver"]), record)
+
+
+def _action(
+    state: State, verdict: Verdict, visibility: str, policy: CompiledPolicy | None, ts: int
+) -> Output:
+    """The moderation.actions record of the revision just made (`state["rev"]`)."""
+    cid, ver, revision = state["cid"], state["ver"], state["rev"]
+    action: dict[str, Any] = {
+        "action_id": sha256_hex(cid, ver, revision),
+        "content_id": cid,
+        "content_version": ver,
+        "decision_revision": revision,
+        "outcome": verdict.outcome,
+        "visibility": visibility,
+        "policy_version": policy.version if policy else 0,
+        "ts": ts,
+    }
+    if verdict.restriction:
+        action["restriction"] = verdict.restriction
+    return ("moderation.actions", cid, action)
 
 
 def _refs(provenance: list[dict[str, Any]]) -> list[str]:
