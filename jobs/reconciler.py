@@ -17,6 +17,7 @@ item's desired action. Either way the next record is handled.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from modstream.config import Settings
 from operators import reconcile
 from schemas import SchemaError, dead_letter, parse
 from schemas.dlq import ErrorClass
+
+LOG = logging.getLogger("modstream.reconciler")
 
 INPUT_TOPICS = ("moderation.actions", "content.visibility")
 
@@ -54,7 +57,8 @@ class Reconcile(KeyedProcessFunction):
             group = runtime_context.get_metrics_group().add_group("reconciler")
             self.lag = group.distribution("enforcement_lag_ms")
             group.gauge("open_discrepancies", lambda: len(self.open_keys))
-        except Exception:
+        except Exception as error:  # the job runs on without its two metrics, and says so
+            LOG.warning("reconciler: metrics unavailable (%s): not reported", type(error).__name__)
             self.lag = None
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
