@@ -89,7 +89,7 @@ class ModerationConfig(runtime.TopicNames):
     # `wall_clock` lets event time follow the processing clock when every lane is live or quiet.
     now_ms: int | None = None
     wall_clock: bool = True
-    live_window_ms: int = 30_000
+    live_window_ms: int = moderation.LIVE_WINDOW_MS
     backfill_idleness_ms: int = 5_000
     # Retention (docs/moderation.md, "Retention"): full state after a version's last input,
     # then its compact record, in which reviews and appeals still apply.
@@ -97,7 +97,7 @@ class ModerationConfig(runtime.TopicNames):
     review_retention_ms: int = moderation.REVIEW_RETENTION_MS
     # How long a detector's answer may take to reach this job (the scan job's transaction
     # interval and ours): a live deadline waits this long past the detectors' own deadline.
-    evidence_grace_ms: int = 5_000
+    evidence_grace_ms: int = moderation.EVIDENCE_GRACE_MS
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
@@ -750,7 +750,7 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument(
         "--live-window-ms",
         type=int,
-        default=30_000,
+        default=moderation.LIVE_WINDOW_MS,
         help="a lane whose records arrive within this of their ts is live (docs/moderation.md)",
     )
     parser.add_argument(
@@ -762,7 +762,7 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument(
         "--evidence-grace-ms",
         type=int,
-        default=5_000,
+        default=moderation.EVIDENCE_GRACE_MS,
         help="a detector's answer reaches this job within this (scan job's checkpoint interval "
         "and ours); a live deadline waits it past the deadline (docs/moderation.md, Time)",
     )

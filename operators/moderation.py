@@ -90,6 +90,11 @@ STATE_TTL_MS = 30 * 86_400_000
 # After STATE_TTL_MS a decided version is retired to a compact record (`_retire`) that keeps its
 # right to be reviewed and appealed (contract v1.1) this long after its last input.
 REVIEW_RETENTION_MS = 400 * 86_400_000
+# Live deployments' defaults (docs/moderation.md, "Time"): a deadline reached more than
+# LIVE_WINDOW_MS behind the processing clock was reached while catching up; a detector's answer
+# reaches the job within EVIDENCE_GRACE_MS (the scan job's transaction interval and the job's).
+LIVE_WINDOW_MS = 30_000
+EVIDENCE_GRACE_MS = 5_000
 TOMBSTONE_TTL_MS = 86_400_000
 ORPHAN_TTL_MS = 86_400_000
 # Reports from new reporters that reach the review threshold within this window are flagged as
@@ -121,9 +126,9 @@ class Context:
     # is the input's alone (replay): a deadline reached before the detectors had their time
     # waits for it (`_postponed`; docs/moderation.md, "Time").
     clock_ms: int | None = None
-    live_window_ms: int = 30_000
+    live_window_ms: int = LIVE_WINDOW_MS
     # How long an answer may take to reach the job after the detector made it.
-    evidence_grace_ms: int = 5_000
+    evidence_grace_ms: int = EVIDENCE_GRACE_MS
     # How long a version keeps its full state after its last input, then its compact record.
     state_ttl_ms: int = STATE_TTL_MS
     review_retention_ms: int = REVIEW_RETENTION_MS
