@@ -905,7 +905,7 @@ def _join_early_evidence(
 
 def _unanswered(state: State, outputs: list[Output], early: dict[str, Any]) -> list[Output]:
     """`outputs` without the scan requests that evidence in `early` already answers."""
-    answered = {(e["detector"], _segment(state, e["segment_id"])) for e in early.values()}
+    answered = scan_plan.answered(state, early)
     return [
         (topic, key, record)
         for topic, key, record in outputs

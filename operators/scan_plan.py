@@ -93,8 +93,10 @@ def decided_without_scan(
     return bank_blocked(policy, hash_matches) or bool(policy.limit_failures(facts(state)))
 
 
-def _answered(state: State) -> set[tuple[str, int | None]]:
-    return {(e["detector"], segment(state, e["segment_id"])) for e in state["evidence"].values()}
+def answered(state: State, evidence: dict[str, Any] | None = None) -> set[tuple[str, int | None]]:
+    """(detector, segment) pairs the version's evidence (or `evidence`) already answers."""
+    results = state["evidence"] if evidence is None else evidence
+    return {(e["detector"], segment(state, e["segment_id"])) for e in results.values()}
 
 
 def _requests(
@@ -111,7 +113,7 @@ def _requests(
     content = state["content"]
     modality = content["modality"]
     segments = content.get("segments", 1)
-    received = _answered(state)
+    received = answered(state)
     deadline = policy.deadline_ms(modality)
     ts = max(ts, int(content.get("ts", ts)))  # asked no earlier than the upload's own time
     if state.get("deadline") is not None and priority == "live":
@@ -292,14 +294,14 @@ def backfill(
     if state.get("scan") == "withheld" or decided_without_scan(state, policy, hash_matches):
         return []
     done = set(state.get("backfilled") or ())
-    answered = _answered(state)
+    have = answered(state)
     segments = range(content.get("segments", 1))
     wanted = [
         d
         for d in required(policy, content)
         if f"{policy.version}:{d}" not in done
-        and (d, None) not in answered
-        and any((d, s) not in answered for s in segments)
+        and (d, None) not in have
+        and any((d, s) not in have for s in segments)
     ]
     if state.get("scan") == "gate":
         return []  # the live gate is still out: its models follow it
