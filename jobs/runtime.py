@@ -36,6 +36,7 @@ from pyflink.datastream.connectors.kafka import (
 )
 from pyflink.java_gateway import get_gateway
 
+from jobs import restore
 from modstream.config import Settings
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
@@ -64,6 +65,7 @@ class JobConfig:
     checkpoint_interval_ms: int = 5_000
     parallelism: int = 1
     restore_from: str | None = None
+    transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS
     log_dir: Path | None = None
     # None: Flink's default (exponential back-off, for long-running jobs); "none" for replay,
     # where a failure must end the run instead of retrying forever.
@@ -83,7 +85,6 @@ class JobConfig:
 
 def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     """The options every modstream job takes (README, `modstream job NAME -- --help`)."""
-    slug = name.replace("_", "-")
     parser = argparse.ArgumentParser(prog=name, description=description)
     parser.add_argument(
         "--bootstrap-servers",
@@ -99,11 +100,27 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
     parser.add_argument(
         "--restore-from",
-        default=None,
-        help="a checkpoint path, or 'latest' for the newest in --checkpoint-dir",
+        default="auto",
+        help="auto (default): the newest checkpoint in --checkpoint-dir whose outputs the broker"
+        " still holds, or empty state when there is none; latest: the same, but fail without"
+        " one; none: empty state even where checkpoints exist; or a checkpoint path",
     )
-    parser.add_argument("--transactional-id-prefix", default=f"modstream-{slug}")
-    parser.add_argument("--group-id", default=f"modstream-{slug}")
+    parser.add_argument(
+        "--transactional-id-prefix",
+        default=None,
+        help="the sink's transactional ids (default: modstream-JOB-<8 hex of --checkpoint-dir>,"
+        " recorded in the directory; one per deployment)",
+    )
+    parser.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        default=TRANSACTION_TIMEOUT_MS,
+        help="the sink's Kafka transaction.timeout.ms (below the broker's maximum); a restore"
+        " later than this after a crash finds the broker aborted the open transactions",
+    )
+    parser.add_argument(
+        "--group-id", default=None, help="consumer group (default: as the transactional ids)"
+    )
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument(
         "--detached",
@@ -126,22 +143,40 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     return parser
 
 
-def job_config(name: str, args: argparse.Namespace, settings: Settings) -> JobConfig:
+def job_config(
+    name: str, args: argparse.Namespace, settings: Settings, *, state_schema: int = 1
+) -> JobConfig:
+    """The job's config from its options; decides where it starts (jobs/restore.py): refuses a
+    second live instance of the deployment and a checkpoint directory of a newer state schema,
+    and picks the checkpoint to restore."""
     checkpoint_dir = args.checkpoint_dir or settings.run_dir / "checkpoints" / name
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    restore_from = args.restore_from
-    if restore_from == "latest":
-        restore_from = latest_checkpoint(checkpoint_dir)
-        if restore_from is None:
-            raise SystemExit(f"{name}: no completed checkpoint in {checkpoint_dir}")
+    bootstrap_servers = args.bootstrap_servers or settings.bootstrap_servers
+    marker = restore.read_marker(checkpoint_dir)
+    restore.check_schema(marker, name, state_schema)
+    slug = name.replace("_", "-")
+    prefix = (
+        args.transactional_id_prefix
+        or marker.get("transactional_id_prefix")
+        or (f"modstream-{slug}" if restore.completed_checkpoints(checkpoint_dir) else None)
+        or restore.default_prefix(slug, checkpoint_dir)
+    )
+    states = restore.refuse_if_live(
+        lambda: restore.transaction_states(bootstrap_servers, prefix),
+        prefix,
+        watch_s=2 * args.checkpoint_interval_ms / 1000 + 2,
+    )
+    restore_from = restore.resolve(args.restore_from, checkpoint_dir, states, prefix)
+    restore.write_marker(checkpoint_dir, name, prefix, state_schema)
     return JobConfig(
         name=name,
-        bootstrap_servers=args.bootstrap_servers or settings.bootstrap_servers,
+        bootstrap_servers=bootstrap_servers,
         checkpoint_dir=checkpoint_dir,
         checkpoint_interval_ms=args.checkpoint_interval_ms,
         restore_from=restore_from,
-        transactional_id_prefix=args.transactional_id_prefix,
-        group_id=args.group_id,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=args.transaction_timeout_ms,
+        group_id=args.group_id or prefix,
         parallelism=args.parallelism,
         restart_strategy=args.restart_strategy,
         topics=dict(item.split("=", 1) for item in args.topic),
@@ -239,7 +274,7 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         .set_bootstrap_servers(config.bootstrap_servers)
         .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
         .set_transactional_id_prefix(config.transactional_id_prefix)
-        .set_property("transaction.timeout.ms", str(TRANSACTION_TIMEOUT_MS))
+        .set_property("transaction.timeout.ms", str(config.transaction_timeout_ms))
     )
     jvm = get_gateway().jvm
     builder._j_builder.setRecordSerializer(
@@ -289,15 +324,6 @@ def write_files(stream: DataStream, out_dir: Path, skip_prefix: str = "") -> Non
     written._j_data_stream.sinkTo(
         jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
     ).setParallelism(1).name("end")
-
-
-def latest_checkpoint(checkpoint_dir: Path) -> str | None:
-    """The newest completed checkpoint (a `chk-N` folder with `_metadata`) under checkpoint_dir."""
-    completed = [meta.parent for meta in checkpoint_dir.glob("*/chk-*/_metadata")]
-    if not completed:
-        return None
-    newest = max(completed, key=lambda path: path.stat().st_mtime_ns)
-    return newest.resolve().as_uri()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -498,12 +498,9 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown modalities: {', '.join(unknown)}")
     settings = Settings.from_env()
-    # One job per group of modalities: each needs its own transactional ids and group.
+    # One job per group of modalities: each its own deployment (checkpoint directory, and with
+    # it its transactional ids and group).
     slug = "-".join(modalities)
-    if args.transactional_id_prefix == "modstream-scan":
-        args.transactional_id_prefix = f"modstream-scan-{slug}"
-    if args.group_id == "modstream-scan":
-        args.group_id = f"modstream-scan-{slug}"
     if args.checkpoint_dir is None:
         args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
     job = runtime.job_config("scan", args, settings)

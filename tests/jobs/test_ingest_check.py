@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyflink.common import Row
 
-from jobs import ingest_check
+from jobs import ingest_check, restore
 from modstream.config import Settings
 from tests.conftest import T0, upload
 
@@ -42,13 +42,19 @@ def test_adapter_sends_valid_rows_to_main_output_and_bad_rows_to_the_dlq_tag() -
     assert json.loads(dlq_rows[1][2])["ts"] == 0  # a tombstone with no timestamp at all
 
 
-def test_restore_latest_without_a_checkpoint_stops_with_a_clear_message(tmp_path: Path) -> None:
+def test_restore_latest_without_a_checkpoint_stops_with_a_clear_message(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(restore, "transaction_states", lambda servers, prefix: {})
     args = ingest_check.parse_args(["--checkpoint-dir", str(tmp_path), "--restore-from", "latest"])
     with pytest.raises(SystemExit, match="no completed checkpoint"):
         ingest_check.config_from_args(args, Settings.from_env())
 
 
-def test_topic_mapping_and_latest_checkpoint(tmp_path: Path) -> None:
+def test_topic_mapping_and_latest_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(restore, "transaction_states", lambda servers, prefix: {})
     for job, number in [("a" * 32, 3), ("b" * 32, 7)]:
         (tmp_path / job / f"chk-{number}").mkdir(parents=True)
         (tmp_path / job / f"chk-{number}" / "_metadata").write_bytes(b"x")
