@@ -37,7 +37,7 @@ from pyflink.java_gateway import get_gateway
 from jobs import hash_retro, runtime
 from modstream.config import Settings
 from modstream.limits import Limits
-from operators import admission, moderation, reports, sanctions, signing
+from operators import admission, moderation, reports, sanctions, signing, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks, state_key
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS, RETRO
@@ -207,6 +207,36 @@ def failure_letter(
     return Row(config.physical("moderation.dlq"), key, letter.model_dump_json())
 
 
+def schema_letters(
+    config: ModerationConfig,
+    too_new: state_schema.StateTooNew,
+    key: str | None,
+    inputs: list[tuple[str, str, int]],
+    timestamp: int,
+) -> Iterator[Row]:
+    """The key's stored state has a schema newer than this code (operators/state_schema.py):
+    each input (or the timer, when none came) to the DLQ as `permanent`, naming both schemas;
+    the state is left untouched and the job goes on (no crash loop on a restore). Each letter
+    is keyed by its input's `content_id` where it has one, else by `key`."""
+    message = str(too_new)
+    print(f"{message} (key {key!r})", file=sys.stderr, flush=True)
+    for topic, raw, ts in inputs or [(_TIMERS, "", timestamp)]:
+        try:
+            content_id = json.loads(raw).get("content_id", key) if raw else key
+        except (ValueError, AttributeError):
+            content_id = key
+        letter = dead_letter(
+            config.physical(topic),
+            content_id,
+            raw,
+            message,
+            ts=ts,
+            error_class="permanent",
+            operator="moderation",
+        )
+        yield Row(config.physical("moderation.dlq"), content_id, letter.model_dump_json())
+
+
 class PolicyAware(KeyedBroadcastProcessFunction):
     """Shared by the keyed operators: policy and hash banks in broadcast state (rebuilt once per
     change), and keyed input buffered until the watermark passes its ts."""
@@ -327,7 +357,12 @@ class ReportGate(PolicyAware):
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         store, _ = self._current(ctx)
         raw_state = self.reporter.value()
-        state = json.loads(raw_state) if raw_state else None
+        try:
+            state = state_schema.load(raw_state, "reporter")
+        except state_schema.StateTooNew as too_new:
+            drained = [(topic, raw, timestamp) for topic, raw, _ in self._drain(timestamp)]
+            yield from schema_letters(self.config, too_new, None, drained, timestamp)
+            return
         drained = self._drain(timestamp)
         if not drained:
             if state is not None and timestamp >= state["last"] + REPORTER_TTL_MS:
@@ -335,7 +370,7 @@ class ReportGate(PolicyAware):
             elif state is not None and timestamp >= state.get("timer", 0):
                 # One TTL timer at a time: it re-arms when the reporter was active since.
                 state["timer"] = state["last"] + REPORTER_TTL_MS
-                self.reporter.update(json.dumps(state))
+                self.reporter.update(state_schema.dump(state))
                 ctx.timer_service().register_event_time_timer(state["timer"])
             return
         policy = store.resolve(self.config.policy_id, timestamp, "").decide
@@ -361,7 +396,7 @@ class ReportGate(PolicyAware):
         if "timer" not in state:
             state["timer"] = state["last"] + REPORTER_TTL_MS
             ctx.timer_service().register_event_time_timer(state["timer"])
-        self.reporter.update(json.dumps(state))
+        self.reporter.update(state_schema.dump(state))
 
 
 class ReportCombine(KeyedProcessFunction):
@@ -443,11 +478,15 @@ class Moderate(PolicyAware):
                 break
             except _InputFailed as failed:
                 set_aside[failed.index] = failed.error
+            except state_schema.StateTooNew as too_new:
+                key = str(ctx.get_current_key()).split("\x1f", 1)[0]
+                yield from schema_letters(self.config, too_new, key, inputs, timestamp)
+                return
         state, outputs, timers, letters = run
         if state is None:
             self.version.clear()
         else:
-            self.version.update(json.dumps(state, separators=(",", ":")))
+            self.version.update(state_schema.dump(state))
         for timer in set(timers):
             ctx.timer_service().register_event_time_timer(timer)
         for topic, key, output in outputs:
@@ -485,7 +524,7 @@ class Moderate(PolicyAware):
         banks: HashBanks,
     ) -> tuple[Any, list[moderation.Output], list[int], list[Any]]:
         """Apply `inputs` (but those set aside) and the timer to the stored state."""
-        state = json.loads(raw_state) if raw_state else None
+        state = state_schema.load(raw_state, "version")
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str | None, str, str, str, int]] = []
         timers: list[int] = []
@@ -590,9 +629,19 @@ class Sanctions(KeyedProcessFunction):
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         raw_state = self.account.value()
-        state = json.loads(raw_state) if raw_state else None
         pending = self.buffer.get(timestamp)
         user_id = str(ctx.get_current_key())
+        try:
+            state = state_schema.load(raw_state, "account")
+        except state_schema.StateTooNew as too_new:
+            if pending:
+                self.buffer.remove(timestamp)
+            decisions = [
+                ("moderation.decisions", json.dumps(entry["decision"]), timestamp)
+                for entry in json.loads(pending or "[]")
+            ]
+            yield from schema_letters(self.config, too_new, user_id, decisions, timestamp)
+            return
         outputs: list[sanctions.Output] = []
         timers: list[int] = []
         if pending:
@@ -634,7 +683,7 @@ class Sanctions(KeyedProcessFunction):
         if state is None:
             self.account.clear()
         else:
-            self.account.update(json.dumps(state, separators=(",", ":")))
+            self.account.update(state_schema.dump(state))
         for timer in timers:
             ctx.timer_service().register_event_time_timer(timer)
         for topic, key, output in outputs:
@@ -785,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
     args = options().parse_args(argv)
     settings = Settings.from_env()
-    job = runtime.job_config("moderation", args, settings)
+    job = runtime.job_config("moderation", args, settings, state_schema=state_schema.STATE_SCHEMA)
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
     config = ModerationConfig(
         policy_id=args.policy_id,

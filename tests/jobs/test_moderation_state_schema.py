@@ -1,0 +1,139 @@
+"""The moderation job's keyed state read and write points (operators/state_schema.py) through
+its adapters, with the small fakes of tests/jobs/test_moderation_adapter.py: no JVM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from pyflink.common import Row
+
+from jobs.hash_retro import RetroJoin, fan_out
+from jobs.moderation import ModerationConfig, ReportGate, Sanctions
+from operators.state_schema import SCHEMA_FIELD, STATE_SCHEMA
+from tests.conftest import T0, bank_entry, evidence, upload
+from tests.jobs.test_moderation_adapter import (
+    FakeContext,
+    FakeMapState,
+    FakeRuntimeContext,
+    FakeTimers,
+    decoded,
+    moderate,
+    report_record,
+    sanction_entry,
+)
+from tests.operators.policy_builders import GLOBAL_YAML
+from tests.operators.test_state_schema import IMAGE, PRE_ISSUE_12_IMAGE
+
+GATE_FAILED = evidence(
+    detector="media_check", model_version="mc-1", status="error", scores=None, at=T0 + 1000
+)
+
+
+def config() -> ModerationConfig:
+    return ModerationConfig(trusted_policy=yaml.safe_load(GLOBAL_YAML.read_text()))
+
+
+def gate_failed(stored: str | None) -> tuple[list[Any], str | None]:
+    """The outputs of the failed gate's timer on a version holding `stored`, and what is then
+    stored (with no state: after the upload's own timer)."""
+    adapter, runtime_context, ctx = moderate(config())
+    ctx.key = "c-1\x1f1"
+    if stored is None:
+        adapter.process_element(decoded("content.versions", upload(**IMAGE)), ctx)
+        list(adapter.on_timer(T0, ctx))
+    else:
+        runtime_context.version.current = stored
+    adapter.process_element(decoded("detector.results", GATE_FAILED), ctx)
+    outputs = [
+        (topic, key, json.loads(value)) for topic, key, value in adapter.on_timer(T0 + 1000, ctx)
+    ]
+    return outputs, runtime_context.version.value()
+
+
+def test_a_restored_pre_issue_12_state_is_migrated_on_read_and_stored_versioned() -> None:
+    expected, _ = gate_failed(None)
+    outputs, stored = gate_failed(json.dumps(PRE_ISSUE_12_IMAGE))
+    assert [o for o in outputs if o[0] == "moderation.decisions"] == [
+        o for o in expected if o[0] == "moderation.decisions"
+    ]
+    assert outputs == expected
+    assert stored is not None and json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+
+
+def test_a_newer_schema_goes_to_the_dlq_and_the_stored_state_is_untouched() -> None:
+    newer = json.dumps({**PRE_ISSUE_12_IMAGE, SCHEMA_FIELD: STATE_SCHEMA + 1, "future": [1]})
+    outputs, stored = gate_failed(newer)
+    assert stored == newer  # not read, not rewritten
+    assert [(topic, key) for topic, key, _ in outputs] == [("moderation.dlq", "c-1")]
+    letter = outputs[0][2]
+    assert (letter["error_class"], letter["source_topic"]) == ("permanent", "detector.results")
+    assert f"schema {STATE_SCHEMA + 1}" in letter["message"]
+    assert f"schema {STATE_SCHEMA} " in letter["message"]
+    assert "restore with the code that wrote it" in letter["message"]
+    # The job goes on: the next key's input decides as usual on the same operator.
+    fresh, _ = gate_failed(None)
+    assert any(topic == "moderation.decisions" for topic, _, _ in fresh)
+
+
+def test_a_reporter_state_of_a_newer_schema_refuses_the_report_and_stays() -> None:
+    adapter = ReportGate(config())
+    runtime_context = FakeRuntimeContext()
+    adapter.open(runtime_context)  # type: ignore[arg-type]
+    ctx = FakeContext(FakeMapState(), FakeTimers(), key="u-1")
+    newer = json.dumps({"first": T0, "recent": [], "last": T0, SCHEMA_FIELD: STATE_SCHEMA + 1})
+    runtime_context.version.current = newer
+    adapter.process_element(decoded("moderation.reports", report_record(at=T0 + 5)), ctx)
+    outputs = list(adapter.on_timer(T0 + 5, ctx))
+    assert [(o[0], o[1]) for o in outputs] == [("moderation.dlq", "c-1")]
+    assert json.loads(outputs[0][2])["error_class"] == "permanent"
+    assert runtime_context.version.value() == newer and runtime_context.buffer == {}
+
+
+def test_an_account_state_of_a_newer_schema_refuses_the_decision_and_stays() -> None:
+    adapter = Sanctions(ModerationConfig())
+    runtime_context = FakeRuntimeContext()
+    adapter.open(runtime_context)  # type: ignore[arg-type]
+    ctx = FakeContext(FakeMapState(), FakeTimers(), key="author-1")
+    newer = json.dumps({"strikes": [], SCHEMA_FIELD: STATE_SCHEMA + 1})
+    runtime_context.version.current = newer
+    adapter.process_element(Row("_sanctions", "author-1", sanction_entry("c-7", T0, T0 + 5)), ctx)
+    outputs = list(adapter.on_timer(T0 + 5, ctx))
+    assert [(o[0], o[1]) for o in outputs] == [("moderation.dlq", "c-7")]
+    assert runtime_context.version.value() == newer and runtime_context.buffer == {}
+
+
+def test_the_account_and_reporter_states_are_stored_with_the_schema() -> None:
+    adapter = Sanctions(ModerationConfig())
+    runtime_context = FakeRuntimeContext()
+    adapter.open(runtime_context)  # type: ignore[arg-type]
+    ctx = FakeContext(FakeMapState(), FakeTimers(), key="author-1")
+    adapter.process_element(Row("_sanctions", "author-1", sanction_entry("c-7", T0, T0 + 5)), ctx)
+    list(adapter.on_timer(T0 + 5, ctx))
+    stored = runtime_context.version.value()
+    assert stored is not None and json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+    gate = ReportGate(config())
+    reporter_context = FakeRuntimeContext()
+    gate.open(reporter_context)  # type: ignore[arg-type]
+    reporter_ctx = FakeContext(FakeMapState(), FakeTimers(), key="u-1")
+    gate.process_element(decoded("moderation.reports", report_record(at=T0 + 5)), reporter_ctx)
+    assert [o[0] for o in gate.on_timer(T0 + 5, reporter_ctx)] == ["keyed"]
+    stored = reporter_context.version.value()
+    assert stored is not None and json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+
+
+def test_a_retro_join_state_is_stored_with_the_schema_and_a_newer_one_is_left_alone() -> None:
+    join, runtime_context = RetroJoin(), FakeRuntimeContext()
+    join.open(runtime_context)  # type: ignore[arg-type]
+    ctx = FakeContext(FakeMapState(), FakeTimers())
+    registration = next(fan_out(decoded("content.versions", upload(surface="comment"))))
+    assert list(join.process_element(registration, ctx)) == []
+    stored = runtime_context.version.value()
+    assert stored is not None and json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+    newer = json.dumps({**json.loads(stored), SCHEMA_FIELD: STATE_SCHEMA + 1})
+    runtime_context.version.current = newer
+    record = bank_entry(hash="ab" * 32, ts=T0 + 60_000)
+    bank = Row("broadcast", "hash.bank", "hash.bank", json.dumps(record), record["ts"], 0, "")
+    assert list(join.process_element(next(fan_out(bank)), ctx)) == []
+    assert runtime_context.version.value() == newer

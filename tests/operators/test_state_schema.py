@@ -1,0 +1,163 @@
+"""Keyed state schema versions: every earlier shape migrates, a later one is refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from operators.moderation import TOMBSTONE_KEEPS, new_state
+from operators.state_schema import (
+    KINDS,
+    SCHEMA_FIELD,
+    STATE_SCHEMA,
+    StateTooNew,
+    dump,
+    load,
+    migrate,
+    schema_of,
+)
+from tests.conftest import T0, delete
+from tests.operators.test_moderation import Version
+
+ONE_HOUR = 3_600_000
+
+# Written by the step of commit 32d9481 (before issue 12), as it was: an image upload on a
+# comment, decided PROVISIONAL_ALLOW (`scanning`) by the fast gate, both detectors asked.
+# Produced by running that commit's tests.operators.test_moderation.Version with
+# `upload(modality="image", mime_type="image/jpeg", surface="comment")`.
+PRE_ISSUE_12_IMAGE: dict[str, Any] = json.loads(
+    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1",'
+    '"modality":"image","surface":"comment","region":"DE","audience":"all","account_risk":0.2,'
+    '"size_bytes":52,"mime_type":"image/jpeg","sha256":"abababababababababababababababababab'
+    'abababababababababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":'
+    '1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],"burst_new":0,"human":null,'
+    '"appeal":null,"rev":1,"last":{"outcome":"PROVISIONAL_ALLOW","restriction":null,"state":'
+    '"scanning","visibility":"public"},"tasks":[],"open_tasks":[],"deadline":1764460830000,'
+    '"deleted":false,"shadow":{},"ttl":1767052800000,"ttl_timer":1767052800000}'
+)
+# The timers that commit's job had registered for it (restored with the checkpoint).
+PRE_ISSUE_12_TIMERS = {1764460830000, 1767052800000}
+# The same commit's tombstone of a text upload deleted 100 ms later: it kept the content.
+PRE_ISSUE_12_TOMBSTONE: dict[str, Any] = json.loads(
+    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1","modality":'
+    '"text","surface":"comment","region":"DE","audience":"all","account_risk":0.2,"size_bytes":'
+    '52,"mime_type":"text/plain","sha256":"abababababababababababababababababababababababababab'
+    'ababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":1,'
+    '"del-c-1-1764460800100":1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],'
+    '"burst_new":0,"human":null,"appeal":null,"rev":2,"last":{"outcome":"PROVISIONAL_ALLOW",'
+    '"restriction":null,"state":"deleted","visibility":"hidden"},"tasks":[],"open_tasks":[],'
+    '"deadline":1764460805000,"deleted":true,"shadow":{},"ttl":1764547200100,"ttl_timer":'
+    "1764547200100}"
+)
+IMAGE = {"modality": "image", "mime_type": "image/jpeg", "surface": "comment"}
+
+
+def failed_gate_then_expiry(version: Version) -> list[Any]:
+    """The gate detector fails one second after the upload, then an hour and more passes."""
+    version.outputs.clear()
+    version.evidence(
+        detector="media_check", model_version="mc-1", status="error", scores=None, at=T0 + 1000
+    )
+    version.fire_until(T0 + 2 * ONE_HOUR)
+    return version.outputs
+
+
+def restored(state: dict[str, Any]) -> Version:
+    version = Version()
+    version.state = copy.deepcopy(state)
+    version.timers = set(PRE_ISSUE_12_TIMERS)
+    return version
+
+
+def test_a_pre_issue_12_document_decides_as_a_fresh_state_once_migrated() -> None:
+    fresh = Version()
+    fresh.upload(**IMAGE)
+    expected = failed_gate_then_expiry(fresh)
+    migrated = restored(migrate(PRE_ISSUE_12_IMAGE, "version"))
+    assert failed_gate_then_expiry(migrated) == expected
+    # What that is: the failed gate decides at once (the model is withheld, UNKNOWN), and the
+    # PROVISIONAL_ALLOW in force expires to PENDING an hour later with a reviewer asked.
+    decisions = [(o["outcome"], o["state"]) for t, _, o in expected if t == "moderation.decisions"]
+    assert decisions == [("PROVISIONAL_ALLOW", "approved"), ("PENDING", "expired")]
+    # Read as it is, the old document waits for the deadline and never expires.
+    raw = failed_gate_then_expiry(restored(PRE_ISSUE_12_IMAGE))
+    assert [o["state"] for t, _, o in raw if t == "moderation.decisions"] == ["expired"]
+
+
+def test_a_pre_issue_12_document_has_schema_0_and_gains_todays_fields() -> None:
+    original = copy.deepcopy(PRE_ISSUE_12_IMAGE)
+    migrated = migrate(PRE_ISSUE_12_IMAGE, "version")
+    assert schema_of(PRE_ISSUE_12_IMAGE, "version") == 0
+    assert original == PRE_ISSUE_12_IMAGE  # the stored document is never changed in place
+    assert set(new_state("c-1", 1)) <= set(migrated)
+    assert migrated[SCHEMA_FIELD] == STATE_SCHEMA and migrated["scan"] == "models"
+    assert {k: migrated[k] for k in PRE_ISSUE_12_IMAGE} == PRE_ISSUE_12_IMAGE
+
+
+def test_a_pre_issue_12_tombstone_loses_the_content_and_still_ignores_late_input() -> None:
+    migrated = migrate(PRE_ISSUE_12_TOMBSTONE, "version")
+    assert migrated["content"] is None and migrated["deleted"] is True
+    assert set(migrated) == set(new_state("c-1", 1)) | {SCHEMA_FIELD}
+    assert {k: migrated[k] for k in TOMBSTONE_KEEPS} == {
+        k: PRE_ISSUE_12_TOMBSTONE[k] for k in TOMBSTONE_KEEPS
+    }
+    version = restored(migrated)
+    version.send("content.versions", delete(at=T0 + 200))
+    version.evidence(at=T0 + 300)
+    assert version.outputs == [] and version.state is not None
+    assert version.state["deleted"] is True
+
+
+def todays_documents() -> list[dict[str, Any]]:
+    """Schema 1 (issue 12, unversioned): a full state, a tombstone and a retired record."""
+    full = Version()
+    full.upload()
+    full.evidence(at=T0 + 500)
+    gone = Version()
+    gone.upload()
+    gone.send("content.versions", delete(at=T0 + 100))
+    retired = Version()
+    retired.upload()
+    retired.evidence(at=T0 + 500)
+    retired.fire_until(T0 + 40 * 86_400_000)
+    documents = [full.state, gone.state, retired.state]
+    assert retired.state is not None and retired.state.get("retired")
+    return [dict(document) for document in documents if document is not None]
+
+
+def test_unversioned_issue_12_documents_are_schema_1_and_migrate_unchanged() -> None:
+    for document in todays_documents():
+        assert schema_of(document, "version") == 1
+        assert migrate(document, "version") == {**document, SCHEMA_FIELD: STATE_SCHEMA}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_written_document_carries_the_schema_and_reads_back_the_same(kind: str) -> None:
+    document = {"first": T0, "recent": [T0], "last": T0}
+    stored = dump(document)
+    assert json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+    assert load(stored, kind) == {**document, SCHEMA_FIELD: STATE_SCHEMA}
+    assert load(None, kind) is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_newer_schema_is_refused_naming_both_versions_and_what_to_do(kind: str) -> None:
+    newer = {SCHEMA_FIELD: STATE_SCHEMA + 1, "cid": "c-1", "ver": 1}
+    with pytest.raises(StateTooNew) as refused:
+        migrate(newer, kind)
+    message = str(refused.value)
+    assert f"schema {STATE_SCHEMA + 1}" in message and f"schema {STATE_SCHEMA} " in message
+    assert "restore with the code that wrote it" in message and kind in message
+    assert newer == {SCHEMA_FIELD: STATE_SCHEMA + 1, "cid": "c-1", "ver": 1}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_schema_from_the_oldest_unversioned_one_has_a_step_up(kind: str) -> None:
+    """Raising STATE_SCHEMA without a migration step fails here, not at a restore."""
+    oldest = 0 if kind == "version" else 1
+    for schema in range(oldest, STATE_SCHEMA + 1):
+        document = {**new_state("c-1", 1), SCHEMA_FIELD: schema}
+        assert migrate(document, kind)[SCHEMA_FIELD] == STATE_SCHEMA
