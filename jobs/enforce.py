@@ -5,7 +5,9 @@ pattern (operators/enforcement.py) against the reference Content Service on Redi
 (modstream/content_service.py), and writes what users can now see to `content.visibility`
 through an exactly-once sink. Failed applies are retried on processing-time timers with
 backoff and jitter, then dead-lettered as `transient_exhausted`; an action another worker holds
-is looked at again when its intent's TTL may have freed it.
+is looked at again when its intent's TTL may have freed it. While what is served is not what
+was decided (a failed cache purge), the Content Service's convergence is run again on the same
+backoff timers (`--purge-failure-rate` fails purges on purpose, for drills).
 
 One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
 validate goes to the DLQ as `schema`; a valid action whose handling fails unexpectedly goes as
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,7 +33,7 @@ from pyflink.datastream.state import MapStateDescriptor
 
 from jobs import runtime
 from modstream.config import Settings
-from modstream.content_service import ContentService
+from modstream.content_service import ContentService, Purge
 from operators import enforcement
 from schemas import SchemaError, dead_letter, parse
 from schemas.dlq import ErrorClass
@@ -48,6 +51,21 @@ class EnforceConfig(runtime.TopicNames):
     media_dir: str
     intent_ttl_ms: int = enforcement.INTENT_TTL_MS
     max_attempts: int = enforcement.MAX_ATTEMPTS
+    # A drill and test option (make test-faults): this share of cache purges fails.
+    purge_failure_rate: float = 0.0
+    purge_failure_seed: int = 0
+
+
+def failing_purge(rate: float, seed: int = 0) -> Purge:
+    """A cache purge hook that fails a seeded random share `rate` of its calls, for drills:
+    each failure must heal (the purge log keeps the paths; enforce and the reconciler retry)."""
+    rng = random.Random(seed)
+
+    def purge(content_id: str, paths: list[Path]) -> None:
+        if rng.random() < rate:
+            raise ConnectionError("enforce: cache purge failed (--purge-failure-rate drill)")
+
+    return purge
 
 
 class _CrashAfterApply:
@@ -71,7 +89,13 @@ class Enforce(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.redis: Any = redis.Redis.from_url(self.config.redis_url)
-        service = ContentService(self.redis, Path(self.config.media_dir))
+        extra: dict[str, Any] = {}
+        if self.config.purge_failure_rate > 0:
+            # One sequence per subtask, from the same seed (the thread-mode runtime context
+            # has no subtask index): a drill is repeatable, not a property of the data.
+            rate, seed = self.config.purge_failure_rate, self.config.purge_failure_seed
+            extra["invalidate"] = failing_purge(rate, seed)
+        service = ContentService(self.redis, Path(self.config.media_dir), **extra)
         # Actions waiting for a retry: action_id -> {"action", "attempt", "source", "at"}.
         waiting = runtime_context.get_map_state(
             MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
@@ -115,15 +139,23 @@ class Enforce(KeyedProcessFunction):
                 continue
             if due:
                 self.waiting.remove(key)
-                yield from self._handle(action, attempt, source, raw, ctx)
+                yield from self._handle(action, attempt, source, raw, ctx, heal=entry.get("heal"))
 
     def _handle(
-        self, action: dict[str, Any], attempt: int, source: str, raw: str | None, ctx: Any
+        self,
+        action: dict[str, Any],
+        attempt: int,
+        source: str,
+        raw: str | None,
+        ctx: Any,
+        *,
+        heal: object = False,
     ) -> Iterator[Row]:
-        """One attempt at one action; an unexpected failure dead-letters this action only, and
-        nothing it would have emitted is emitted."""
+        """One attempt at one action (or at healing what it served); an unexpected failure
+        dead-letters this action only, and nothing it would have emitted is emitted."""
         try:
-            rows = list(self._attempt(action, attempt, source, ctx))
+            step = self._heal if heal is True else self._attempt
+            rows = list(step(action, attempt, source, ctx))
         except Exception as error:
             content_id, ts = action.get("content_id"), action.get("ts")
             rows = [
@@ -206,13 +238,29 @@ class Enforce(KeyedProcessFunction):
             return
         # Applied, stale or already done: report what users can see now (idempotent; after a
         # restart it re-sends what an aborted transaction may have lost).
-        effective = self.service.effective(action["content_id"], int(time.time() * 1000))
+        yield from self._report(action, 1, source, ctx)
+
+    def _heal(self, action: dict[str, Any], attempt: int, source: str, ctx: Any) -> Iterator[Row]:
+        """The file step or the purge failed after the fence: converge again, then report."""
+        self.service.converge(action["content_id"])
+        yield from self._report(action, attempt, source, ctx)
+
+    def _report(self, action: dict[str, Any], attempt: int, source: str, ctx: Any) -> Iterator[Row]:
+        """What users can see now; while it is not what was decided (a failed purge), heal
+        again with backoff, at most `max_attempts` times (then the reconciler's repairs)."""
+        content_id = action["content_id"]
+        effective = self.service.effective(content_id, int(time.time() * 1000))
         if effective is not None:
             yield Row(
                 self.config.physical("content.visibility"),
-                action["content_id"],
+                content_id,
                 json.dumps(effective.record(), separators=(",", ":")),
             )
+        if attempt < self.config.max_attempts and self.service.unsettled(content_id):
+            due = int(time.time() * 1000) + enforcement.backoff_ms(attempt)
+            entry = {"action": action, "attempt": attempt + 1, "source": source, "at": due}
+            self.waiting.put(f"heal:{action['action_id']}", json.dumps({**entry, "heal": True}))
+            ctx.timer_service().register_processing_time_timer(due)
 
 
 def _short(value: object) -> str:
@@ -260,7 +308,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--intent-ttl-ms", type=int, default=enforcement.INTENT_TTL_MS)
     parser.add_argument("--max-attempts", type=int, default=enforcement.MAX_ATTEMPTS)
     parser.add_argument("--media-dir", type=Path, default=None)
+    parser.add_argument(
+        "--purge-failure-rate",
+        type=float,
+        default=0.0,
+        help="drills and tests only: fail this share (0 to 1) of cache purges, seeded",
+    )
+    parser.add_argument("--purge-failure-seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if not 0.0 <= args.purge_failure_rate <= 1.0:
+        parser.error("--purge-failure-rate: a share from 0 to 1")
     settings = Settings.from_env()
     job = runtime.job_config("enforce", args, settings)
     config = EnforceConfig(
@@ -268,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
         media_dir=str(args.media_dir or settings.run_dir / "media"),
         intent_ttl_ms=args.intent_ttl_ms,
         max_attempts=args.max_attempts,
+        purge_failure_rate=args.purge_failure_rate,
+        purge_failure_seed=args.purge_failure_seed,
         topics=job.topics,
     )
     return runtime.run_on_kafka(

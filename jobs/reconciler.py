@@ -4,6 +4,9 @@ A separate job keyed by `content_id` (logic in operators/reconcile.py): a disagr
 than `--sla-ms` becomes a `moderation.discrepancies` record and a repair on
 `enforcement.repairs`, which the Action Service re-applies under the repair's own intent id;
 after `--max-retries` repairs, one `alert`. Outputs go through this job's own exactly-once sink.
+Audits (`--audit-ms`, 0 to turn off): the job reads each known item's served state from the
+reference Content Service again (Redis and the public directory, read only), so a state that
+changed without a record (a Redis restarted from a rolled-back AOF) is found and repaired.
 Metrics (Flink's metric system, group `reconciler`): `enforcement_lag_ms` (a histogram of the
 time from an action's arrival to the matching effective visibility) and `open_discrepancies`
 (a gauge, per subtask).
@@ -21,8 +24,10 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import redis
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -30,6 +35,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import runtime
 from modstream.config import Settings
+from modstream.content_service import ContentService
 from operators import reconcile
 from schemas import SchemaError, dead_letter, parse
 from schemas.dlq import ErrorClass
@@ -43,6 +49,11 @@ INPUT_TOPICS = ("moderation.actions", "content.visibility")
 class ReconcilerConfig(runtime.TopicNames):
     sla_ms: int = reconcile.DEFAULT_SLA_MS
     max_retries: int = reconcile.DEFAULT_MAX_RETRIES
+    # Audits of the served state; off without a Content Service to read (redis_url None).
+    audit_ms: int = 0
+    redis_url: str | None = None
+    media_dir: str | None = None
+    namespace: str = "content"
 
 
 class Reconcile(KeyedProcessFunction):
@@ -51,6 +62,14 @@ class Reconcile(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.state = runtime_context.get_state(ValueStateDescriptor("content", Types.STRING()))
+        self.content: ContentService | None = None
+        self.redis: Any = None
+        config = self.config
+        if config.audit_ms > 0 and config.redis_url and config.media_dir:
+            self.redis = redis.Redis.from_url(config.redis_url)
+            self.content = ContentService(
+                self.redis, Path(config.media_dir), namespace=config.namespace
+            )
         self.open_keys: set[str] = set()
         self.lag: Any = None
         try:
@@ -73,10 +92,8 @@ class Reconcile(KeyedProcessFunction):
             now = int(time.time() * 1000)
             stored = self.state.value()
             state = json.loads(stored) if stored else None
-            if topic == "moderation.actions":
-                result = reconcile.on_action(state, record, now, self.config.sla_ms)
-            else:
-                result = reconcile.on_visibility(state, record, now, self.config.sla_ms)
+            step = reconcile.on_action if topic == "moderation.actions" else reconcile.on_visibility
+            result = step(state, record, now, self.config.sla_ms, self._audit_ms())
             rows = self._finish(result, ctx)
         except Exception as error:
             message = f"reconciler: {topic} record: handling failed ({type(error).__name__})"
@@ -92,13 +109,17 @@ class Reconcile(KeyedProcessFunction):
         if not stored:
             return
         try:
-            result = reconcile.on_timer(
-                json.loads(stored),
-                int(time.time() * 1000),
-                self.config.sla_ms,
-                self.config.max_retries,
-            )
-            rows = self._finish(result, ctx)
+            now, state = int(time.time() * 1000), json.loads(stored)
+            rows = []
+            if self.content is not None and reconcile.audit_due(state, now):
+                served = self._served(str(ctx.get_current_key()), now)
+                audited = reconcile.on_audit(
+                    state, served, now, self.config.sla_ms, self.config.audit_ms
+                )
+                rows += self._finish(audited, ctx)
+                state = audited.state
+            result = reconcile.on_timer(state, now, self.config.sla_ms, self.config.max_retries)
+            rows += self._finish(result, ctx)
         except Exception as error:
             # No record to blame: the letter carries the state's desired action (no content),
             # and no timer is armed again, so a failing state cannot loop.
@@ -115,6 +136,24 @@ class Reconcile(KeyedProcessFunction):
                 )
             ]
         yield from rows
+
+    def close(self) -> None:
+        if self.redis is not None:
+            self.redis.close()
+
+    def _audit_ms(self) -> int:
+        return self.config.audit_ms if self.content is not None else 0
+
+    def _served(self, content_id: str, now: int) -> dict[str, Any] | None:
+        """The item's served state now; None when it cannot be read (Redis down: the next
+        audit reads it)."""
+        assert self.content is not None
+        try:
+            effective = self.content.effective(content_id, now)
+        except Exception as error:
+            LOG.warning("reconciler: audit read failed (%s)", type(error).__name__)
+            return None
+        return effective.record() if effective is not None else None
 
     def _finish(self, result: reconcile.ReconcileResult, ctx: Any) -> list[Row]:
         """Store the new state and arm its timers; the rows to emit. Everything that can fail
@@ -201,10 +240,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = runtime.job_parser("reconciler", __doc__)
     parser.add_argument("--sla-ms", type=int, default=reconcile.DEFAULT_SLA_MS)
     parser.add_argument("--max-retries", type=int, default=reconcile.DEFAULT_MAX_RETRIES)
+    parser.add_argument(
+        "--audit-ms",
+        type=int,
+        default=reconcile.DEFAULT_AUDIT_MS,
+        help="re-read each item's served state this long after its last change, doubling"
+        " up to an hour (0: no audits)",
+    )
+    parser.add_argument("--media-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("reconciler", args, settings)
-    config = ReconcilerConfig(sla_ms=args.sla_ms, max_retries=args.max_retries, topics=job.topics)
+    config = ReconcilerConfig(
+        sla_ms=args.sla_ms,
+        max_retries=args.max_retries,
+        audit_ms=args.audit_ms,
+        redis_url=settings.redis_url,
+        media_dir=str(args.media_dir or settings.run_dir / "media"),
+        topics=job.topics,
+    )
     return runtime.run_on_kafka(
         job,
         settings,

@@ -1,33 +1,43 @@
 """The reference Content Service: what a platform implements to receive modstream's actions.
 
 Per content item one Redis hash `content:<content_id>` holds the current version, the applied
-decision revision and the effective visibility. `apply` runs one Lua script that checks the
+decision revision and the decided visibility. `apply` runs one Lua script that checks the
 version fence (only the current version) and the revision fence (only a higher revision than the
 applied one) and writes atomically, so any number of workers, retries and redeliveries converge
 on the highest revision of the current version.
 
 Media: an upload's bytes live in a quarantine directory; they (and what is derived from them, a
-thumbnail) are exported to the public directory only while an applied action makes the version
-`public` or `limited`; `hidden` and `pending` remove the export and invalidate caches.
+thumbnail) are exported to the public directory only while the hash makes the version `public`
+or `limited`. The file step is not atomic with the fence, so it is a convergence, run after
+every apply (applied, stale or superseded), upload and repair: withdraw what the hash no longer
+allows, then export what it allows. A crash between the fence and the file step is healed by
+the retry of the same action (which the fence calls `stale`) or by the reconciler's repair.
+- every export is registered in the hash (`exported`, name -> version) before its file is
+  written and checked again after, so a withdrawal racing it always finds it (no lock);
+- a withdrawal moves the names to a purge log (`purge`) in the same script, then deletes the
+  files and calls `invalidate(content_id, paths)` (a CDN purge in production); the names leave
+  the log only when a purge succeeds, so a failed purge is retried with its paths.
 
-Cache invalidation: `invalidate(content_id, paths)` is a hook (a CDN purge in production). When
-it fails, the store keeps the new decision but marks the item `stale_cache`: its *effective*
-visibility is still what caches serve (the previous one), which is what `content.visibility`
-reports, so the reconciler sees the gap and re-applies; the next apply retries the purge.
+What users see (`effective`, reported on `content.visibility`) comes from what is served, not
+from the hash alone: a public file of the item, or a pending purge (caches may serve it), is
+visible; a decided `public` whose file is not exported is not (docs/enforcement.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
-import shutil
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import redis
+
+from operators.enforcement import EXPORTED, served_visibility
 
 APPLY_SCRIPT = """
 -- KEYS[1] content hash; ARGV: version, revision, visibility, restriction, ts, repair (0|1)
@@ -48,8 +58,96 @@ redis.call('HINCRBY', KEYS[1], 'applies', 1)
 return {'applied', ARGV[1], ARGV[2]}
 """
 
-# Visibilities under which the media is exported to the public location.
-EXPORTED = ("public", "limited")
+# A newer version becomes current and pending in one step (a read then a write raced apply).
+UPLOAD_SCRIPT = """
+-- KEYS[1] content hash; ARGV: version, ts
+local current = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
+if tonumber(ARGV[1]) <= current then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'revision', '0', 'visibility', 'pending',
+  'restriction', '', 'ts', ARGV[2])
+return 1
+"""
+
+# Shared by the file-step scripts: the exported names and the purge log as name -> version.
+_LUA_STATE = """
+local function names(raw)
+  local decoded = cjson.decode(raw or '{}')
+  if decoded[1] ~= nil then  -- the list an older release wrote: versions unknown
+    local map = {}
+    for _, name in ipairs(decoded) do map[name] = -1 end
+    return map
+  end
+  return decoded
+end
+local function store(field, map)
+  if next(map) == nil then redis.call('HDEL', KEYS[1], field)
+  else redis.call('HSET', KEYS[1], field, cjson.encode(map)) end
+end
+local state = redis.call('HMGET', KEYS[1], 'version', 'visibility', 'exported', 'purge')
+local current = tonumber(state[1] or '0')
+local shown = state[2] == 'public' or state[2] == 'limited'
+local function allowed(version) return shown and tonumber(version) == current end
+local exported, purge = names(state[3]), names(state[4])
+"""
+
+# Before a file is written: register it, only while the hash allows it.
+CLAIM_SCRIPT = (
+    """
+-- KEYS[1] content hash; ARGV: version, JSON list of names
+"""
+    + _LUA_STATE
+    + """
+if not allowed(ARGV[1]) then return 0 end
+for _, name in ipairs(cjson.decode(ARGV[2])) do
+  exported[name] = tonumber(ARGV[1])
+  purge[name] = nil
+end
+store('exported', exported)
+store('purge', purge)
+redis.call('HSET', KEYS[1], 'served', state[2])
+return 1
+"""
+)
+
+# Move every exported (or found) name the hash no longer allows to the purge log; drop from
+# the log what it allows again. Returns the log (name -> version) to delete and purge.
+WITHDRAW_SCRIPT = (
+    """
+-- KEYS[1] content hash; ARGV[1]: JSON name -> version of files found in the public directory
+"""
+    + _LUA_STATE
+    + """
+for name, version in pairs(cjson.decode(ARGV[1])) do
+  if exported[name] == nil then exported[name] = version end
+end
+for name, version in pairs(exported) do
+  if not allowed(version) then
+    purge[name] = version
+    exported[name] = nil
+  end
+end
+for name, version in pairs(purge) do
+  if allowed(version) then purge[name] = nil end
+end
+store('exported', exported)
+store('purge', purge)
+return cjson.encode(purge)
+"""
+)
+
+# A purge succeeded: its names leave the log.
+PURGED_SCRIPT = (
+    """
+-- KEYS[1] content hash; ARGV[1]: JSON list of purged names
+"""
+    + _LUA_STATE
+    + """
+for _, name in ipairs(cjson.decode(ARGV[1])) do purge[name] = nil end
+store('purge', purge)
+return 1
+"""
+)
+
 # A content id used as is in a media file name; any other id (a path separator, `..`, NUL,
 # unicode, over 128 characters) is named by its sha256, so no id can reach outside the media
 # directories or fail the file system.
@@ -62,6 +160,12 @@ def media_name(content_id: str, content_version: int) -> str:
         return f"{content_id}.v{content_version}"
     digest = hashlib.sha256(content_id.encode("utf-8", errors="surrogatepass")).hexdigest()
     return f"id-{digest}.v{content_version}"
+
+
+def public_names(content_id: str, content_version: int) -> list[str]:
+    """The files one version has in the public directory while exported: media, thumbnail."""
+    name = media_name(content_id, content_version)
+    return [name, f"{name}.thumb"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +195,10 @@ class Visibility:
         }
 
 
+# The cache invalidation hook: (content_id, paths withdrawn); raising means not purged.
+Purge = Callable[[str, list[Path]], None]
+
+
 def _no_cache(content_id: str, paths: list[Path]) -> None:
     """The default invalidation hook: there is no cache in front of the local store."""
 
@@ -101,7 +209,7 @@ class ContentService:
         client: redis.Redis,
         media_dir: Path,
         *,
-        invalidate: Callable[[str, list[Path]], None] = _no_cache,
+        invalidate: Purge = _no_cache,
         namespace: str = "content",
     ) -> None:
         self.redis: Any = client
@@ -112,6 +220,10 @@ class ContentService:
         self.invalidate = invalidate
         self.namespace = namespace
         self._apply = client.register_script(APPLY_SCRIPT)
+        self._upload = client.register_script(UPLOAD_SCRIPT)
+        self._claim = client.register_script(CLAIM_SCRIPT)
+        self._withdraw = client.register_script(WITHDRAW_SCRIPT)
+        self._purged = client.register_script(PURGED_SCRIPT)
 
     def key(self, content_id: str) -> str:
         return f"{self.namespace}:{content_id}"
@@ -122,19 +234,8 @@ class ContentService:
         export at once: an edit inherits nothing."""
         path = self.quarantine / media_name(content_id, content_version)
         path.write_bytes(data)
-        current = int(self.redis.hget(self.key(content_id), "version") or 0)
-        if content_version > current:
-            self.redis.hset(
-                self.key(content_id),
-                mapping={
-                    "version": content_version,
-                    "revision": 0,
-                    "visibility": "pending",
-                    "restriction": "",
-                    "ts": ts,
-                },
-            )
-            self._unexport(content_id)
+        self._upload(keys=[self.key(content_id)], args=[content_version, ts])
+        self.converge(content_id)
         return path
 
     def apply(
@@ -149,8 +250,9 @@ class ContentService:
         repair: bool = False,
     ) -> Applied:
         """Apply an action behind the version and revision fences (one atomic Lua script),
-        then export or withdraw the media accordingly. A `repair` (from the reconciler) may
-        re-apply the revision already applied."""
+        then make the public directory match the hash, whatever the fence said: a retry the
+        fence refuses still finishes the file step a crash cut short. A `repair` (from the
+        reconciler) may re-apply the revision already applied."""
         status, current, revision = self._apply(
             keys=[self.key(content_id)],
             args=[
@@ -162,63 +264,103 @@ class ContentService:
                 1 if repair else 0,
             ],
         )
-        result = Applied(_text(status), int(current), int(revision))
-        if result.status == "applied":
-            self._publish(content_id, content_version, visibility)
-        elif self.redis.hget(self.key(content_id), "stale_cache"):
-            self._publish(content_id, result.current_version, self.desired(content_id))
-        return result
+        self.converge(content_id)
+        return Applied(_text(status), int(current), int(revision))
 
     def desired(self, content_id: str) -> str:
         return _text(self.redis.hget(self.key(content_id), "visibility") or b"pending")
 
-    def _publish(self, content_id: str, content_version: int, visibility: str) -> None:
-        if visibility in EXPORTED:
-            source = self.quarantine / media_name(content_id, content_version)
-            if source.exists():
-                target = self.public / media_name(content_id, content_version)
-                shutil.copyfile(source, target)
-                # A derived artifact (a thumbnail in production): follows its source.
-                thumb = self.public / f"{media_name(content_id, content_version)}.thumb"
-                thumb.write_bytes(source.read_bytes()[:1024])
-                # Remembered, so withdrawing never has to list the public directory.
-                self.redis.hset(
-                    self.key(content_id), "exported", json.dumps([target.name, thumb.name])
-                )
-            self.redis.hdel(self.key(content_id), "stale_cache")
-            return
-        self._unexport(content_id)
+    def converge(self, content_id: str) -> None:
+        """Withdraw (and purge) what the hash no longer allows, then export what it allows.
+        Idempotent, and safe against a concurrent upload or apply of the same item."""
+        self._take_back(content_id, self._found(content_id))
+        self._export(content_id)
 
-    def _unexport(self, content_id: str) -> None:
-        exported, stale = self.redis.hmget(self.key(content_id), "exported", "stale_cache")
-        if not exported and not stale:
-            return  # nothing was exported: no cache can serve it
+    def unsettled(self, content_id: str) -> bool:
+        """A purge is pending, or what is served is not what the hash decided."""
+        fields = self._fields(content_id)
+        if not fields:
+            return False
+        return bool(fields.get("purge")) or self._served(content_id, fields) != fields.get(
+            "visibility", "pending"
+        )
+
+    def _found(self, content_id: str) -> dict[str, int]:
+        """The current version's files in the public directory, listed or not (a rolled-back
+        hash may have lost their registration)."""
+        version = int(self.redis.hget(self.key(content_id), "version") or 0)
+        return {
+            name: version
+            for name in public_names(content_id, version)
+            if (self.public / name).exists()
+        }
+
+    def _take_back(self, content_id: str, found: dict[str, int]) -> None:
+        log = json.loads(self._withdraw(keys=[self.key(content_id)], args=[json.dumps(found)]))
         # Names this service wrote; a name with a separator is not one of them.
-        names = [n for n in json.loads(exported or "[]") if isinstance(n, str) and "/" not in n]
-        removed = [self.public / name for name in names if name not in ("", ".", "..")]
-        for path in removed:
-            path.unlink(missing_ok=True)
-        self.redis.hdel(self.key(content_id), "exported")
-        try:
-            self.invalidate(content_id, removed)
-        except Exception:
-            # Caches may keep serving the exported media: effectively still public.
-            self.redis.hset(self.key(content_id), "stale_cache", "public")
+        names = [n for n in log if _own(n)]
+        if not names:
             return
-        self.redis.hdel(self.key(content_id), "stale_cache")
+        paths = [self.public / name for name in names]
+        for path in paths:
+            path.unlink(missing_ok=True)
+        try:
+            self.invalidate(content_id, paths)
+        except Exception:
+            return  # the names stay in the purge log: caches may serve them; retried later
+        self._purged(keys=[self.key(content_id)], args=[json.dumps(names)])
+
+    def _export(self, content_id: str) -> None:
+        version_raw, visibility = self.redis.hmget(self.key(content_id), "version", "visibility")
+        version = int(version_raw or 0)
+        source = self.quarantine / media_name(content_id, version)
+        if _text(visibility or b"") not in EXPORTED or not source.exists():
+            return
+        names = public_names(content_id, version)
+        if not self._claim(keys=[self.key(content_id)], args=[version, json.dumps(names)]):
+            return  # the hash moved on since it was read
+        media, thumb = (self.public / name for name in names)
+        if not media.exists():
+            self._write(media, source.read_bytes())
+        if not thumb.exists():
+            # A derived artifact (a thumbnail in production): follows its source.
+            self._write(thumb, source.read_bytes()[:1024])
+        # Checked again after writing: a hide or an upload that came meanwhile takes them back.
+        self._take_back(content_id, {name: version for name in names})
+
+    def _write(self, target: Path, data: bytes) -> None:
+        """Whole or not at all: users never get half a file."""
+        partial = self.quarantine / f".partial-{uuid.uuid4().hex}"
+        partial.write_bytes(data)
+        os.replace(partial, target)
+
+    def _fields(self, content_id: str) -> dict[str, str]:
+        return {_text(k): _text(v) for k, v in self.redis.hgetall(self.key(content_id)).items()}
+
+    def _served(self, content_id: str, fields: dict[str, str]) -> str:
+        version = int(fields.get("version", 0))
+        listed = set(_map(fields.get("exported"))) | set(_map(fields.get("purge")))
+        names = listed | set(public_names(content_id, version))
+        return served_visibility(
+            fields.get("visibility", "pending"),
+            serving=any((self.public / name).exists() for name in names if _own(name)),
+            purging=bool(_map(fields.get("purge"))),
+            served_as=fields.get("served"),
+            has_media=(self.quarantine / media_name(content_id, version)).exists(),
+        )
 
     def effective(self, content_id: str, ts: int) -> Visibility | None:
-        """What users can see now; while a cache purge is outstanding, the exported media may
-        still be served, so a withdrawn item counts as still visible (`public`)."""
-        fields = {_text(k): _text(v) for k, v in self.redis.hgetall(self.key(content_id)).items()}
+        """What users can see now, from what is served: the public directory and the purge
+        log, not only the hash (a crash between the fence and the file step, a failed purge,
+        a rolled-back hash all show here)."""
+        fields = self._fields(content_id)
         if not fields:
             return None
-        visibility = fields.get("stale_cache") or fields.get("visibility", "pending")
         return Visibility(
             content_id,
             int(fields.get("version", 0)),
             int(fields.get("revision", 0)),
-            visibility,
+            self._served(content_id, fields),
             ts,
         )
 
@@ -226,12 +368,25 @@ class ContentService:
         return (self.public / media_name(content_id, content_version)).exists()
 
     def set_visibility_by_hand(self, content_id: str, visibility: str, ts: int) -> Visibility:
-        """An operator's change outside modstream (for drills of the reconciler): returns the
-        effective record the platform publishes on content.visibility."""
+        """An operator's change outside modstream (for drills of the reconciler), served at
+        once: returns the effective record the platform publishes on content.visibility."""
         self.redis.hset(self.key(content_id), "visibility", visibility)
+        self.converge(content_id)
         effective = self.effective(content_id, ts)
         assert effective is not None
         return effective
+
+
+def _own(name: object) -> bool:
+    return isinstance(name, str) and "/" not in name and name not in ("", ".", "..")
+
+
+def _map(raw: str | None) -> dict[str, Any]:
+    """`exported` or `purge` as name -> version (an older release wrote a list of names)."""
+    value = json.loads(raw or "{}")
+    if isinstance(value, list):
+        return {name: -1 for name in value if isinstance(name, str)}
+    return value if isinstance(value, dict) else {}
 
 
 def _text(value: Any) -> str:

@@ -407,6 +407,7 @@ def run(
             [
                 "--checkpoint-interval-ms", "1000",
                 "--sla-ms", str(RECONCILER_SLA_MS),
+                "--media-dir", str(media_dir),  # its audits read what is served there
                 *deployment("reconciler"),
             ],
             logs / f"reconciler-{run_id}log",

@@ -26,6 +26,24 @@ BASE_BACKOFF_MS = 200
 MAX_BACKOFF_MS = 30_000
 
 
+# Visibilities under which the media is exported to the public location.
+EXPORTED = ("public", "limited")
+
+
+def served_visibility(
+    decided: str, *, serving: bool, purging: bool, served_as: str | None, has_media: bool
+) -> str:
+    """What users can see of one item, from what is served rather than what was decided: a
+    public file of it, or a purge not yet done (caches may serve it), is visible as it was
+    exported (`served_as`); a decided `public`/`limited` whose media exists but is not
+    exported is not visible yet (`pending`). An item without media shows what was decided."""
+    if serving or purging:
+        return served_as if served_as in EXPORTED else "public"
+    if decided in EXPORTED and has_media:
+        return "pending"
+    return decided
+
+
 class Intents(Protocol):
     def begin(self, action_id: str, ttl_ms: int) -> str | None:
         """Take the intent (None) or return the status someone else left."""

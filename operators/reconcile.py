@@ -12,6 +12,13 @@ Pure Python over plain dict state; `now` is processing time passed in by the ada
   id, `repair_of` the original), at most `max_retries` times, then one `action: alert`.
 A content item's state is forgotten `STATE_TTL_MS` (processing time) after its last input once
 nothing is left to do (they agree, or the alert was sent); one expiry timer is armed at a time.
+
+Audits (`audit_ms` > 0): what a content.visibility record said can stop being true without a
+record (Redis restarted from an AOF that lost its last second, after Kafka offsets were
+committed). Every known item's served state is read again `audit_ms` after its last change,
+then at doubling intervals up to `AUDIT_MAX_MS`; an audit is compared like a record, so a
+rolled-back revision or visibility becomes a discrepancy and a repair. An audit is not an
+input: it does not keep the state alive.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ DEFAULT_SLA_MS = 30_000
 DEFAULT_MAX_RETRIES = 3
 # How long a content item's reconciliation state outlives its last input (docs/retention.md).
 STATE_TTL_MS = 7 * 86_400_000
+DEFAULT_AUDIT_MS = 60_000
+AUDIT_MAX_MS = 3_600_000
 
 
 @dataclass
@@ -49,14 +58,17 @@ def agree(state: State) -> bool:
         return False
     if effective["content_version"] > desired["content_version"]:
         return True
+    # An applied revision below the desired one was lost (a rolled-back store) or is not
+    # applied yet: the actions change visibility, so equal visibilities do not settle it.
     return (
         effective["content_version"] == desired["content_version"]
+        and effective["decision_revision"] >= desired["decision_revision"]
         and effective["visibility"] == desired["visibility"]
     )
 
 
 def on_action(
-    state: State | None, action: dict[str, Any], now: int, sla_ms: int
+    state: State | None, action: dict[str, Any], now: int, sla_ms: int, audit_ms: int = 0
 ) -> ReconcileResult:
     state = state or new_state()
     desired = state["desired"]
@@ -64,11 +76,12 @@ def on_action(
     if desired is None or rank > (desired["content_version"], desired["decision_revision"]):
         state["desired"] = {**action, "received": now}
         state["attempts"], state["alerted"] = 0, False
-    return _settle(state, now, sla_ms)
+        state["audit_every"] = audit_ms
+    return _settle(state, now, sla_ms, audit_ms)
 
 
 def on_visibility(
-    state: State | None, record: dict[str, Any], now: int, sla_ms: int
+    state: State | None, record: dict[str, Any], now: int, sla_ms: int, audit_ms: int = 0
 ) -> ReconcileResult:
     state = state or new_state()
     state["effective"] = {
@@ -76,15 +89,46 @@ def on_visibility(
         "decision_revision": record["decision_revision"],
         "visibility": record["visibility"],
     }
-    return _settle(state, now, sla_ms)
+    return _settle(state, now, sla_ms, audit_ms)
 
 
-def _settle(state: State, now: int, sla_ms: int) -> ReconcileResult:
+def audit_due(state: State, now: int) -> bool:
+    """An audit of this item's served state is due (the adapter reads it, then `on_audit`)."""
+    return state.get("audit_at") is not None and now >= state["audit_at"]
+
+
+def on_audit(
+    state: State, served: dict[str, Any] | None, now: int, sla_ms: int, audit_ms: int
+) -> ReconcileResult:
+    """The served state read again (None: the store knows nothing of the item; nothing to
+    compare). A clean audit doubles the interval to the next, up to AUDIT_MAX_MS; a gap makes
+    the next one come after `audit_ms`."""
+    touched = state.get("touched")
+    state["audit_at"] = None
+    if served is None:
+        result = ReconcileResult(state)
+    else:
+        result = on_visibility(state, served, now, sla_ms)
+        state["touched"] = touched  # an audit is not an input: it keeps nothing alive
+    every = int(state.get("audit_every") or audit_ms)
+    state["audit_every"] = min(AUDIT_MAX_MS, every * 2) if agree(state) else audit_ms
+    _arm_audit(state, now, state["audit_every"], result)
+    return result
+
+
+def _arm_audit(state: State, now: int, every_ms: int, result: ReconcileResult) -> None:
+    if every_ms > 0 and state["desired"] is not None and state.get("audit_at") is None:
+        state["audit_at"] = now + every_ms
+        result.timers.append(state["audit_at"])
+
+
+def _settle(state: State, now: int, sla_ms: int, audit_ms: int = 0) -> ReconcileResult:
     result = ReconcileResult(state)
     state["touched"] = now
     if state.get("expires") is None:
         state["expires"] = now + STATE_TTL_MS
         result.timers.append(state["expires"])
+    _arm_audit(state, now, audit_ms, result)
     if agree(state):
         if state["desired"] is not None and not state.get("enforced"):
             result.lag_ms = max(0, now - state["desired"]["received"])

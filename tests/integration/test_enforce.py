@@ -235,16 +235,53 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     # A lost cache invalidation / an operator's mistake: users can see it again.
     drift = service.set_visibility_by_hand(cid, "public", T0 + 10)
     kafka.produce(topics["content.visibility"], [(cid, json.dumps(drift.record()).encode())])
-    found = kafka.wait_for(discrepancies, lambda values: len(values) >= 1, timeout_s=60)
+    # Under load the reconciler may read the action more than the SLA before the first
+    # visibility record (a legitimate `pending` retry): the drift's is the one with `public`.
+    found = kafka.wait_for(
+        discrepancies,
+        lambda values: any(v["effective_visibility"] == "public" for v in values),
+        timeout_s=60,
+    )
+    found = [v for v in found if v["effective_visibility"] == "public"]
     assert (found[0]["desired_visibility"], found[0]["effective_visibility"]) == (
         "hidden",
         "public",
     )
     assert found[0]["action"] == "retry" and found[0]["age_ms"] >= 2000
     deadline = time.monotonic() + 60
-    while client.hget(f"content:{cid}", "visibility") != b"hidden":
+    while (service.effective(cid, T0) or drift).visibility != "hidden":
         assert time.monotonic() < deadline, "the repair was not applied"
         time.sleep(0.5)
+    assert client.hget(f"content:{cid}", "visibility") == b"hidden"
+    assert not service.is_exported(cid, 1)  # the export the hand change made is withdrawn
     repairs = kafka.values(topics["enforcement.repairs"])
     assert repairs and repairs[0]["repair_of"] == record["action_id"]
     assert client.get(f"intent:{repairs[0]['action_id']}") == b"COMPLETED"
+
+
+def test_purges_failing_at_random_heal_in_the_job(
+    kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis, start_job: Any
+) -> None:
+    topics, args = _deployment(kafka, stack, tmp_path)
+    service = ContentService(client, tmp_path / "media")
+    items = [f"p-{uuid.uuid4().hex[:8]}" for _ in range(12)]
+    for cid in items:
+        service.upload(cid, 1, b"image bytes", T0)
+        service.apply(cid, 1, 1, "public", None, T0)
+    assert len(list((tmp_path / "media" / "public").iterdir())) == 2 * len(items)
+    job = start_job("enforce", *args, "--purge-failure-rate", "0.5", "--purge-failure-seed", "3")
+    job.wait_running()
+    hides = [action(cid, 2, "hidden") for cid in items]
+    kafka.produce(
+        topics["moderation.actions"], [(r["content_id"], json.dumps(r).encode()) for r in hides]
+    )
+
+    def healed(values: list[dict[str, Any]]) -> bool:
+        last = {v["content_id"]: v["visibility"] for v in values}
+        return all(last.get(cid) == "hidden" for cid in items)
+
+    seen = kafka.wait_for(topics["content.visibility"], healed, timeout_s=90)
+    # Some purges failed (reported visible first), and every one healed on the job's timers.
+    assert any(v["visibility"] == "public" for v in seen)
+    assert list((tmp_path / "media" / "public").iterdir()) == []
+    assert all(not client.hexists(service.key(cid), "purge") for cid in items)

@@ -64,6 +64,11 @@ class FakeService(MemoryContent):
             raise RuntimeError(SECRET_TEXT)  # an unexpected failure, with text in it
         return Visibility(content_id, self.version, self.revision, self.visibility, ts)
 
+    def unsettled(self, content_id: str) -> bool:
+        return False  # nothing served apart from what was decided
+
+    def converge(self, content_id: str) -> None: ...
+
 
 def adapter(service: FakeService | None = None) -> tuple[Enforce, FakeMapState]:
     enforce = Enforce(EnforceConfig(redis_url="redis://unused", media_dir="/nonexistent"))
@@ -198,3 +203,36 @@ def test_an_unreachable_intent_store_is_retried_then_exhausted_never_a_crash() -
     letters = [json.loads(r[2]) for r in out]
     assert [letter["error_class"] for letter in letters] == ["transient_exhausted"]
     assert letters[0]["attempts"] == 2 and waiting == {}
+
+
+class PurgeFailing(FakeService):
+    """Applied, but what is served lags (a failed cache purge) until `lagging` converges."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.lagging = failures
+        self.converged = 0
+
+    def unsettled(self, content_id: str) -> bool:
+        return self.converged < self.lagging
+
+    def converge(self, content_id: str) -> None:
+        self.converged += 1
+
+
+@pytest.mark.parametrize(("failures", "heals"), [(0, 0), (2, 2), (50, 5)])
+def test_a_failed_purge_is_healed_on_timers_then_left_to_the_reconciler(
+    failures: int, heals: int
+) -> None:
+    service = PurgeFailing(failures)
+    enforce, waiting = adapter(service)
+    assert [t for t, _ in run(enforce, [row(VALID)])] == ["content.visibility"]
+    reports = 0
+    while waiting:
+        (key, stored), ctx = next(iter(waiting.items())), FakeContext()
+        assert key.startswith("heal:") and json.loads(stored)["heal"] is True
+        out = list(enforce.on_timer(json.loads(stored)["at"], ctx))
+        reports += sum(1 for r in out if r[0] == "content.visibility")
+    # One converge per heal, each reported; at most max_attempts - 1 heals after the apply.
+    assert service.converged == heals == reports
+    assert service.applies == 1

@@ -115,10 +115,10 @@ def test_an_unexpected_failure_is_permanent_and_leaves_the_state_as_it_was(
     before = runtime.content.current
     real = reconciler.reconcile.on_visibility
 
-    def fails_once(state: Any, record: dict[str, Any], now: int, sla_ms: int) -> Any:
+    def fails_once(state: Any, record: dict[str, Any], now: int, sla_ms: int, *rest: Any) -> Any:
         if record["visibility"] == "limited":
             raise ValueError(SECRET_TEXT)
-        return real(state, record, now, sla_ms)
+        return real(state, record, now, sla_ms, *rest)
 
     monkeypatch.setattr(reconciler.reconcile, "on_visibility", fails_once)
     out = emitted(function, row(visible(1, "limited"), "content.visibility"), ctx)

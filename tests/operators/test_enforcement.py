@@ -6,7 +6,15 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from operators.enforcement import BASE_BACKOFF_MS, MAX_BACKOFF_MS, backoff_ms, enforce
+import pytest
+
+from operators.enforcement import (
+    BASE_BACKOFF_MS,
+    MAX_BACKOFF_MS,
+    backoff_ms,
+    enforce,
+    served_visibility,
+)
 from tests.conftest import T0
 
 
@@ -157,3 +165,28 @@ def test_an_unreachable_intent_store_is_a_failed_attempt_not_a_crash() -> None:
     failed = enforce(action(1), DownIntents(), content, attempt=3, rng=random.Random(1))
     assert failed.status == "failed" and failed.error == "ConnectionError"
     assert 400 <= (failed.retry_in_ms or 0) <= 800 and content.applies == 0
+
+
+@pytest.mark.parametrize(
+    ("decided", "serving", "purging", "served_as", "has_media", "seen"),
+    [
+        ("hidden", True, False, "public", True, "public"),  # the file step never ran
+        ("hidden", False, True, "limited", True, "limited"),  # a purge is pending
+        ("hidden", False, True, None, True, "public"),
+        ("public", False, False, None, True, "pending"),  # decided, not exported yet
+        ("public", True, False, "public", True, "public"),
+        ("limited", True, False, "public", True, "public"),  # re-exported under the new one soon
+        ("public", False, False, None, False, "public"),  # no media: nothing to serve
+        ("hidden", False, False, "public", True, "hidden"),
+        ("pending", False, False, None, True, "pending"),
+    ],
+)
+def test_visibility_comes_from_what_is_served(
+    decided: str, serving: bool, purging: bool, served_as: str | None, has_media: bool, seen: str
+) -> None:
+    assert (
+        served_visibility(
+            decided, serving=serving, purging=purging, served_as=served_as, has_media=has_media
+        )
+        == seen
+    )

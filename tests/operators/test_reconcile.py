@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.reconcile import STATE_TTL_MS, on_action, on_timer, on_visibility
+from operators.reconcile import (
+    AUDIT_MAX_MS,
+    STATE_TTL_MS,
+    audit_due,
+    on_action,
+    on_audit,
+    on_timer,
+    on_visibility,
+)
 from tests.conftest import T0
 
 SLA = 1_000
@@ -98,3 +106,47 @@ def test_an_open_gap_keeps_its_state_until_the_alert_then_it_may_go() -> None:
     assert [r["action"] for _, _, r in fired.outputs] == ["alert"]
     assert fired.timers == [STATE_TTL_MS + SLA]
     assert on_timer(fired.state, STATE_TTL_MS + SLA, SLA, 0).state is None
+
+
+AUDIT = 500
+
+
+def test_a_lower_applied_revision_is_a_gap_even_with_the_same_visibility() -> None:
+    state = on_action(None, action(3, "hidden"), 0, SLA).state
+    assert on_visibility(state, seen(1, "hidden"), 10, SLA).open  # revision 3 was lost
+    assert not on_visibility(state, seen(3, "hidden"), 20, SLA).open
+
+
+def test_audits_back_off_while_clean_and_find_a_rolled_back_state() -> None:
+    first = on_action(None, action(2, "hidden"), 0, SLA, AUDIT)
+    assert first.timers == [STATE_TTL_MS, AUDIT, SLA]
+    state = on_visibility(first.state, seen(2, "hidden"), 10, SLA, AUDIT).state
+    assert not audit_due(state, AUDIT - 1) and audit_due(state, AUDIT)
+    clean = on_audit(state, seen(2, "hidden"), AUDIT, SLA, AUDIT)
+    assert not clean.open and clean.timers == [AUDIT + 2 * AUDIT]  # doubled
+    assert clean.state["touched"] == 10  # an audit keeps nothing alive
+    # Redis restarted from an older AOF: the served state is revision 1, public.
+    rolled = on_audit(clean.state, seen(1, "public"), 3 * AUDIT, SLA, AUDIT)
+    assert rolled.open and rolled.timers == [3 * AUDIT + SLA, 3 * AUDIT + AUDIT]
+    fired = on_timer(rolled.state, 3 * AUDIT + SLA, SLA, 3)
+    kinds = [(topic, record.get("action")) for topic, _, record in fired.outputs]
+    assert kinds == [("moderation.discrepancies", "retry"), ("enforcement.repairs", None)]
+    assert fired.outputs[1][2]["decision_revision"] == 2
+
+
+def test_the_audit_interval_is_capped_and_an_unreadable_item_changes_nothing() -> None:
+    state = on_action(None, action(1, "public"), 0, SLA, AUDIT).state
+    state = on_visibility(state, seen(1, "public"), 1, SLA, AUDIT).state
+    now = AUDIT
+    for _ in range(20):
+        state = on_audit(state, seen(1, "public"), now, SLA, AUDIT).state
+        now = state["audit_at"]
+    assert state["audit_every"] == AUDIT_MAX_MS
+    unknown = on_audit(state, None, now, SLA, AUDIT)
+    assert not unknown.open and unknown.state["effective"]["visibility"] == "public"
+    assert unknown.timers == [now + AUDIT_MAX_MS]
+
+
+def test_no_audit_timer_without_audits() -> None:
+    result = on_action(None, action(1, "hidden"), 0, SLA)
+    assert result.timers == [STATE_TTL_MS, SLA] and "audit_at" not in result.state
