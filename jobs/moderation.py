@@ -195,6 +195,12 @@ def failure_letter(
     aside and the operator goes on. The message names the failure, never the content."""
     message = f"{type(error).__name__} while handling the record; input set aside"
     print(f"moderation: {message} ({topic}, key {key!r})", file=sys.stderr, flush=True)
+    return _permanent(config, topic, key, raw, ts, message)
+
+
+def _permanent(
+    config: ModerationConfig, topic: str, key: str | None, raw: str, ts: int, message: str
+) -> Row:
     letter = dead_letter(
         config.physical(topic),
         key,
@@ -225,16 +231,7 @@ def schema_letters(
             content_id = json.loads(raw).get("content_id", key) if raw else key
         except (ValueError, AttributeError):
             content_id = key
-        letter = dead_letter(
-            config.physical(topic),
-            content_id,
-            raw,
-            message,
-            ts=ts,
-            error_class="permanent",
-            operator="moderation",
-        )
-        yield Row(config.physical("moderation.dlq"), content_id, letter.model_dump_json())
+        yield _permanent(config, topic, content_id, raw, ts, message)
 
 
 class PolicyAware(KeyedBroadcastProcessFunction):
