@@ -34,6 +34,7 @@ help:
 	@echo "make models            convert the text detector to ONNX (part of setup)"
 	@echo "make bench-detectors   detectors per record vs batched, bare and through the scan job (make up first)"
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
+	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
@@ -128,6 +129,13 @@ bench: setup
 # The moderation job on the real broker (a stack on the default ports; `make up` first).
 bench-moderation: setup
 	@$(BIN)/python -m benchmarks.bench_moderation $(BENCH_ARGS)
+
+# The fault-injection harness (tests/faults/harness.py): its own broker, Redis and Flink session
+# cluster on free ports in .run/faults/<run>, so it runs beside `make test`'s stack;
+# FAULTS_ARGS="--versions 2000 --short": a smaller run. The last line is the JSON summary.
+.PHONY: test-faults
+test-faults: setup
+	@$(BIN)/python -m tests.faults.harness $(FAULTS_ARGS)
 
 # Replay of generated versions (no stack needed); BENCH_ARGS="--versions 2000 --twice": a
 # smaller workload, replayed twice and its outputs compared byte for byte.

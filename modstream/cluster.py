@@ -20,6 +20,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.stack import StackError, port_open
@@ -57,6 +58,10 @@ def _configuration(settings: Settings, rest_port: int, rpc_port: int, slots: int
             f"rest.port: {rest_port}",
             f"env.pid.dir: {run / 'pids'}",
             f"env.log.dir: {run / 'log'}",
+            # A JobManager setting: a job's own value is not read on a session cluster, where
+            # only the newest checkpoint was kept, so a restore had nothing to fall back to
+            # when the broker had aborted that checkpoint's transactions (jobs/restore.py).
+            "execution.checkpointing.num-retained: 3",
             "python.execution-mode: thread",
             f"python.executable: {sys.executable}",
             "",
@@ -71,6 +76,7 @@ def up(
     rpc_port: int = 6123,
     slots: int = 1,
     say: Callable[[str], None] = print,
+    conf: dict[str, str] | None = None,
 ) -> str:
     """Start the cluster (or say it is up); return its REST address HOST:PORT."""
     address = f"{LOCALHOST}:{rest_port}"
@@ -102,7 +108,9 @@ def up(
             shutil.copy(source / "conf" / name, run / "conf" / name)
     (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
     (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
-    (run / "conf" / "config.yaml").write_text(_configuration(settings, rest_port, rpc_port, slots))
+    (run / "conf" / "config.yaml").write_text(
+        _overridden(_configuration(settings, rest_port, rpc_port, slots), conf or {})
+    )
     _script(run, "start-cluster.sh", check=True)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
@@ -112,6 +120,12 @@ def up(
             return address
         time.sleep(1)
     raise StackError(f"the Flink cluster did not come up; logs in {run / 'log'}")
+
+
+def _overridden(configuration: str, conf: dict[str, str]) -> str:
+    """The configuration with `conf`'s keys set (a key given twice is not valid YAML)."""
+    kept = [line for line in configuration.splitlines() if line.split(":", 1)[0] not in conf]
+    return "\n".join([*kept, *(f"{key}: {value}" for key, value in conf.items()), ""])
 
 
 def down(settings: Settings, say: Callable[[str], None] = print) -> None:
@@ -142,7 +156,12 @@ def _overview(address: str) -> dict[str, int] | None:
 
 
 def submit(
-    job: str, jobmanager: str, job_args: list[str], *, flink_home: Path | None = None
+    job: str,
+    jobmanager: str,
+    job_args: list[str],
+    *,
+    flink_home: Path | None = None,
+    output: Any = None,
 ) -> int:
     """`flink run -d` the job's module on the cluster at `jobmanager` (its REST address)."""
     flink_home = flink_home or Path(os.environ.get("FLINK_HOME") or pyflink_home())
@@ -163,4 +182,35 @@ def submit(
         *job_args,
         "--detached",
     ]
-    return subprocess.run(command, check=False, timeout=300).returncode
+    return subprocess.run(
+        command, check=False, timeout=300, stdout=output, stderr=output
+    ).returncode
+
+
+def start_taskmanager(settings: Settings) -> None:
+    """One more TaskManager for the cluster `up` started (after one was killed: its jobs wait
+    for slots); Flink's script appends its pid to the cluster's pid file."""
+    run = home(settings)
+    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    subprocess.run(
+        [str(run / "bin" / "taskmanager.sh"), "start"],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def daemon_pids(settings: Settings, daemon: str = "taskexecutor") -> list[int]:
+    """The live pids of this cluster's `taskexecutor` (or `standalonesession`) daemons, from
+    the pid files Flink's scripts wrote, each checked to be a Java process of this cluster."""
+    pids: list[int] = []
+    for pid_file in (home(settings) / "pids").glob(f"flink-*-{daemon}.pid"):
+        for line in pid_file.read_text().split():
+            try:
+                cmdline = Path(f"/proc/{int(line)}/cmdline").read_bytes()
+            except (OSError, ValueError):
+                continue
+            if str(home(settings)).encode() in cmdline:
+                pids.append(int(line))
+    return pids
