@@ -71,8 +71,16 @@ def test_a_lost_decision_shows_as_a_gap_and_another_path_to_the_same_end_does_no
             decision("a", 3, "BLOCK", 30, state="blocked"),  # revision 2 was lost
             decision("b", 1, "PENDING", 10, state="scanning"),
             decision("b", 2, "PENDING", 40, state="expired"),
+            decision("c", 1, "PENDING", 10, state="scanning"),
+            decision("c", 2, "PENDING", 20, state="expired"),
+            decision("d", 1, "PENDING", 10, state="scanning"),
+            decision("d", 2, "BLOCK", 20, state="blocked"),
         ],
-        "moderation.actions": [action("a", 1), action("a", 3), action("b", 1)],
+        "moderation.actions": [
+            *(action(cid, 1) for cid in "abcd"),
+            action("a", 3),
+            action("d", 2),
+        ],
     }
     replayed = {
         "moderation.decisions": [
@@ -84,13 +92,20 @@ def test_a_lost_decision_shows_as_a_gap_and_another_path_to_the_same_end_does_no
             decision("b", 1, "PENDING", 10, state="scanning"),
             decision("b", 2, "PROVISIONAL_ALLOW", 20, state="expired"),
             decision("b", 3, "PENDING", 40, state="expired"),
+            # c: live's waiting deadline decided where replay arrives after the cutoff.
+            decision("c", 1, "PENDING", 10, state="scanning"),
+            decision("c", 2, "PROVISIONAL_ALLOW", 20, state="expired"),
+            decision("c", 3, "PENDING", 90, state="expired"),
+            # d: live's end is no decision replay ever reaches.
+            decision("d", 1, "PENDING", 10, state="scanning"),
+            decision("d", 2, "PROVISIONAL_ALLOW", 20, state="expired"),
         ],
     }
-    served = {"a": ("hidden", False), "b": ("pending", False)}
+    served = {c: ("pending", False) for c in "bc"} | {c: ("hidden", False) for c in "ad"}
     found = checks.check(live, replayed, served, cutoff_ts=50)
     assert found.missing["revision_gaps"] == [("a", 1, 2)]
-    assert found.discrepancies["final_decision_vs_replay"] == []
-    assert found.counts() == {"duplicates": 0, "missing": 1, "discrepancies": 0}
+    assert [m[0] for m in found.discrepancies["final_decision_vs_replay"]] == [("d", 1)]
+    assert found.counts() == {"duplicates": 0, "missing": 1, "discrepancies": 1}
 
 
 def test_a_clean_run_finds_nothing() -> None:
