@@ -28,7 +28,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -49,6 +48,7 @@ from modstream.config import PROJECT_ROOT, Settings
 from modstream.content_service import ContentService
 from operators.signing import Keyring
 from tests.faults import checks
+from tests.integration.test_stack_lifecycle import free_ports
 
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 POLICY_KEY = "modstream-faults-policy"
@@ -67,17 +67,6 @@ RECOVERY_TIMEOUT_S = 240.0
 DONE = (b"COMPLETED", b"STALE")
 SCAN_RESULTS = "scan.results.side"
 Line = dict[str, Any]
-
-
-def free_ports(count: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 # The workload -------------------------------------------------------------------------------
@@ -227,7 +216,8 @@ class OutputWatch(threading.Thread):
             while not self.stopping.is_set():
                 try:
                     polled = consumer.poll(timeout_ms=200)
-                except Exception:  # the broker is down or paused: that is the test
+                except Exception as error:  # the broker is down or paused: that is the test
+                    print(f"faults: watch: poll failed ({type(error).__name__})", file=sys.stderr)
                     time.sleep(1)
                     continue
                 now = time.monotonic()
