@@ -35,6 +35,7 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 from jobs import hash_retro, runtime
+from modstream import topics
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators import admission, moderation, reports, sanctions, signing, state_schema
@@ -91,6 +92,11 @@ class ModerationConfig(runtime.TopicNames):
     wall_clock: bool = True
     live_window_ms: int = moderation.LIVE_WINDOW_MS
     backfill_idleness_ms: int = 5_000
+    # The lanes (`topic#partition`) the event-time step reads, known before any is heard from:
+    # after a start or restore each holds event time until its first record (ValidatedTime).
+    expected_lanes: tuple[str, ...] = ()
+    # Every lane silent and behind this long: what was read is complete (before: a stall).
+    drained_after_ms: int = 60_000
     # Retention (docs/moderation.md, "Retention"): full state after a version's last input,
     # then its compact record, in which reviews and appeals still apply.
     state_ttl_ms: int = moderation.STATE_TTL_MS
@@ -761,19 +767,45 @@ def by_topic(
 
 def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
     """Timestamps and watermarks from admitted records only, per lane (ValidatedTime.java)."""
-    jvm = get_gateway().jvm
+    gateway = get_gateway()
+    jvm = gateway.jvm
+    lanes = gateway.new_array(jvm.String, len(config.expected_lanes))
+    for index, lane in enumerate(config.expected_lanes):
+        lanes[index] = lane
     strategy = jvm.io.modstream.flink.ValidatedTime(
         config.out_of_orderness_ms,
         config.idleness_ms,
         config.backfill_idleness_ms,
         config.live_window_ms,
         config.wall_clock,
+        lanes,
+        config.drained_after_ms,
     )
     timed = decoded._j_data_stream.assignTimestampsAndWatermarks(strategy)
     timed.name("validated event time").uid("moderation_validated_time")
     if config.pre_key_parallelism:
         timed.setParallelism(config.pre_key_parallelism)
     return DataStream(timed)
+
+
+def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
+    """Every partition of the inputs that move event time (not `moderation.reevaluate`), when
+    one event-time instance reads them all: each holds event time until its first record after
+    a start or restore (ValidatedTime). With parallel readers an instance reads only the
+    partitions its reader was given, which is not known here: none (docs/moderation.md, Time)."""
+    if job.parallelism != 1:
+        print(
+            "moderation: parallelism > 1: partitions are not expected before their first record "
+            "(docs/moderation.md, 'Time')",
+            file=sys.stderr,
+            flush=True,
+        )
+        return ()
+    names = [job.topic(name) for name in KEYED_TOPICS if name != "moderation.reevaluate"]
+    counts = topics.partition_counts(job.bootstrap_servers, names)
+    return tuple(
+        f"{name}#{partition}" for name in names for partition in range(counts.get(name, 0))
+    )
 
 
 def options() -> argparse.ArgumentParser:
@@ -804,6 +836,13 @@ def options() -> argparse.ArgumentParser:
         type=int,
         default=5_000,
         help="a lane that is behind holds event time this long after its last record",
+    )
+    parser.add_argument(
+        "--drained-after-ms",
+        type=int,
+        default=60_000,
+        help="every lane silent and behind this long: the input read is complete, and event "
+        "time moves to the newest record read (shorter silences are stalls: it holds)",
     )
     parser.add_argument(
         "--evidence-grace-ms",
@@ -839,6 +878,7 @@ def main(argv: list[str] | None = None) -> int:
         idleness_ms=args.idleness_ms,
         live_window_ms=args.live_window_ms,
         backfill_idleness_ms=args.backfill_idleness_ms,
+        drained_after_ms=args.drained_after_ms,
         state_ttl_ms=args.state_ttl_ms,
         review_retention_ms=args.review_retention_ms,
         evidence_grace_ms=args.evidence_grace_ms,
@@ -848,6 +888,7 @@ def main(argv: list[str] | None = None) -> int:
         trusted_policy=trusted,
         topics=job.topics,
     )
+    config = dataclasses.replace(config, expected_lanes=expected_lanes(job))
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.

@@ -119,6 +119,26 @@ def create_topics(
     return created
 
 
+def partition_counts(
+    bootstrap_servers: str, names: Iterable[str], timeout_s: float = 30.0
+) -> dict[str, int]:
+    """How many partitions each named topic has on the broker (a missing topic is left out)."""
+    from kafka import KafkaAdminClient
+
+    timeout_ms = int(timeout_s * 1000)
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap_servers,
+        request_timeout_ms=timeout_ms,
+        bootstrap_timeout_ms=timeout_ms,
+        client_id="modstream-topics",
+    )
+    try:
+        wanted = [name for name in names if name in set(admin.list_topics())]
+        return _partition_counts(admin, wanted) if wanted else {}
+    finally:
+        admin.close()
+
+
 def _partition_counts(admin: object, names: list[str]) -> dict[str, int]:
     described = admin.describe_topics(names)  # type: ignore[attr-defined]
     return {entry["name"]: len(entry["partitions"]) for entry in described}

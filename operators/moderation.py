@@ -211,10 +211,14 @@ def _evidence(
     absent = {detector for detector, _ in wanted - received}
     missing = absent - scan_plan.unasked(state)
     unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
+    # applied after it, as a report batch at its window's end is, does not reopen scanning).
+    passed = state["deadline"] is not None and (
+        ts >= state["deadline"] or bool(state.get("deadline_decided"))
+    )
     expired = (
         bool(missing)
-        and state["deadline"] is not None
-        and ts >= state["deadline"]
+        and passed
         and state.get("deadline_timer") is None  # a deadline still waiting has not passed
     )
     view = EvidenceView.from_segments(
@@ -663,6 +667,7 @@ def _postponed(state: State, ctx: Context, ts: int) -> int | None:
 def _decide_deadline(state: State, ctx: Context) -> list[Output]:
     """The deadline decision, at the deadline's own event time, once it is no longer pending."""
     state["deadline_timer"] = None
+    state["deadline_decided"] = True
     return _decide(state, ctx, state["deadline"], "deadline")
 
 
@@ -1095,6 +1100,9 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
             result.timers.append(postponed)
         else:
             result.outputs += _decide_deadline(state, ctx)
+            # A deadline that waited decides after later input: its PROVISIONAL_ALLOW can
+            # expire before the expiry already armed (or already be past it).
+            result.timers += _arm_expiry(state)
     armed = state.get("expiry_timer")
     if armed is not None and ts >= armed:
         expiry = _expire_provisional(state, ts, ctx)

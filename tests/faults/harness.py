@@ -46,6 +46,7 @@ import yaml
 from modstream import cluster, kafkaio, replay, stack, topics, workload
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.content_service import ContentService
+from operators import moderation
 from operators.signing import Keyring
 from tests.faults import checks
 from tests.integration.test_stack_lifecycle import free_ports
@@ -473,9 +474,10 @@ class Run:
         rng = random.Random(self.args.seed)
         lines = merge(lines, signals(lines, rng, f"{self.prefix}-", versions / 20_000))
         last_ts = max(ts_of(line) for line in lines)
-        after_deadlines = last_ts + max(
+        self.max_deadline_ms = max(
             int(spec.get("deadline_ms", 0)) for spec in policy.get("detectors", {}).values()
         )
+        after_deadlines = last_ts + self.max_deadline_ms
         end = f"{self.prefix}-end"
         markers = [
             workload.marker(after_deadlines + 1_000, end),
@@ -827,10 +829,19 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
         producer.start()
         run.run_faults(schedule)
         run.wait_end(markers[0]["value"]["content_id"], timeout_s=900)
+        ended = time.monotonic()
         run.say("end marker decided")
         run.wait_enforced(timeout_s=300)
         run.say(f"waiting {RECONCILER_SLA_MS / 1000:.0f} s (the reconciler's SLA) and a bit")
         time.sleep(RECONCILER_SLA_MS / 1000 + 10)
+        # A deadline that waited while the job caught up fires at most the detectors' longest
+        # deadline plus the grace after the job is live again (docs/moderation.md, "Time").
+        settle_s = (run.max_deadline_ms + moderation.EVIDENCE_GRACE_MS) / 1000 + 5
+        remaining = ended + settle_s - time.monotonic()
+        if remaining > 0:
+            run.say(f"waiting {remaining:.0f} s more for deadlines that waited to fire")
+            time.sleep(remaining)
+            run.wait_enforced(timeout_s=120)
         # The moderation job keeps deciding as the clock moves event time on (provisional
         # expiries): stopped, and its last actions applied, what is read next is one moment.
         run.ticking.set()

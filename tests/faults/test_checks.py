@@ -75,9 +75,13 @@ def test_a_lost_decision_shows_as_a_gap_and_another_path_to_the_same_end_does_no
             decision("c", 2, "PENDING", 20, state="expired"),
             decision("d", 1, "PENDING", 10, state="scanning"),
             decision("d", 2, "BLOCK", 20, state="blocked"),
+            # e: live decided its provisional expiry after the cutoff, as replay does.
+            decision("e", 1, "PROVISIONAL_ALLOW", 10, state="scanning"),
+            decision("e", 2, "PENDING", 95, state="expired"),
         ],
         "moderation.actions": [
-            *(action(cid, 1) for cid in "abcd"),
+            *(action(cid, 1) for cid in "abcde"),
+            action("e", 2),
             action("a", 3),
             action("d", 2),
         ],
@@ -99,9 +103,12 @@ def test_a_lost_decision_shows_as_a_gap_and_another_path_to_the_same_end_does_no
             # d: live's end is no decision replay ever reaches.
             decision("d", 1, "PENDING", 10, state="scanning"),
             decision("d", 2, "PROVISIONAL_ALLOW", 20, state="expired"),
+            decision("e", 1, "PROVISIONAL_ALLOW", 10, state="scanning"),
+            decision("e", 2, "PROVISIONAL_ALLOW", 20, state="expired"),
+            decision("e", 3, "PENDING", 95, state="expired"),
         ],
     }
-    served = {c: ("pending", False) for c in "bc"} | {c: ("hidden", False) for c in "ad"}
+    served = {c: ("pending", False) for c in "bce"} | {c: ("hidden", False) for c in "ad"}
     found = checks.check(live, replayed, served, cutoff_ts=50)
     assert found.missing["revision_gaps"] == [("a", 1, 2)]
     assert [m[0] for m in found.discrepancies["final_decision_vs_replay"]] == [("d", 1)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -499,3 +500,34 @@ def test_the_steps_own_dead_letters_are_keyed_by_content_id() -> None:
     outputs = list(adapter.on_timer(T0 + 10, ctx)) + list(adapter.on_timer(T0 + 20, ctx))
     [(key, letter)] = [(o[1], json.loads(o[2])) for o in outputs if o[0] == "moderation.dlq"]
     assert (key, letter["key"], letter["error_class"]) == ("c-1", "c-1", "conflict")
+
+
+def test_the_job_expects_every_partition_of_the_inputs_that_move_event_time(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    from jobs import moderation as job_module
+    from jobs.runtime import JobConfig
+
+    asked: list[list[str]] = []
+
+    def partition_counts(bootstrap: str, names: list[str]) -> dict[str, int]:
+        asked.append(list(names))
+        return {name: 2 for name in names if not name.endswith("appeals")}  # appeals missing
+
+    monkeypatch.setattr(job_module.topics, "partition_counts", partition_counts)
+    job = JobConfig(
+        name="moderation",
+        bootstrap_servers="b:9092",
+        checkpoint_dir=tmp_path,
+        transactional_id_prefix="p",
+        group_id="g",
+        topics={"content.versions": "run1.content.versions"},
+    )
+    lanes = job_module.expected_lanes(job)
+    assert lanes[:2] == ("run1.content.versions#0", "run1.content.versions#1")
+    assert not any(lane.startswith("moderation.reevaluate") for lane in lanes)  # never moves time
+    assert not any(lane.startswith("moderation.appeals") for lane in lanes)
+    assert len(lanes) == 2 * 4  # versions, results, reports, reviews
+    # Parallel readers each read their own partitions: none is expected (documented limit).
+    assert job_module.expected_lanes(dataclasses.replace(job, parallelism=2)) == ()
+    assert len(asked) == 1

@@ -40,11 +40,23 @@ def jvm() -> Any:
 
 
 class Lanes:
-    def __init__(self, jvm: Any, *, wall_clock: bool = True) -> None:
+    def __init__(
+        self,
+        jvm: Any,
+        *,
+        wall_clock: bool = True,
+        expected: tuple[str, ...] = (),
+        drained: int = BACKFILL_IDLE,
+    ) -> None:
+        from pyflink.java_gateway import get_gateway
+
         self.jvm = jvm
         self.clock = jvm.io.modstream.flink.ValidatedTime.ManualClock(NOW)
+        names = get_gateway().new_array(jvm.String, len(expected))
+        for index, name in enumerate(expected):
+            names[index] = name
         strategy = jvm.io.modstream.flink.ValidatedTime(
-            BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock
+            BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock, names, drained
         )
         self.generator = strategy.generator(self.clock)
 
@@ -139,3 +151,68 @@ def test_only_a_live_instance_that_never_read_anything_declares_itself_idle(jvm:
     assert not live.generator.idleAt(NOW + 10 * BACKFILL_IDLE)  # once read, never idle
     # Replay never: a bounded input ending while idle let the end of time overtake records.
     assert not Lanes(jvm, wall_clock=False).generator.idleAt(NOW + 10 * BACKFILL_IDLE)
+
+
+EXPECTED = ("content.versions#0", "review.decisions#0")
+
+
+def test_after_a_restart_a_partition_not_read_yet_holds_event_time(jvm: Any) -> None:
+    """The full fault run (docs/reliability/exactly-once.md): after each restore the few records
+    of review.decisions were read before the upload partition they follow, event time passed
+    the uploads, and their reviews were letters `stale`. A partition the job reads but has not
+    heard from since it started holds event time like a paused backfill."""
+    lanes = Lanes(jvm, expected=EXPECTED)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "review.decisions#0", hour_ago + 60_000)  # read first after the restore
+    for step in range(1, 5):  # the backlog goes on being read from other partitions
+        at = NOW + step * BACKFILL_IDLE
+        lanes.record(at, "detector.results#0", hour_ago + step * 60_000)
+        assert lanes.watermark(at + 1) == HOLD
+    lanes.record(NOW + 4 * BACKFILL_IDLE + 1, "content.versions#0", hour_ago)
+    assert lanes.watermark(NOW + 4 * BACKFILL_IDLE + 2) == hour_ago - BOUND - 1
+
+
+def test_a_partition_that_stays_empty_stops_holding_once_the_job_is_live(jvm: Any) -> None:
+    lanes = Lanes(jvm, expected=EXPECTED)
+    lanes.record(NOW + 100, "content.versions#0", NOW)  # live: arrived 100 ms after its ts
+    assert lanes.watermark(NOW + 200) == HOLD  # review.decisions#0 may still have records
+    # No record from it for the backfill idleness since the start: it is empty, not paused.
+    at = NOW + BACKFILL_IDLE
+    lanes.record(at, "content.versions#0", at - 100)
+    assert lanes.watermark(at + 1) == at + 1 - 100 - BOUND - 1
+
+
+def test_when_every_lane_falls_silent_an_empty_partition_no_longer_holds(jvm: Any) -> None:
+    lanes = Lanes(jvm, expected=EXPECTED)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)  # a backlog, read to its end
+    assert lanes.watermark(NOW + BACKFILL_IDLE - 1) == HOLD
+    assert lanes.watermark(NOW + BACKFILL_IDLE + 1) == hour_ago - BOUND - 1
+    # Released once, it is not held for again: the next burst of backlog moves time at once.
+    later = NOW + 2 * BACKFILL_IDLE
+    lanes.record(later, "content.versions#0", hour_ago + 60_000)
+    assert lanes.watermark(later + 1) == hour_ago + 60_000 - BOUND - 1
+
+
+def test_an_instance_with_expected_partitions_that_never_read_one_still_declares_idle(
+    jvm: Any,
+) -> None:
+    lanes = Lanes(jvm, expected=EXPECTED)
+    assert lanes.watermark(NOW + 10 * BACKFILL_IDLE) == HOLD
+    assert lanes.generator.idleAt(NOW + BACKFILL_IDLE)
+
+
+def test_a_stalled_backlog_holds_event_time_until_it_is_surely_drained(jvm: Any) -> None:
+    """The full fault run: after a restart every lane of the backlog fell silent for a few
+    seconds (the source stalled), event time jumped to the newest review read, and the reviews
+    went to the DLQ `stale` ahead of the uploads still unread. Silence shorter than the drain
+    time is a stall: event time holds; longer, what was read is complete."""
+    drained = 4 * BACKFILL_IDLE
+    lanes = Lanes(jvm, drained=drained)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)
+    lanes.record(NOW + 5, "review.decisions#0", hour_ago + 60_000)
+    assert lanes.watermark(NOW + 10) == hour_ago - BOUND - 1
+    for silent in (NOW + 2 * BACKFILL_IDLE, NOW + 5 + drained - 1):
+        assert lanes.watermark(silent) == HOLD  # nothing new: it stays where it was
+    assert lanes.watermark(NOW + 5 + drained) == hour_ago + 60_000 - BOUND - 1

@@ -354,6 +354,66 @@ def test_evidence_stamped_after_a_waiting_deadline_comes_after_the_deadline_as_i
     assert waited.decisions[1]["ts"] == DEADLINE
 
 
+def _fire_live(version: Version, until: int, lag_ms: int) -> None:
+    """Fire every timer up to `until` as a live job at most `lag_ms` behind the clock would:
+    the clock never goes back, and is at least each timer's ts plus the lag."""
+    while due := sorted(t for t in version.timers if t <= until):
+        clock = max(version.ctx.clock_ms or 0, due[0] + lag_ms)
+        version.ctx = dataclasses.replace(version.ctx, clock_ms=clock)
+        version.fire(due[0])
+
+
+def test_a_waiting_deadline_decided_after_later_input_still_expires_as_in_replay() -> None:
+    """Found by the full fault run (c13-8): a text version whose detector never answered, its
+    deadline waiting while the job caught up; a report burst an hour later was decided first
+    (rev 2, expiring an hour after the reports), then the deadline at its own ts (rev 3, whose
+    PROVISIONAL_ALLOW expires at deadline + 1 h, already past). No timer was armed for that
+    earlier expiry: the version stayed PROVISIONAL_ALLOW where replay ends PENDING."""
+    text = {"surface": "dm", "audience": "adult"}
+    deadline, hour = T0 + 5_000, 3_600_000
+    reports_at = T0 + 4_000_000
+
+    def reports(version: Version) -> None:
+        for index in range(4):
+            _report(version, f"new-{index}", reports_at + index, weight=1.0, new=True)
+
+    replayed = Version()
+    replayed.upload(**text)
+    replayed.fire_until(reports_at)
+    reports(replayed)
+    replayed.fire_until(reports_at + 100_000)
+    assert (replayed.last["outcome"], replayed.last["state"]) == ("PENDING", "expired")
+
+    live = Version(_with_clock(T0 + 3_960_000))  # the upload read an hour behind
+    live.upload(**text)
+    _fire_live(live, T0 + 3_700_000, lag_ms=0)  # the backlog is read, the clock hardly moves
+    _fire_live(live, reports_at - 1, lag_ms=38_000)  # still catching up: the deadline waits
+    assert [d["trigger"] for d in live.decisions] == ["fast_gate"]
+    live.ctx = dataclasses.replace(live.ctx, clock_ms=reports_at + 38_000)
+    reports(live)
+    _fire_live(live, reports_at + 100_000, lag_ms=3_000)  # live again
+    assert [d["trigger"] for d in live.decisions] == ["fast_gate", "report", "deadline", "deadline"]
+    assert live.decisions[2]["ts"] == deadline
+    final = {k: live.last[k] for k in ("outcome", "state", "reasons")}
+    assert final == {k: replayed.last[k] for k in ("outcome", "state", "reasons")}
+    assert live.last["ts"] == replayed.last["ts"] == deadline + hour
+
+
+def test_a_report_stamped_before_a_decided_deadline_does_not_reopen_scanning() -> None:
+    """Found by the full fault run (c13-13984): a report batch is applied at its window's end,
+    after a deadline inside the window was decided; evaluated at the report's own ts the
+    version looked `scanning` again in replay, while live (the deadline waiting) it stayed
+    `expired`. A deadline once decided has passed for every later input."""
+    version = Version()
+    version.upload(surface="public_post")
+    version.fire_until(T0 + 5_000)
+    assert (version.last["trigger"], version.last["state"]) == ("deadline", "expired")
+    revisions = len(version.decisions)
+    _report(version, "old-1", T0 + 4_700, weight=1.0, new=False)
+    assert version.last["state"] == "expired"
+    assert all(d["state"] == "expired" for d in version.decisions[revisions:])
+
+
 def test_replay_never_waits() -> None:
     version = Version()
     version.upload(**image(surface="public_post"))
@@ -827,7 +887,7 @@ def _report(version: Version, reporter: str, at: int, *, weight: float, new: boo
     from operators.reports import ReportWeight
 
     ctx = version.ctx
-    version.ctx = Context(ctx.resolution, ctx.hash_matches, ReportWeight(weight, new))
+    version.ctx = dataclasses.replace(ctx, report=ReportWeight(weight, new))
     version.send(
         "moderation.reports",
         {

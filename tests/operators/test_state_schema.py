@@ -82,9 +82,10 @@ def test_a_pre_issue_12_document_decides_as_a_fresh_state_once_migrated() -> Non
     # PROVISIONAL_ALLOW in force expires to PENDING an hour later with a reviewer asked.
     decisions = [(o["outcome"], o["state"]) for t, _, o in expected if t == "moderation.decisions"]
     assert decisions == [("PROVISIONAL_ALLOW", "approved"), ("PENDING", "expired")]
-    # Read as it is, the old document waits for the deadline and never expires.
+    # Read as it is, the old document waits for the deadline instead of deciding at once.
     raw = failed_gate_then_expiry(restored(PRE_ISSUE_12_IMAGE))
-    assert [o["state"] for t, _, o in raw if t == "moderation.decisions"] == ["expired"]
+    assert raw != expected
+    assert next(o["trigger"] for t, _, o in raw if t == "moderation.decisions") == "deadline"
 
 
 def test_a_pre_issue_12_document_has_schema_0_and_gains_todays_fields() -> None:

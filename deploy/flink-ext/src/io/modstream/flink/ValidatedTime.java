@@ -36,8 +36,17 @@ import org.apache.flink.types.Row;
  *       catching up and has not fetched it for a while), and for {@code backfillIdlenessMs}
  *       once a live lane speaks (a live lane holds for {@code idlenessMs}); no wall-clock advance
  *       happens while any lane heard from is behind;
- *   <li>when every lane is silent and the stream is behind, event time moves to the newest record
- *       read (what was read is complete), never to the processing clock.
+ *   <li>when every lane is silent and the stream is behind, event time holds for
+ *       {@code drainedAfterMs} (a broker pause, a source or task stall, a restore: the partitions
+ *       still hold input, and the next records may be older than the newest read elsewhere), then
+ *       moves to the newest record read (what was read is complete), never to the processing
+ *       clock;
+ *   <li><em>expected lanes</em> (the partitions this instance reads, when the job knows them) are
+ *       behind and silent until their first record: after a start or a restore, a partition the
+ *       source has not fetched yet holds event time like a paused backfill, so records read first
+ *       from other partitions (a review, an appeal) cannot pull event time past the upload they
+ *       follow. The lane map is not part of a checkpoint; without this, the first lanes read
+ *       after a restart alone decided event time.
  * </ul>
  */
 public final class ValidatedTime implements WatermarkStrategy<Row> {
@@ -50,6 +59,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     private final long backfillIdlenessMs;
     private final long liveWindowMs;
     private final boolean wallClock;
+    private final String[] expectedLanes;
+    private final long drainedAfterMs;
 
     public ValidatedTime(
             long outOfOrdernessMs,
@@ -57,11 +68,31 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long backfillIdlenessMs,
             long liveWindowMs,
             boolean wallClock) {
+        this(
+                outOfOrdernessMs,
+                idlenessMs,
+                backfillIdlenessMs,
+                liveWindowMs,
+                wallClock,
+                new String[0],
+                backfillIdlenessMs);
+    }
+
+    public ValidatedTime(
+            long outOfOrdernessMs,
+            long idlenessMs,
+            long backfillIdlenessMs,
+            long liveWindowMs,
+            boolean wallClock,
+            String[] expectedLanes,
+            long drainedAfterMs) {
         this.outOfOrdernessMs = outOfOrdernessMs;
         this.idlenessMs = idlenessMs;
         this.backfillIdlenessMs = backfillIdlenessMs;
         this.liveWindowMs = liveWindowMs;
         this.wallClock = wallClock;
+        this.expectedLanes = expectedLanes.clone();
+        this.drainedAfterMs = drainedAfterMs;
     }
 
     @Override
@@ -82,11 +113,14 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         long now();
     }
 
-    /** One lane's newest event time and the processing time it was last heard from. */
+    /**
+     * One lane's newest event time and the processing time it was last heard from. An expected
+     * lane not heard from yet has no newest time and counts as behind (its delay is unbounded).
+     */
     static final class Lane {
         long newestTs = Long.MIN_VALUE;
         long heardAt;
-        long delayMs;
+        long delayMs = Long.MAX_VALUE;
 
         boolean live(long liveWindowMs) {
             return delayMs <= liveWindowMs;
@@ -99,14 +133,21 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private final Clock clock;
         private final Map<String, Lane> lanes = new HashMap<>();
         private final long startedAt;
+        private boolean heardAny;
         private long emitted = Long.MIN_VALUE;
         private long lastDelayMs;
+        private long lastHeardAt;
         private boolean lastLive;
 
         public Generator(ValidatedTime config, Clock clock) {
             this.config = config;
             this.clock = clock;
             this.startedAt = clock.now();
+            for (String name : config.expectedLanes) {
+                Lane lane = new Lane();
+                lane.heardAt = startedAt;
+                lanes.put(name, lane);
+            }
         }
 
         @Override
@@ -116,17 +157,19 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 return;
             }
             long now = clock.now();
+            heardAny = true;
             Lane state = lanes.computeIfAbsent((String) lane, name -> new Lane());
             state.newestTs = Math.max(state.newestTs, timestamp);
             state.heardAt = now;
             state.delayMs = now - state.newestTs;
             lastDelayMs = Math.max(0, state.delayMs);
             lastLive = state.live(config.liveWindowMs);
+            lastHeardAt = now;
         }
 
         @Override
         public void onPeriodicEmit(WatermarkOutput output) {
-            if (lanes.isEmpty()) {
+            if (!heardAny) {
                 // An instance that reads no partition must not hold the others back: idle, but
                 // only in a live job and only after it has read nothing for a while. Marked idle
                 // too early, a bounded input (replay) can end while still idle, and the end of
@@ -146,7 +189,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
 
         /** Whether this instance declares itself idle at {@code now} (it never read a lane). */
         public boolean idleAt(long now) {
-            return lanes.isEmpty() && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
+            return !heardAny && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
         }
 
         private boolean heard(Lane lane, boolean live, long now) {
@@ -178,7 +221,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
 
         /** The watermark this instance may emit now, or Long.MIN_VALUE to hold. */
         public long candidate(long now) {
-            if (lanes.isEmpty()) {
+            if (!heardAny) {
                 return Long.MIN_VALUE;
             }
             long oldest = Long.MAX_VALUE;
@@ -187,10 +230,15 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             boolean allLive = true;
             long delay = 0;
             boolean catchingUp = catchingUp(now);
-            for (Lane lane : lanes.values()) {
+            java.util.List<String> released = new java.util.ArrayList<>();
+            for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
+                Lane lane = entry.getValue();
                 newest = Math.max(newest, lane.newestTs);
                 boolean live = lane.live(config.liveWindowMs);
                 if (!heard(lane, live, now) && !(catchingUp && !live)) {
+                    if (lane.newestTs == Long.MIN_VALUE) {
+                        released.add(entry.getKey());
+                    }
                     continue;
                 }
                 speaking = true;
@@ -198,8 +246,20 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 allLive &= live;
                 delay = Math.max(delay, Math.max(0, lane.delayMs));
             }
+            if (!speaking && !lastLive && config.wallClock && now - lastHeardAt < config.drainedAfterMs) {
+                // Every lane silent and behind: a stalled source or task, or input that ended.
+                // Moved to the newest read now, a partition whose next records are older would
+                // have them passed by event time (the fault runs' broker and task stalls).
+                return Long.MIN_VALUE;
+            }
+            // An expected lane released unheard had nothing to read: from now on it is a lane
+            // like any other, held for only once it speaks.
+            released.forEach(lanes::remove);
             // Every lane silent: what was read is complete (never further, never the clock).
             long read = speaking ? oldest : newest;
+            if (read == Long.MIN_VALUE) {
+                return Long.MIN_VALUE; // an expected lane not heard from yet holds event time
+            }
             if (!config.wallClock) {
                 return read - config.outOfOrdernessMs - 1;
             }
