@@ -216,3 +216,21 @@ def test_a_stalled_backlog_holds_event_time_until_it_is_surely_drained(jvm: Any)
     for silent in (NOW + 2 * BACKFILL_IDLE, NOW + 5 + drained - 1):
         assert lanes.watermark(silent) == HOLD  # nothing new: it stays where it was
     assert lanes.watermark(NOW + 5 + drained) == hour_ago + 60_000 - BOUND - 1
+
+
+def test_a_partition_still_unheard_when_another_speaks_again_had_nothing_to_read(
+    jvm: Any,
+) -> None:
+    """The harness stalled on this: resumed from a savepoint in a backlog, an appeals partition
+    with nothing new held event time until its next appeal, minutes away. The consumer hands out
+    one fetch partition by partition and fetches a partition again only once it was handed out:
+    a lane speaking again after others did means every partition with input was heard."""
+    lanes = Lanes(jvm, expected=(*EXPECTED, "moderation.appeals#0"))
+    hour_ago = NOW - 3_600_000
+    for index in range(3):  # the first fetch: one partition's run, then the next
+        lanes.record(NOW + index, "review.decisions#0", hour_ago + 60_000 + index)
+    lanes.record(NOW + 10, "content.versions#0", hour_ago)
+    lanes.record(NOW + 11, "content.versions#0", hour_ago + 1)  # one run: still holding
+    assert lanes.watermark(NOW + 12) == HOLD
+    lanes.record(NOW + 20, "review.decisions#0", hour_ago + 61_000)  # the second fetch
+    assert lanes.watermark(NOW + 21) == hour_ago + 1 - BOUND - 1

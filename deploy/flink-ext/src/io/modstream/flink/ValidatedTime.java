@@ -46,7 +46,12 @@ import org.apache.flink.types.Row;
  *       source has not fetched yet holds event time like a paused backfill, so records read first
  *       from other partitions (a review, an appeal) cannot pull event time past the upload they
  *       follow. The lane map is not part of a checkpoint; without this, the first lanes read
- *       after a restart alone decided event time.
+ *       after a restart alone decided event time. The hold ends for every lane still unheard
+ *       when a lane speaks again after other lanes spoke since its last record: the Kafka
+ *       consumer hands out what one fetch returned partition by partition, and fetches a
+ *       partition again only once its data was handed out, so a lane's second run of records
+ *       comes after every partition that had input when the job started (a partition with
+ *       nothing to read must not hold a backlog's event time until its next record).
  * </ul>
  */
 public final class ValidatedTime implements WatermarkStrategy<Row> {
@@ -121,6 +126,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         long newestTs = Long.MIN_VALUE;
         long heardAt;
         long delayMs = Long.MAX_VALUE;
+        long lastRecord; // the instance's record count at this lane's last record (0: none)
 
         boolean live(long liveWindowMs) {
             return delayMs <= liveWindowMs;
@@ -134,6 +140,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private final Map<String, Lane> lanes = new HashMap<>();
         private final long startedAt;
         private boolean heardAny;
+        private long records;
         private long emitted = Long.MIN_VALUE;
         private long lastDelayMs;
         private long lastHeardAt;
@@ -159,6 +166,12 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long now = clock.now();
             heardAny = true;
             Lane state = lanes.computeIfAbsent((String) lane, name -> new Lane());
+            if (state.lastRecord > 0 && state.lastRecord != records) {
+                // This lane's second run of records: every partition with input was handed out.
+                lanes.values().removeIf(other -> other.newestTs == Long.MIN_VALUE);
+            }
+            records++;
+            state.lastRecord = records;
             state.newestTs = Math.max(state.newestTs, timestamp);
             state.heardAt = now;
             state.delayMs = now - state.newestTs;
