@@ -213,9 +213,31 @@ def test_a_stalled_backlog_holds_event_time_until_it_is_surely_drained(jvm: Any)
     lanes.record(NOW, "content.versions#0", hour_ago)
     lanes.record(NOW + 5, "review.decisions#0", hour_ago + 60_000)
     assert lanes.watermark(NOW + 10) == hour_ago - BOUND - 1
-    for silent in (NOW + 2 * BACKFILL_IDLE, NOW + 5 + drained - 1):
-        assert lanes.watermark(silent) == HOLD  # nothing new: it stays where it was
+    for silent in (NOW + 2 * BACKFILL_IDLE, NOW + drained - 1):
+        assert lanes.watermark(silent) == hour_ago - BOUND - 1  # where it was
     assert lanes.watermark(NOW + 5 + drained) == hour_ago + 60_000 - BOUND - 1
+
+
+def test_a_behind_partition_holds_beside_live_ones_until_two_fetch_rounds_passed(
+    jvm: Any,
+) -> None:
+    """The full fault run after its last TaskManager kill, near the end of the input: the few
+    reviews were read up to live while an upload partition's backlog still waited behind other
+    partitions' records; a live lane speaking released the silent partition after the backfill
+    idleness, and the reviews went `stale`. A behind partition now holds until two fetch rounds
+    passed since its last record (its next records would have come by then), or the drain time."""
+    drained = 4 * BACKFILL_IDLE
+    lanes = Lanes(jvm, drained=drained)
+    hour_ago = NOW - 3_600_000
+    lanes.record(NOW, "content.versions#0", hour_ago)  # behind, then silent
+    at = NOW + 2 * BACKFILL_IDLE
+    lanes.record(at, "review.decisions#0", at - 100)  # live, and only it speaks
+    lanes.record(at + 1, "review.decisions#0", at - 99)
+    assert lanes.watermark(at + 2) == hour_ago - BOUND - 1  # still held
+    for step in range(6):  # two partitions take turns: rounds of fetches go by
+        lane = ("review.decisions#0", "detector.results#0")[step % 2]
+        lanes.record(at + 10 + step, lane, at + step)
+    assert lanes.watermark(at + 20) > hour_ago  # released: it had nothing queued
 
 
 def test_a_partition_still_unheard_when_another_speaks_again_had_nothing_to_read(

@@ -127,6 +127,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         long heardAt;
         long delayMs = Long.MAX_VALUE;
         long lastRecord; // the instance's record count at this lane's last record (0: none)
+        long roundAtLast; // the fetch rounds handed out before this lane's last record
 
         boolean live(long liveWindowMs) {
             return delayMs <= liveWindowMs;
@@ -141,6 +142,13 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private final long startedAt;
         private boolean heardAny;
         private long records;
+        // Fetch rounds: a round ends when a lane begins a second run of records in it (the
+        // consumer fetches a partition again only once its data was handed out, and hands out
+        // fetches in order), so two rounds after a lane's last record, its next records, had it
+        // any on the broker then, would have been handed out.
+        private long rounds;
+        private String previousLane;
+        private final java.util.Set<String> runsThisRound = new java.util.HashSet<>();
         private long emitted = Long.MIN_VALUE;
         private long lastDelayMs;
         private long lastHeardAt;
@@ -172,6 +180,15 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             }
             records++;
             state.lastRecord = records;
+            if (!lane.equals(previousLane)) {
+                if (!runsThisRound.add((String) lane)) {
+                    rounds++;
+                    runsThisRound.clear();
+                    runsThisRound.add((String) lane);
+                }
+                previousLane = (String) lane;
+            }
+            state.roundAtLast = rounds;
             state.newestTs = Math.max(state.newestTs, timestamp);
             state.heardAt = now;
             state.delayMs = now - state.newestTs;
@@ -208,6 +225,19 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private boolean heard(Lane lane, boolean live, long now) {
             long silence = live ? config.idlenessMs : config.backfillIdlenessMs;
             return now - lane.heardAt < silence;
+        }
+
+        /**
+         * Whether a lane still holds event time: heard from lately, or behind and silent for
+         * less than two fetch rounds since its last record (its next records may be queued behind
+         * other partitions', however long that takes), up to {@code drainedAfterMs}.
+         */
+        private boolean holds(Lane lane, boolean live, long now) {
+            if (heard(lane, live, now)) {
+                return true;
+            }
+            boolean queued = lane.newestTs != Long.MIN_VALUE && rounds - lane.roundAtLast < 2;
+            return !live && queued && now - lane.heardAt < config.drainedAfterMs;
         }
 
         /**
@@ -248,7 +278,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 Lane lane = entry.getValue();
                 newest = Math.max(newest, lane.newestTs);
                 boolean live = lane.live(config.liveWindowMs);
-                if (!heard(lane, live, now) && !(catchingUp && !live)) {
+                if (!holds(lane, live, now) && !(catchingUp && !live)) {
                     if (lane.newestTs == Long.MIN_VALUE) {
                         released.add(entry.getKey());
                     }
