@@ -172,14 +172,21 @@ def test_after_a_restart_a_partition_not_read_yet_holds_event_time(jvm: Any) -> 
     assert lanes.watermark(NOW + 4 * BACKFILL_IDLE + 2) == hour_ago - BOUND - 1
 
 
-def test_a_partition_that_stays_empty_stops_holding_once_the_job_is_live(jvm: Any) -> None:
-    lanes = Lanes(jvm, expected=EXPECTED)
-    lanes.record(NOW + 100, "content.versions#0", NOW)  # live: arrived 100 ms after its ts
-    assert lanes.watermark(NOW + 200) == HOLD  # review.decisions#0 may still have records
-    # No record from it for the backfill idleness since the start: it is empty, not paused.
-    at = NOW + BACKFILL_IDLE
-    lanes.record(at, "content.versions#0", at - 100)
-    assert lanes.watermark(at + 1) == at + 1 - 100 - BOUND - 1
+def test_a_partition_not_read_yet_holds_beside_a_live_one_until_the_first_round_ends(
+    jvm: Any,
+) -> None:
+    """The last TaskManager kill of the full fault run, near the end of the input: after the
+    restore the reviews were read up to live at once, and an upload partition still queued was
+    let go 5 s after the start. Unheard, it holds until a lane begins a second run (the first
+    fetch was handed out) or for the drain time."""
+    lanes = Lanes(jvm, expected=EXPECTED, drained=4 * BACKFILL_IDLE)
+    at = NOW + 2 * BACKFILL_IDLE
+    lanes.record(NOW + 100, "review.decisions#0", NOW)  # live: arrived 100 ms after its ts
+    lanes.record(at, "review.decisions#0", at - 100)  # one run, however long
+    assert lanes.watermark(at + 1) == HOLD  # content.versions#0 may still have records
+    lanes.record(at + 2, "detector.results#0", at - 100)
+    lanes.record(at + 3, "review.decisions#0", at - 50)  # a second run: the fetch was handed out
+    assert lanes.watermark(at + 4) == at + 4 - 102 - BOUND - 1  # the clock less the delay
 
 
 def test_when_every_lane_falls_silent_an_empty_partition_no_longer_holds(jvm: Any) -> None:

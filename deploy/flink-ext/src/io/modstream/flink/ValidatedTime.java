@@ -236,7 +236,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             if (heard(lane, live, now)) {
                 return true;
             }
-            boolean queued = lane.newestTs != Long.MIN_VALUE && rounds - lane.roundAtLast < 2;
+            // Not heard from yet: held until the first round ends (then removed), whoever speaks.
+            boolean queued = lane.newestTs == Long.MIN_VALUE || rounds - lane.roundAtLast < 2;
             return !live && queued && now - lane.heardAt < config.drainedAfterMs;
         }
 
