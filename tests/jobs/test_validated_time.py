@@ -172,6 +172,17 @@ def test_after_a_restart_a_partition_not_read_yet_holds_event_time(jvm: Any) -> 
     assert lanes.watermark(NOW + 4 * BACKFILL_IDLE + 2) == hour_ago - BOUND - 1
 
 
+def test_a_partition_that_stays_empty_stops_holding_once_the_job_is_live(jvm: Any) -> None:
+    """No backlog read (every lane heard is live): a partition not heard from after the backfill
+    idleness is empty, not queued (a quiet live job's deadlines fire on time)."""
+    lanes = Lanes(jvm, expected=EXPECTED, drained=4 * BACKFILL_IDLE)
+    lanes.record(NOW + 100, "content.versions#0", NOW)  # live: arrived 100 ms after its ts
+    assert lanes.watermark(NOW + 200) == HOLD  # review.decisions#0 may still have records
+    at = NOW + BACKFILL_IDLE
+    lanes.record(at, "content.versions#0", at - 100)
+    assert lanes.watermark(at + 1) == at + 1 - 100 - BOUND - 1
+
+
 def test_a_partition_not_read_yet_holds_beside_a_live_one_until_the_first_round_ends(
     jvm: Any,
 ) -> None:
@@ -179,14 +190,16 @@ def test_a_partition_not_read_yet_holds_beside_a_live_one_until_the_first_round_
     restore the reviews were read up to live at once, and an upload partition still queued was
     let go 5 s after the start. Unheard, it holds until a lane begins a second run (the first
     fetch was handed out) or for the drain time."""
-    lanes = Lanes(jvm, expected=EXPECTED, drained=4 * BACKFILL_IDLE)
+    lanes = Lanes(jvm, expected=(*EXPECTED, "moderation.appeals#0"), drained=4 * BACKFILL_IDLE)
     at = NOW + 2 * BACKFILL_IDLE
+    lanes.record(NOW, "moderation.appeals#0", NOW - 60_000)  # the outage's backlog, behind
     lanes.record(NOW + 100, "review.decisions#0", NOW)  # live: arrived 100 ms after its ts
     lanes.record(at, "review.decisions#0", at - 100)  # one run, however long
     assert lanes.watermark(at + 1) == HOLD  # content.versions#0 may still have records
     lanes.record(at + 2, "detector.results#0", at - 100)
     lanes.record(at + 3, "review.decisions#0", at - 50)  # a second run: the fetch was handed out
-    assert lanes.watermark(at + 4) == at + 4 - 102 - BOUND - 1  # the clock less the delay
+    # content.versions#0 no longer holds; the appeals partition, behind, still does.
+    assert lanes.watermark(at + 4) == NOW - 60_000 - BOUND - 1
 
 
 def test_when_every_lane_falls_silent_an_empty_partition_no_longer_holds(jvm: Any) -> None:

@@ -232,12 +232,14 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
          * less than two fetch rounds since its last record (its next records may be queued behind
          * other partitions', however long that takes), up to {@code drainedAfterMs}.
          */
-        private boolean holds(Lane lane, boolean live, long now) {
+        private boolean holds(Lane lane, boolean live, long now, boolean backlog) {
             if (heard(lane, live, now)) {
                 return true;
             }
-            // Not heard from yet: held until the first round ends (then removed), whoever speaks.
-            boolean queued = lane.newestTs == Long.MIN_VALUE || rounds - lane.roundAtLast < 2;
+            // Not heard from yet: held until the first round ends (then removed), or, while
+            // every lane heard is live (no backlog is being read), for the backfill idleness.
+            boolean queued =
+                    lane.newestTs == Long.MIN_VALUE ? backlog : rounds - lane.roundAtLast < 2;
             return !live && queued && now - lane.heardAt < config.drainedAfterMs;
         }
 
@@ -275,11 +277,15 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long delay = 0;
             boolean catchingUp = catchingUp(now);
             java.util.List<String> released = new java.util.ArrayList<>();
+            boolean backlog = false; // a lane heard from is behind
+            for (Lane lane : lanes.values()) {
+                backlog |= lane.newestTs != Long.MIN_VALUE && !lane.live(config.liveWindowMs);
+            }
             for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
                 Lane lane = entry.getValue();
                 newest = Math.max(newest, lane.newestTs);
                 boolean live = lane.live(config.liveWindowMs);
-                if (!holds(lane, live, now) && !(catchingUp && !live)) {
+                if (!holds(lane, live, now, backlog) && !(catchingUp && !live)) {
                     if (lane.newestTs == Long.MIN_VALUE) {
                         released.add(entry.getKey());
                     }
