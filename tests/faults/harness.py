@@ -836,7 +836,11 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
         time.sleep(RECONCILER_SLA_MS / 1000 + 10)
         # A deadline that waited while the job caught up fires at most the detectors' longest
         # deadline plus the grace after the job is live again (docs/moderation.md, "Time").
-        settle_s = (run.max_deadline_ms + moderation.EVIDENCE_GRACE_MS) / 1000 + 5
+        settle_s = (
+            args.settle_s
+            if args.settle_s is not None
+            else (run.max_deadline_ms + moderation.EVIDENCE_GRACE_MS) / 1000 + 5
+        )
         remaining = ended + settle_s - time.monotonic()
         if remaining > 0:
             run.say(f"waiting {remaining:.0f} s more for deadlines that waited to fire")
@@ -937,6 +941,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.1,
         help="share of the enforce job's cache purges that fail (default 0.1; 0: off)",
+    )
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=None,
+        help="seconds after the end marker before the outputs are read (default: the longest "
+        "detector deadline plus the grace, for deadlines that waited)",
     )
     parser.add_argument("--run-dir", type=Path, default=None)
     parser.add_argument(

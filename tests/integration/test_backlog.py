@@ -126,7 +126,9 @@ def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     first = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-a")
     workload.produce(kafka.bootstrap_servers, uploads, first.topics)
     workload.produce(kafka.bootstrap_servers, evidence + end, first.topics)
-    job: JobProcess = start_job("moderation", *first.args)
+    # A backlog read to its end is complete after 10 s of silence here (default 60 s).
+    drained = ("--drained-after-ms", "10000")
+    job: JobProcess = start_job("moderation", *first.args, *drained)
     job.wait_running()
     decided_a = settled(kafka, first.topics["moderation.decisions"], expected, WAIT_S)
     assert job.stop() == 0
@@ -134,7 +136,7 @@ def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     # Run B: the job reads the uploads alone, then every lane is silent for 12 s (more than
     # twice the backfill idleness), then the evidence comes.
     second = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-b")
-    job = start_job("moderation", *second.args)
+    job = start_job("moderation", *second.args, *drained)
     job.wait_running()
     workload.produce(kafka.bootstrap_servers, uploads, second.topics)
     kafka.wait_for(

@@ -21,7 +21,7 @@ TIMEOUT_S = 1_200
 def test_short_fault_run_loses_and_duplicates_nothing() -> None:
     command = [sys.executable, "-m", "tests.faults.harness", "--versions", "1500", "--short"]
     harness = subprocess.Popen(
-        [*command, "--duration-s", "150"],
+        [*command, "--duration-s", "150", "--settle-s", "45"],  # `make test` time
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -15,7 +15,8 @@ def checkpoint(root: Path, job: str, number: int, mtime: int) -> Path:
     path = root / job / f"chk-{number}"
     path.mkdir(parents=True)
     (path / "_metadata").write_bytes(b"x")
-    os.utime(path / "_metadata", ns=(mtime, mtime))
+    seconds = mtime * 1_000_000_000  # whole seconds: some filesystems keep no finer mtimes
+    os.utime(path / "_metadata", ns=(seconds, seconds))
     return path
 
 
