@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 DAY_MS = 86_400_000
 
@@ -77,17 +78,11 @@ def create_topics(
     Returns the names created. Never alters an existing topic: changing partitions reshuffles
     keys, which must be a deliberate operation.
     """
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     timeout_ms = int(timeout_s * 1000)
-    admin = KafkaAdminClient(
-        bootstrap_servers=bootstrap_servers,
-        request_timeout_ms=timeout_ms,
-        bootstrap_timeout_ms=timeout_ms,
-        client_id="modstream-topics",
-    )
+    admin = _admin(bootstrap_servers, timeout_ms)
     created: list[str] = []
     try:
         existing = set(admin.list_topics())
@@ -123,20 +118,24 @@ def partition_counts(
     bootstrap_servers: str, names: Iterable[str], timeout_s: float = 30.0
 ) -> dict[str, int]:
     """How many partitions each named topic has on the broker (a missing topic is left out)."""
+    admin = _admin(bootstrap_servers, int(timeout_s * 1000))
+    try:
+        existing = set(admin.list_topics())
+        wanted = [name for name in names if name in existing]
+        return _partition_counts(admin, wanted) if wanted else {}
+    finally:
+        admin.close()
+
+
+def _admin(bootstrap_servers: str, timeout_ms: int) -> Any:
     from kafka import KafkaAdminClient
 
-    timeout_ms = int(timeout_s * 1000)
-    admin = KafkaAdminClient(
+    return KafkaAdminClient(
         bootstrap_servers=bootstrap_servers,
         request_timeout_ms=timeout_ms,
         bootstrap_timeout_ms=timeout_ms,
         client_id="modstream-topics",
     )
-    try:
-        wanted = [name for name in names if name in set(admin.list_topics())]
-        return _partition_counts(admin, wanted) if wanted else {}
-    finally:
-        admin.close()
 
 
 def _partition_counts(admin: object, names: list[str]) -> dict[str, int]:
