@@ -126,7 +126,6 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         long newestTs = Long.MIN_VALUE;
         long heardAt;
         long delayMs = Long.MAX_VALUE;
-        long lastRecord; // the instance's record count at this lane's last record (0: none)
         long roundAtLast; // the fetch rounds handed out before this lane's last record
 
         boolean live(long liveWindowMs) {
@@ -141,7 +140,6 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private final Map<String, Lane> lanes = new HashMap<>();
         private final long startedAt;
         private boolean heardAny;
-        private long records;
         // Fetch rounds: a round ends when a lane begins a second run of records in it (the
         // consumer fetches a partition again only once its data was handed out, and hands out
         // fetches in order), so two rounds after a lane's last record, its next records, had it
@@ -174,14 +172,11 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long now = clock.now();
             heardAny = true;
             Lane state = lanes.computeIfAbsent((String) lane, name -> new Lane());
-            if (state.lastRecord > 0 && state.lastRecord != records) {
-                // This lane's second run of records: every partition with input was handed out.
-                lanes.values().removeIf(other -> other.newestTs == Long.MIN_VALUE);
-            }
-            records++;
-            state.lastRecord = records;
             if (!lane.equals(previousLane)) {
                 if (!runsThisRound.add((String) lane)) {
+                    // A lane's second run of records: every partition with input at the start
+                    // was handed out, so a lane still unheard had nothing to read.
+                    lanes.values().removeIf(other -> other.newestTs == Long.MIN_VALUE);
                     rounds++;
                     runsThisRound.clear();
                     runsThisRound.add((String) lane);
