@@ -52,8 +52,8 @@ from schemas.signals import HashBankEntry
 
 # Row(kind, key, topic, value, ts, seq, lane): kind "keyed" | "broadcast" | "report"; seq orders
 # records of equal ts that reach a key by different paths (replay: the line number; Kafka: 0);
-# lane is where an admitted record came from (`topic#partition`), or "" for records that never
-# move event time (policy, control and hash-bank records, re-evaluation requests).
+# lane is where an admitted record came from (`topic#partition@offset`), or "" for records that
+# never move event time (policy, control and hash-bank records, re-evaluation requests).
 DECODED_ROW = Types.ROW(
     [
         Types.STRING(),
@@ -95,6 +95,9 @@ class ModerationConfig(runtime.TopicNames):
     # The lanes (`topic#partition`) the event-time step reads, known before any is heard from:
     # after a start or restore each holds event time until its first record (ValidatedTime).
     expected_lanes: tuple[str, ...] = ()
+    # Where the lanes' ends are asked (bootstrap servers, consumer group): a lane whose input is
+    # on the broker but not read yet holds event time (ValidatedTime, EndOffsets). "" in replay.
+    end_offsets: tuple[str, str] = ("", "")
     # Every lane silent and behind this long: what was read is complete (before: a stall).
     drained_after_ms: int = 60_000
     # Retention (docs/moderation.md, "Retention"): full state after a version's last input,
@@ -780,6 +783,7 @@ def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
         config.wall_clock,
         lanes,
         config.drained_after_ms,
+        *config.end_offsets,
     )
     timed = decoded._j_data_stream.assignTimestampsAndWatermarks(strategy)
     timed.name("validated event time").uid("moderation_validated_time")
@@ -888,7 +892,11 @@ def main(argv: list[str] | None = None) -> int:
         trusted_policy=trusted,
         topics=job.topics,
     )
-    config = dataclasses.replace(config, expected_lanes=expected_lanes(job))
+    config = dataclasses.replace(
+        config,
+        expected_lanes=expected_lanes(job),
+        end_offsets=(job.bootstrap_servers, job.group_id),
+    )
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.

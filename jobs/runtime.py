@@ -41,7 +41,7 @@ from modstream.config import Settings
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
 # top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is
-# `topic#partition`.
+# `topic#partition@offset` (ValidatedTime reads the offset).
 SOURCE_ROW = Types.ROW(
     [Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG(), Types.STRING()]
 )

@@ -47,6 +47,7 @@ class Lanes:
         wall_clock: bool = True,
         expected: tuple[str, ...] = (),
         drained: int = BACKFILL_IDLE,
+        ends: Any = None,
     ) -> None:
         from pyflink.java_gateway import get_gateway
 
@@ -58,7 +59,9 @@ class Lanes:
         strategy = jvm.io.modstream.flink.ValidatedTime(
             BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock, names, drained
         )
-        self.generator = strategy.generator(self.clock)
+        self.generator = (
+            strategy.generator(self.clock) if ends is None else strategy.generator(self.clock, ends)
+        )
 
     def record(self, at_clock: int, lane: str, ts: int) -> None:
         self.clock.set(at_clock)
@@ -276,3 +279,66 @@ def test_a_partition_still_unheard_when_another_speaks_again_had_nothing_to_read
     assert lanes.watermark(NOW + 12) == HOLD
     lanes.record(NOW + 20, "review.decisions#0", hour_ago + 61_000)  # the second fetch
     assert lanes.watermark(NOW + 21) == hour_ago + 1 - BOUND - 1
+
+
+def live_rounds(lanes: Lanes, at: int, offset: int = 100) -> None:
+    """Two live partitions take turns: rounds of fetches go by."""
+    for step in range(6):
+        lane = ("review.decisions#0", "content.versions#0")[step % 2]
+        lanes.record(at + step, f"{lane}@{offset + step}", at - 100 + step)
+
+
+def test_a_partition_with_input_on_the_broker_holds_however_the_fetches_come(jvm: Any) -> None:
+    """The full fault run after a 100 s machine stall: every job restarted at once, and the
+    restored moderation job passed three detector partitions' input, already on the broker,
+    while their fetches came late (its round counting let them go). A lane whose input the broker
+    holds past the job's committed position (not read yet) or past the record read last holds
+    event time, whatever the rounds say, up to the drain time."""
+    ends = jvm.io.modstream.flink.EndOffsets.Manual()
+    ends.setCommitted("detector.results#1", 10)
+    ends.setEnd("detector.results#1", 13)
+    drained = 8 * BACKFILL_IDLE
+    lanes = Lanes(jvm, expected=(*EXPECTED, "detector.results#1"), ends=ends, drained=drained)
+    hour_ago = NOW - 3_600_000
+    live_rounds(lanes, NOW)
+    assert lanes.watermark(NOW + 10) == HOLD  # unheard after the first round: input waits
+    at = NOW + 2 * BACKFILL_IDLE
+    lanes.record(at, "detector.results#1@10", hour_ago + 1)
+    lanes.record(at + 1, "detector.results#1@11", hour_ago + 2)  # offset 12 still unread
+    at += 2 * BACKFILL_IDLE
+    live_rounds(lanes, at, offset=200)
+    assert lanes.watermark(at + 10) == hour_ago + 2 - BOUND - 1  # held past two rounds
+    at += 2 * BACKFILL_IDLE
+    lanes.record(at, "detector.results#1@12", hour_ago + 3)  # read to the broker's end
+    at += 2 * BACKFILL_IDLE
+    live_rounds(lanes, at, offset=300)
+    assert lanes.watermark(at + 10) > hour_ago + 3  # nothing left: let go after two rounds
+
+
+def test_a_partition_whose_input_was_all_read_lets_go_after_the_first_round(jvm: Any) -> None:
+    """Committed position at the broker's end: nothing to read, the first round lets it go."""
+    ends = jvm.io.modstream.flink.EndOffsets.Manual()
+    ends.setCommitted("detector.results#1", 13)
+    ends.setEnd("detector.results#1", 13)
+    lanes = Lanes(jvm, expected=(*EXPECTED, "detector.results#1"), ends=ends)
+    live_rounds(lanes, NOW)
+    assert lanes.watermark(NOW + 10) != HOLD
+
+
+@pytest.mark.parametrize(("offsets", "holds"), [((0, 1, 3, 4), False), ((1, 2, 3, 4), True)])
+def test_a_transactional_partition_is_drained_at_its_last_commit_marker(
+    jvm: Any, offsets: tuple[int, ...], holds: bool
+) -> None:
+    """A read_committed consumer skips commit markers: once a lane showed an offset gap (records
+    0-1, marker 2, records 3-4, marker 5), its last record and one marker are its end. Without a
+    gap, offset 5 is a record still to read."""
+    ends = jvm.io.modstream.flink.EndOffsets.Manual()
+    ends.setEnd("detector.results#1", 6)
+    lanes = Lanes(jvm, ends=ends, drained=8 * BACKFILL_IDLE)
+    hour_ago = NOW - 3_600_000
+    for offset in offsets:
+        lanes.record(NOW + offset, f"detector.results#1@{offset}", hour_ago + offset)
+    at = NOW + 2 * BACKFILL_IDLE
+    live_rounds(lanes, at)
+    held = lanes.watermark(at + 10) == hour_ago + 4 - BOUND - 1
+    assert held == holds

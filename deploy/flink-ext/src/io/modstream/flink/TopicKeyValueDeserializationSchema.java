@@ -17,8 +17,9 @@ import org.apache.flink.util.Collector;
  * Reads a Kafka record as {@code Row(topic, key, value, ts, lane)}: three strings, the event time
  * in epoch milliseconds (the value's top-level {@code ts} when it has one, else the Kafka record's
  * timestamp, {@link PayloadTime}; not validated: a job validates before trusting it) and the
- * record's lane, {@code topic#partition}, for watermarks kept per partition after validation
- * ({@link ValidatedTime}).
+ * record's lane, {@code topic#partition@offset}, for watermarks kept per partition after
+ * validation ({@link ValidatedTime}: the offset tells it whether the partition still holds input
+ * on the broker).
  *
  * <p>PyFlink's KafkaSource only offers value-only deserializers; modstream needs the source topic
  * (one source reads several topics), the key (a DLQ record names both) and the record timestamp
@@ -41,7 +42,7 @@ public final class TopicKeyValueDeserializationSchema implements KafkaRecordDese
                 key == null ? null : new String(key, StandardCharsets.UTF_8),
                 text,
                 PayloadTime.of(text, record.timestamp()),
-                record.topic() + "#" + record.partition()));
+                record.topic() + "#" + record.partition() + "@" + record.offset()));
     }
 
     /**

@@ -66,6 +66,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     private final boolean wallClock;
     private final String[] expectedLanes;
     private final long drainedAfterMs;
+    private final String bootstrap; // "" when no broker is read (replay, tests)
+    private final String group;
 
     public ValidatedTime(
             long outOfOrdernessMs,
@@ -91,6 +93,28 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             boolean wallClock,
             String[] expectedLanes,
             long drainedAfterMs) {
+        this(
+                outOfOrdernessMs,
+                idlenessMs,
+                backfillIdlenessMs,
+                liveWindowMs,
+                wallClock,
+                expectedLanes,
+                drainedAfterMs,
+                "",
+                "");
+    }
+
+    public ValidatedTime(
+            long outOfOrdernessMs,
+            long idlenessMs,
+            long backfillIdlenessMs,
+            long liveWindowMs,
+            boolean wallClock,
+            String[] expectedLanes,
+            long drainedAfterMs,
+            String bootstrap,
+            String group) {
         this.outOfOrdernessMs = outOfOrdernessMs;
         this.idlenessMs = idlenessMs;
         this.backfillIdlenessMs = backfillIdlenessMs;
@@ -98,6 +122,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         this.wallClock = wallClock;
         this.expectedLanes = expectedLanes.clone();
         this.drainedAfterMs = drainedAfterMs;
+        this.bootstrap = bootstrap;
+        this.group = group;
     }
 
     @Override
@@ -110,7 +136,9 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
 
     @Override
     public WatermarkGenerator<Row> createWatermarkGenerator(WatermarkGeneratorSupplier.Context context) {
-        return new Generator(this, System::currentTimeMillis);
+        EndOffsets ends =
+                bootstrap.isEmpty() ? EndOffsets.NONE : EndOffsets.Broker.of(bootstrap, group, expectedLanes);
+        return new Generator(this, System::currentTimeMillis, ends);
     }
 
     /** The processing clock, injectable for tests. */
@@ -127,6 +155,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         long heardAt;
         long delayMs = Long.MAX_VALUE;
         long roundAtLast; // the fetch rounds handed out before this lane's last record
+        long nextOffset = EndOffsets.UNKNOWN; // past the last record read, when the lane says
+        boolean gaps; // offsets skipped: transaction markers or aborted records sit between
 
         boolean live(long liveWindowMs) {
             return delayMs <= liveWindowMs;
@@ -137,6 +167,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     public static final class Generator implements WatermarkGenerator<Row> {
         private final ValidatedTime config;
         private final Clock clock;
+        private final EndOffsets ends;
         private final Map<String, Lane> lanes = new HashMap<>();
         private final long startedAt;
         private boolean heardAny;
@@ -153,8 +184,13 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private boolean lastLive;
 
         public Generator(ValidatedTime config, Clock clock) {
+            this(config, clock, EndOffsets.NONE);
+        }
+
+        public Generator(ValidatedTime config, Clock clock, EndOffsets ends) {
             this.config = config;
             this.clock = clock;
+            this.ends = ends;
             this.startedAt = clock.now();
             for (String name : config.expectedLanes) {
                 Lane lane = new Lane();
@@ -165,23 +201,41 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
 
         @Override
         public void onEvent(Row row, long timestamp, WatermarkOutput output) {
-            Object lane = row.getField(LANE);
-            if (!(lane instanceof String) || ((String) lane).isEmpty()) {
+            Object field = row.getField(LANE);
+            if (!(field instanceof String) || ((String) field).isEmpty()) {
                 return;
+            }
+            // `topic#partition@offset` from the Kafka source; `topic#partition` or a name else.
+            String lane = (String) field;
+            long offset = EndOffsets.UNKNOWN;
+            int at = lane.lastIndexOf('@');
+            if (at > 0) {
+                try {
+                    offset = Long.parseLong(lane.substring(at + 1));
+                    lane = lane.substring(0, at);
+                } catch (NumberFormatException e) {
+                    offset = EndOffsets.UNKNOWN;
+                }
             }
             long now = clock.now();
             heardAny = true;
-            Lane state = lanes.computeIfAbsent((String) lane, name -> new Lane());
+            Lane state = lanes.computeIfAbsent(lane, name -> new Lane());
+            if (offset >= 0) {
+                state.gaps |= state.nextOffset >= 0 && offset > state.nextOffset;
+                state.nextOffset = Math.max(state.nextOffset, offset + 1);
+            }
             if (!lane.equals(previousLane)) {
-                if (!runsThisRound.add((String) lane)) {
+                if (!runsThisRound.add(lane)) {
                     // A lane's second run of records: every partition with input at the start
-                    // was handed out, so a lane still unheard had nothing to read.
-                    lanes.values().removeIf(other -> other.newestTs == Long.MIN_VALUE);
+                    // was handed out, so a lane still unheard had nothing to read (unless the
+                    // broker says it has).
+                    lanes.entrySet().removeIf(other -> other.getValue().newestTs == Long.MIN_VALUE
+                            && !pending(other.getKey(), other.getValue()));
                     rounds++;
                     runsThisRound.clear();
-                    runsThisRound.add((String) lane);
+                    runsThisRound.add(lane);
                 }
-                previousLane = (String) lane;
+                previousLane = lane;
             }
             state.roundAtLast = rounds;
             state.newestTs = Math.max(state.newestTs, timestamp);
@@ -227,15 +281,36 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
          * less than two fetch rounds since its last record (its next records may be queued behind
          * other partitions', however long that takes), up to {@code drainedAfterMs}.
          */
-        private boolean holds(Lane lane, boolean live, long now, boolean backlog) {
+        private boolean holds(String name, Lane lane, boolean live, long now, boolean backlog) {
             if (heard(lane, live, now)) {
                 return true;
+            }
+            if (!live && pending(name, lane) && now - lane.heardAt < config.drainedAfterMs) {
+                return true; // its input is on the broker, not read yet
             }
             // Not heard from yet: held until the first round ends (then removed), or, while
             // every lane heard is live (no backlog is being read), for the backfill idleness.
             boolean queued =
                     lane.newestTs == Long.MIN_VALUE ? backlog : rounds - lane.roundAtLast < 2;
             return !live && queued && now - lane.heardAt < config.drainedAfterMs;
+        }
+
+        /**
+         * Whether the broker holds input of this lane that was not read yet: past the record
+         * read last (one offset of slack once the lane showed transaction markers, which a
+         * read_committed consumer skips), or, for a lane not read yet, past the job's committed
+         * position (where a restored source resumes).
+         */
+        private boolean pending(String name, Lane lane) {
+            long end = ends.end(name);
+            if (end < 0) {
+                return false;
+            }
+            if (lane.nextOffset < 0) {
+                long start = lane.newestTs == Long.MIN_VALUE ? ends.committed(name) : EndOffsets.UNKNOWN;
+                return start >= 0 && start < end;
+            }
+            return end > lane.nextOffset + (lane.gaps ? 1 : 0);
         }
 
         /**
@@ -280,7 +355,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 Lane lane = entry.getValue();
                 newest = Math.max(newest, lane.newestTs);
                 boolean live = lane.live(config.liveWindowMs);
-                if (!holds(lane, live, now, backlog) && !(catchingUp && !live)) {
+                if (!holds(entry.getKey(), lane, live, now, backlog) && !(catchingUp && !live)) {
                     if (lane.newestTs == Long.MIN_VALUE) {
                         released.add(entry.getKey());
                     }
@@ -321,6 +396,11 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     /** Only for tests: a generator on a given clock. */
     public Generator generator(Clock clock) {
         return new Generator(this, clock);
+    }
+
+    /** Only for tests: a generator on a given clock and broker ends. */
+    public Generator generator(Clock clock, EndOffsets ends) {
+        return new Generator(this, clock, ends);
     }
 
     /** A clock that moves only when told (tests). */

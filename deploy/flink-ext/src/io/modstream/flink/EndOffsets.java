@@ -1,0 +1,197 @@
+package io.modstream.flink;
+
+import java.io.Serializable;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.Admin;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.flink.kafka.shaded.org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.flink.kafka.shaded.org.apache.kafka.common.IsolationLevel;
+import org.apache.flink.kafka.shaded.org.apache.kafka.common.TopicPartition;
+
+/**
+ * What the broker holds for each lane ({@code topic#partition}): the end a read_committed
+ * consumer can reach (the last stable offset) and the job's committed position (where a restored
+ * source resumes, as of the last completed checkpoint). {@link ValidatedTime} holds event time
+ * for a lane whose input is on the broker but not read yet, however the consumer orders its
+ * fetches: round counting alone let event time pass a partition whose fetch came late (the fault
+ * run after a 100 s machine stall, docs/reliability/exactly-once.md).
+ *
+ * <p>Observations only ever lag the truth (ends and committed positions only grow), so a lane
+ * seen with input pending had that input; one not seen so falls back to the other rules.
+ */
+public interface EndOffsets extends Serializable {
+    long UNKNOWN = -1L;
+
+    /** The lane's last stable offset as last observed, or {@link #UNKNOWN}. */
+    long end(String lane);
+
+    /** The job's committed offset of the lane, or {@link #UNKNOWN}. */
+    long committed(String lane);
+
+    /** Nothing known (replay, tests, no broker). */
+    EndOffsets NONE = new EndOffsets() {
+        private static final long serialVersionUID = 1L;
+
+        @Override
+        public long end(String lane) {
+            return UNKNOWN;
+        }
+
+        @Override
+        public long committed(String lane) {
+            return UNKNOWN;
+        }
+    };
+
+    /** Ends and committed positions set by hand (tests). */
+    final class Manual implements EndOffsets {
+        private static final long serialVersionUID = 1L;
+        private final Map<String, Long> ends = new HashMap<>();
+        private final Map<String, Long> committed = new HashMap<>();
+
+        public void setEnd(String lane, long offset) {
+            ends.put(lane, offset);
+        }
+
+        public void setCommitted(String lane, long offset) {
+            committed.put(lane, offset);
+        }
+
+        @Override
+        public long end(String lane) {
+            return ends.getOrDefault(lane, UNKNOWN);
+        }
+
+        @Override
+        public long committed(String lane) {
+            return committed.getOrDefault(lane, UNKNOWN);
+        }
+    }
+
+    /**
+     * Polls one broker for the given lanes every {@code POLL_MS} on a daemon thread, shared by
+     * the generators of one (bootstrap, group) in this JVM. Asked for nothing for {@code IDLE_MS}
+     * (its job restarted elsewhere or was cancelled), the thread closes its client and ends.
+     */
+    final class Broker implements EndOffsets {
+        private static final long serialVersionUID = 1L;
+        static final long POLL_MS = 500;
+        static final long IDLE_MS = 60_000;
+        private static final Map<String, Broker> SHARED = new ConcurrentHashMap<>();
+
+        private final String bootstrap;
+        private final String group;
+        private final Set<String> lanes = ConcurrentHashMap.newKeySet();
+        private final Map<String, Long> ends = new ConcurrentHashMap<>();
+        private final Map<String, Long> committed = new ConcurrentHashMap<>();
+        private volatile long askedAt = System.currentTimeMillis();
+        private volatile boolean running;
+
+        private Broker(String bootstrap, String group) {
+            this.bootstrap = bootstrap;
+            this.group = group;
+        }
+
+        /** The poller for this broker and consumer group, started if it is not running. */
+        public static synchronized Broker of(String bootstrap, String group, String[] lanes) {
+            Broker broker = SHARED.computeIfAbsent(bootstrap + "\u001f" + group, key -> new Broker(bootstrap, group));
+            for (String lane : lanes) {
+                broker.lanes.add(lane);
+            }
+            broker.askedAt = System.currentTimeMillis();
+            if (!broker.running) {
+                broker.running = true;
+                Thread thread = new Thread(broker::loop, "modstream-end-offsets");
+                thread.setDaemon(true);
+                thread.start();
+            }
+            return broker;
+        }
+
+        @Override
+        public long end(String lane) {
+            askedAt = System.currentTimeMillis();
+            lanes.add(lane);
+            return ends.getOrDefault(lane, UNKNOWN);
+        }
+
+        @Override
+        public long committed(String lane) {
+            return committed.getOrDefault(lane, UNKNOWN);
+        }
+
+        private void loop() {
+            Properties properties = new Properties();
+            properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            properties.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
+            properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");
+            try (Admin admin = Admin.create(properties)) {
+                while (System.currentTimeMillis() - askedAt < IDLE_MS) {
+                    poll(admin);
+                    Thread.sleep(POLL_MS);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                // No broker client at all: nothing is known, and the other rules apply.
+            } finally {
+                synchronized (Broker.class) {
+                    running = false;
+                }
+            }
+        }
+
+        private void poll(Admin admin) throws InterruptedException {
+            Map<TopicPartition, OffsetSpec> wanted = new HashMap<>();
+            for (String lane : lanes) {
+                TopicPartition partition = partitionOf(lane);
+                if (partition != null) {
+                    wanted.put(partition, OffsetSpec.latest());
+                }
+            }
+            if (wanted.isEmpty()) {
+                return;
+            }
+            try {
+                admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED))
+                        .all()
+                        .get(5, TimeUnit.SECONDS)
+                        .forEach((partition, info) -> ends.merge(laneOf(partition), info.offset(), Math::max));
+                Map<TopicPartition, OffsetAndMetadata> positions = admin.listConsumerGroupOffsets(group)
+                        .partitionsToOffsetAndMetadata()
+                        .get(5, TimeUnit.SECONDS);
+                positions.forEach((partition, position) -> {
+                    if (position != null) {
+                        committed.merge(laneOf(partition), position.offset(), Math::max);
+                    }
+                });
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                // The broker is away (a restart, a pause): keep what was seen; it only lags.
+            }
+        }
+
+        static TopicPartition partitionOf(String lane) {
+            int hash = lane.lastIndexOf('#');
+            if (hash <= 0) {
+                return null;
+            }
+            try {
+                return new TopicPartition(lane.substring(0, hash), Integer.parseInt(lane.substring(hash + 1)));
+            } catch (NumberFormatException e) {
+                return null;
+            }
+        }
+
+        static String laneOf(TopicPartition partition) {
+            return partition.topic() + "#" + partition.partition();
+        }
+    }
+}
