@@ -475,19 +475,12 @@ class Moderate(PolicyAware):
         store, banks = self._current(ctx)
         raw_state = self.version.value()
         inputs = self._inputs(timestamp)
-        # An input whose step fails is set aside (DLQ `permanent`) and the batch runs again from
-        # the stored state without it, so a half-applied input never reaches state or output.
-        set_aside: dict[int, BaseException] = {}
-        while True:
-            try:
-                run = self._run(raw_state, inputs, set_aside, timestamp, store, banks)
-                break
-            except _InputFailed as failed:
-                set_aside[failed.index] = failed.error
-            except state_schema.StateTooNew as too_new:
-                key = str(ctx.get_current_key()).split("\x1f", 1)[0]
-                yield from schema_letters(self.config, too_new, key, inputs, timestamp)
-                return
+        try:
+            run, set_aside = self.apply(raw_state, inputs, timestamp, store, banks)
+        except state_schema.StateTooNew as too_new:
+            key = str(ctx.get_current_key()).split("\x1f", 1)[0]
+            yield from schema_letters(self.config, too_new, key, inputs, timestamp)
+            return
         state, outputs, timers, letters = run
         if state is None:
             self.version.clear()
@@ -519,6 +512,26 @@ class Moderate(PolicyAware):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
             topic, raw, ts = inputs[index] if index != _TIMER else (_TIMERS, "", timestamp)
             yield failure_letter(self.config, topic, key.split("\x1f", 1)[0], raw, ts, error)
+
+    def apply(
+        self,
+        raw_state: str | None,
+        inputs: list[tuple[str, str, int]],
+        timestamp: int,
+        store: PolicyStore,
+        banks: HashBanks,
+    ) -> tuple[tuple[Any, list[moderation.Output], list[int], list[Any]], dict[int, BaseException]]:
+        """Apply `inputs` and the timer at `timestamp` to the stored state: (state, outputs,
+        timers, letters) and the inputs set aside. An input whose step fails is set aside (DLQ
+        `permanent`) and the batch runs again from the stored state without it, so a
+        half-applied input never reaches state or output. Pure: the peers in benchmarks/ run
+        it too."""
+        set_aside: dict[int, BaseException] = {}
+        while True:
+            try:
+                return self._run(raw_state, inputs, set_aside, timestamp, store, banks), set_aside
+            except _InputFailed as failed:
+                set_aside[failed.index] = failed.error
 
     def _run(
         self,

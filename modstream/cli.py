@@ -112,6 +112,12 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return cluster.submit("moderation", args.jobmanager, job_args, flink_home=args.flink_home)
 
 
+def _cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from benchmarks import bench_compare
+
+    return bench_compare.main([])  # reached only through build_parser(); main() passes options
+
+
 def _cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import replay
 
@@ -334,6 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--topic", default=None, help="the physical DLQ topic")
     sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
     sub.add_argument("--bootstrap-servers", default=None)
+    add("bench", _cmd_bench, "the moderation job beside the floor and hand-written peers (-h)")
     sub = add("replay", _cmd_replay, "run the moderation job on a JSON-lines file (CONTRACT.md)")
     sub.add_argument("--input", type=Path, required=True, help="EVENTS.jsonl")
     sub.add_argument("--policy", type=Path, required=True, help="trusted POLICY.yaml")
@@ -421,6 +428,10 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:  # its own options (benchmarks/bench_compare.py), `--` or not
+        from benchmarks import bench_compare
+
+        return bench_compare.main([arg for arg in argv[1:] if arg != "--"])
     # Everything after `--` belongs to the job (`modstream run moderation -- --policy …`);
     # argparse's sub-commands do not pass it through by themselves.
     passthrough: list[str] = []

@@ -1,0 +1,283 @@
+"""The hand-written service a team would build instead of the Flink job: plain Kafka consumers
+running the moderation job's own per-version code (`jobs.moderation.Moderate.apply`, which calls
+`operators.moderation.step` and `on_timer`), written fairly: batched polls, batched produce, no
+sleeps. At-least-once: outputs are flushed (acks=all) before the offsets of the poll that made
+them are committed; state lives in a dict and is lost on a crash (no checkpoint).
+
+Event time as the job keeps it, simplified: per partition the newest admitted `ts`; the watermark
+is the smallest over partitions heard within the last second (every partition silent: the
+newest read), less the bound. Input is buffered
+per (version, ts) and applied when the watermark passes it, the version's timers with it, as the
+job's `Moderate` does. Not here: the report gate (every report weighs 1), the sanctions stage,
+hash-bank updates after start and DLQ letters for refused input (they are counted).
+
+    python -m benchmarks.peer --client kafka-python --topics-prefix bench-1234abcd
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from jobs.moderation import KEYED_TOPICS, Moderate, ModerationConfig
+from operators import admission, moderation, signing, state_schema
+from operators.admission import Refused
+from operators.hashbank import HashBanks
+from operators.policy_store import PolicyStore
+
+IDLE_MS = 1_000
+
+
+@dataclass
+class Engine:
+    """Admission, event time, per-version state and timers: everything but the Kafka client."""
+
+    config: ModerationConfig
+    out_of_orderness_ms: int = 500
+    states: dict[str, str] = field(default_factory=dict)  # version key -> state JSON
+    buffer: dict[tuple[str, int], list[tuple[str, str, int]]] = field(default_factory=dict)
+    timers: list[tuple[int, str]] = field(default_factory=list)  # heap of (ts, version key)
+    armed: set[tuple[int, str]] = field(default_factory=set)
+    lanes: dict[str, tuple[int, float]] = field(default_factory=dict)  # newest ts, heard at
+    refused: int = 0
+
+    def __post_init__(self) -> None:
+        self.store = PolicyStore.from_records(
+            [], trusted=self.config.trusted_policy, keyring=self.config.keyring
+        )
+        self.banks = HashBanks()
+        self.moderate = Moderate(self.config)  # its pure per-version code; no Flink runtime
+
+    def admit(self, topic: str, raw: str, lane: str, record_ts: int) -> None:
+        """One record read from `topic` (contract name) on partition `lane`."""
+        if topic not in KEYED_TOPICS:
+            return
+        verdict = admission.admit(
+            topic,
+            raw,
+            now_ms=self.config.clock(),
+            limits=self.config.limits,
+            fallback_ts=record_ts,
+            fallback_key=None,
+            time_checked=True,
+            signature=lambda name, document: signing.check(name, document, self.config.keyring),
+        )
+        if isinstance(verdict, Refused):
+            self.refused += 1
+            return
+        record, ts = verdict.record, verdict.ts
+        key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
+        self.buffer.setdefault((key, ts), []).append((topic, record.model_dump_json(), ts))
+        self._arm(ts, key)
+        if topic != "moderation.reevaluate":
+            newest = max(self.lanes.get(lane, (ts, 0.0))[0], ts)
+            self.lanes[lane] = (newest, time.monotonic())
+
+    def _arm(self, ts: int, key: str) -> None:
+        if (ts, key) not in self.armed:
+            self.armed.add((ts, key))
+            heapq.heappush(self.timers, (ts, key))
+
+    def watermark(self) -> int:
+        now = time.monotonic()
+        speaking = [ts for ts, at in self.lanes.values() if now - at < IDLE_MS / 1000]
+        newest = [ts for ts, _ in self.lanes.values()]
+        if not newest:
+            return -(2**63)
+        # Every partition silent: what was read is complete (the job's rule after its drain time).
+        return (min(speaking) if speaking else max(newest)) - self.out_of_orderness_ms - 1
+
+    def advance(self) -> Iterator[tuple[str, str | None, str]]:
+        """Fire every (version, ts) the watermark passed: (physical topic, key, value) out."""
+        watermark = self.watermark()
+        while self.timers and self.timers[0][0] <= watermark:
+            ts, key = heapq.heappop(self.timers)
+            self.armed.discard((ts, key))
+            yield from self._fire(key, ts)
+
+    def _fire(self, key: str, ts: int) -> Iterator[tuple[str, str | None, str]]:
+        inputs = self.buffer.pop((key, ts), [])
+        (state, outputs, timers, _letters), set_aside = self.moderate.apply(
+            self.states.get(key), inputs, ts, self.store, self.banks
+        )
+        self.refused += len(set_aside)
+        if state is None:
+            self.states.pop(key, None)
+        else:
+            self.states[key] = state_schema.dump(state)
+        for timer in set(timers):
+            self._arm(timer, key)
+        for topic, out_key, output in outputs:
+            if topic == moderation.SANCTIONS:
+                continue  # the sanctions stage is not part of the peer
+            value = json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+            yield self.config.physical(topic), out_key, value
+
+
+class Client(Protocol):
+    def poll(self) -> list[tuple[str, str | None, str, int, int]]: ...
+    def send(self, topic: str, key: str | None, value: str) -> None: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+
+
+class KafkaPythonClient:
+    """kafka-python: the client the project already uses."""
+
+    def __init__(self, bootstrap: str, topics: list[str], group: str) -> None:
+        from kafka import KafkaConsumer, KafkaProducer
+
+        self.consumer = KafkaConsumer(
+            *topics,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            isolation_level="read_committed",
+            max_poll_records=2000,
+            fetch_max_wait_ms=50,
+        )
+        self.producer = KafkaProducer(
+            bootstrap_servers=bootstrap, acks="all", linger_ms=5, batch_size=256 * 1024
+        )
+
+    def poll(self) -> list[tuple[str, str | None, str, int, int]]:
+        out = []
+        for records in self.consumer.poll(timeout_ms=100).values():
+            for r in records:
+                key = r.key.decode("utf-8") if r.key is not None else None
+                value = r.value.decode("utf-8", "replace") if r.value is not None else ""
+                out.append((r.topic, key, value, r.partition, r.timestamp))
+        return out
+
+    def send(self, topic: str, key: str | None, value: str) -> None:
+        self.producer.send(topic, key=key.encode() if key else None, value=value.encode())
+
+    def commit(self) -> None:
+        self.producer.flush()
+        self.consumer.commit()
+
+    def close(self) -> None:
+        self.producer.close()
+        self.consumer.close()
+
+
+class ConfluentClient:
+    """confluent-kafka (librdkafka): the fastest Python client a team could pick."""
+
+    def __init__(self, bootstrap: str, topics: list[str], group: str) -> None:
+        from confluent_kafka import Consumer, Producer
+
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        self.consumer.subscribe(topics)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+
+    def poll(self) -> list[tuple[str, str | None, str, int, int]]:
+        out = []
+        for m in self.consumer.consume(num_messages=2000, timeout=0.1):
+            if m.error() is not None:
+                continue
+            key, value = m.key(), m.value()
+            out.append(
+                (
+                    m.topic(),
+                    key.decode("utf-8") if key is not None else None,
+                    value.decode("utf-8", "replace") if value is not None else "",
+                    m.partition(),
+                    m.timestamp()[1],
+                )
+            )
+        return out
+
+    def send(self, topic: str, key: str | None, value: str) -> None:
+        while True:
+            try:
+                self.producer.produce(topic, key=key, value=value)
+                return
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: let it drain
+
+    def commit(self) -> None:
+        self.producer.flush()
+        self.consumer.commit(asynchronous=False)
+
+    def close(self) -> None:
+        self.producer.flush()
+        self.consumer.close()
+
+
+CLIENTS = {"kafka-python": KafkaPythonClient, "confluent-kafka": ConfluentClient}
+
+
+def serve(client: Client, engine: Engine, contract: dict[str, str], stop: Any) -> int:
+    """Poll, admit, fire, produce, flush, commit, until `stop()`; the records read."""
+    read = 0
+    while not stop():
+        batch = client.poll()
+        for physical, _key, value, partition, record_ts in batch:
+            engine.admit(
+                contract.get(physical, physical), value, f"{physical}#{partition}", record_ts
+            )
+        read += len(batch)
+        produced = False
+        for topic, key, value in engine.advance():
+            client.send(topic, key, value)
+            produced = True
+        if batch or produced:
+            client.commit()
+    return read
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+    from pathlib import Path
+
+    import yaml
+
+    from modstream.config import Settings
+    from modstream.limits import Limits
+    from operators.signing import Keyring
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--client", choices=sorted(CLIENTS), required=True)
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--policy", type=Path, required=True, help="the trusted policy file")
+    parser.add_argument("--topic", action="append", default=[], help="contract=physical")
+    parser.add_argument("--out-of-orderness-ms", type=int, default=500)
+    args = parser.parse_args(argv)
+    topics = dict(item.split("=", 1) for item in args.topic)
+    config = ModerationConfig(
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
+        trusted_policy=yaml.safe_load(args.policy.read_text(encoding="utf-8")),
+        topics=topics,
+    )
+    engine = Engine(config, out_of_orderness_ms=args.out_of_orderness_ms)
+    physical = [topics.get(name, name) for name in KEYED_TOPICS]
+    client = CLIENTS[args.client](Settings.from_env().bootstrap_servers, physical, args.group)
+    stopping: list[int] = []
+    signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))
+    print(f"peer {args.client}: running", flush=True)
+    try:
+        read = serve(client, engine, {v: k for k, v in topics.items()}, lambda: bool(stopping))
+    finally:
+        client.close()
+    print(json.dumps({"client": args.client, "read": read, "refused": engine.refused}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
