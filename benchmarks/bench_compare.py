@@ -186,6 +186,42 @@ def wait_count(
     raise TimeoutError(f"the floor wrote {len(watcher.seen)} of {count} outputs")
 
 
+def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
+    """The per-version code in process, no Kafka: µs per event to admit (decode, validate, check
+    signatures) and to apply (the job's `Moderate.apply`: step, timers, state as JSON, outputs
+    encoded), on the same workload (benchmarks/peer.py's Engine)."""
+    import yaml
+
+    from benchmarks.peer import Engine
+    from jobs.moderation import ModerationConfig
+    from modstream.limits import Limits
+    from operators.signing import Keyring
+
+    config = ModerationConfig(
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
+        trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
+    )
+    engine = Engine(config)
+    grouped = for_kafka(lines)
+    records = [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
+    started = time.perf_counter()
+    for topic, raw in records:
+        engine.admit(topic, raw, topic, 0)
+    admitted = time.perf_counter()
+    outputs = sum(1 for _ in engine.drain(max(line["value"]["ts"] for line in lines)))
+    applied = time.perf_counter()
+    events = len(records)
+    state_bytes = sum(len(value.encode()) for value in engine.states.values())
+    return {
+        "events": events,
+        "admit_us_per_event": round((admitted - started) / events * 1e6, 1),
+        "step_us_per_event": round((applied - admitted) / events * 1e6, 1),
+        "outputs_per_event": round(outputs / events, 2),
+        "state_bytes_per_version": round(state_bytes / max(len(engine.states), 1)),
+    }
+
+
 def options() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="modstream bench",
@@ -207,14 +243,16 @@ def main(argv: list[str] | None = None) -> int:
         args.versions = 1500
     bootstrap = Settings.from_env().bootstrap_servers
     lines, end_id = workload(args.versions)
+    step = step_cost(lines)
+    print(f"bench: step in process {json.dumps(step)}", flush=True)
     results: dict[str, Result] = {}
-    for variant in args.variants.split(","):
+    for variant in [name for name in args.variants.split(",") if name]:
         print(f"bench: {variant} on {args.versions} versions ({len(lines)} events)", flush=True)
         results[variant] = run_variant(variant, bootstrap, lines, end_id, args)
         print(f"bench: {json.dumps(asdict(results[variant]))}", flush=True)
     print_table(results)
     if args.json:
-        print(json.dumps(summary(results)))
+        print(json.dumps({**summary(results), **step}))
     return 0
 
 
