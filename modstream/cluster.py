@@ -138,10 +138,20 @@ def down(settings: Settings, say: Callable[[str], None] = print) -> None:
     say("flink cluster: stopped")
 
 
+def script_env(run: Path) -> dict[str, str]:
+    """The environment of Flink's scripts for the cluster at `run`: its configuration, and the
+    PYTHONPATH a TaskManager's thread-mode interpreter needs; no other FLINK_* variable. A py4j
+    gateway started in this process (any job's `create_env`) sets FLINK_HOME and FLINK_LIB_DIR
+    to the wheel, whose lib/ lacks flink-python: inherited, they made the cluster's JobManager
+    refuse every Python job (ClassNotFoundException: EmbeddedPythonProcessOperator; the fault
+    test in `make test`, after tests/integration/test_end_offsets.py had started a gateway)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FLINK_")}
+    return {**env, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+
+
 def _script(run: Path, name: str, *, check: bool) -> None:
-    """One of Flink's cluster scripts, on this cluster's configuration; TaskManagers started by
-    it inherit the PYTHONPATH their thread-mode interpreter needs."""
-    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    """One of Flink's cluster scripts, on this cluster's configuration (`script_env`)."""
+    env = script_env(run)
     subprocess.run(
         [str(run / "bin" / name)], env=env, check=check, capture_output=True, timeout=120
     )
@@ -191,7 +201,7 @@ def start_taskmanager(settings: Settings) -> None:
     """One more TaskManager for the cluster `up` started (after one was killed: its jobs wait
     for slots); Flink's script appends its pid to the cluster's pid file."""
     run = home(settings)
-    env = {**os.environ, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    env = script_env(run)
     subprocess.run(
         [str(run / "bin" / "taskmanager.sh"), "start"],
         env=env,
