@@ -19,7 +19,7 @@ from __future__ import annotations
 import heapq
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -199,10 +199,10 @@ class ConfluentClient:
             key, value = m.key(), m.value()
             out.append(
                 (
-                    m.topic(),
+                    str(m.topic()),
                     key.decode("utf-8") if key is not None else None,
                     value.decode("utf-8", "replace") if value is not None else "",
-                    m.partition(),
+                    int(m.partition() or 0),
                     m.timestamp()[1],
                 )
             )
@@ -225,7 +225,10 @@ class ConfluentClient:
         self.consumer.close()
 
 
-CLIENTS = {"kafka-python": KafkaPythonClient, "confluent-kafka": ConfluentClient}
+CLIENTS: dict[str, Callable[[str, list[str], str], Client]] = {
+    "kafka-python": KafkaPythonClient,
+    "confluent-kafka": ConfluentClient,
+}
 
 
 def serve(client: Client, engine: Engine, contract: dict[str, str], stop: Any) -> int:
