@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobs.moderation import KEYED_TOPICS, Moderate, ModerationConfig
-from operators import admission, moderation, signing, state_schema
+from jobs.moderation import KEYED_TOPICS, Moderate, ModerationConfig, admit
+from operators import moderation, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks
 from operators.policy_store import PolicyStore
@@ -56,16 +56,7 @@ class Engine:
         """One record read from `topic` (contract name) on partition `lane`."""
         if topic not in KEYED_TOPICS:
             return
-        verdict = admission.admit(
-            topic,
-            raw,
-            now_ms=self.config.clock(),
-            limits=self.config.limits,
-            fallback_ts=record_ts,
-            fallback_key=None,
-            time_checked=True,
-            signature=lambda name, document: signing.check(name, document, self.config.keyring),
-        )
+        verdict = admit(self.config, topic, raw, record_ts, None)
         if isinstance(verdict, Refused):
             self.refused += 1
             return

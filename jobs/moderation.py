@@ -118,6 +118,23 @@ DLQ_TAG = OutputTag("dlq", runtime.SINK_ROW)
 HANDLER_FAILURES = (Exception, RecursionError, MemoryError)
 
 
+def admit(
+    config: ModerationConfig, topic: str, raw: str | None, record_ts: int, key: str | None
+) -> admission.Admitted | Refused:
+    """One record of an input topic admitted or refused as this job does (time checked for
+    keyed input only, signatures against the job's keyring); the peers in benchmarks/ too."""
+    return admission.admit(
+        topic,
+        raw,
+        now_ms=config.clock(),
+        limits=config.limits,
+        fallback_ts=record_ts,
+        fallback_key=key,
+        time_checked=topic in KEYED_TOPICS,
+        signature=lambda name, document: signing.check(name, document, config.keyring),
+    )
+
+
 class Decode(ProcessFunction):
     """Row(topic, key, value, ts, lane[, seq]) -> one admitted DECODED_ROW (keyed input, reports,
     policy and hash-bank records) on the main output, or one DLQ row on the `dlq` side output.
@@ -143,16 +160,7 @@ class Decode(ProcessFunction):
             )
             yield self._letter(physical, raw, refused)
             return
-        verdict = admission.admit(
-            topic,
-            raw,
-            now_ms=self.config.clock(),
-            limits=self.config.limits,
-            fallback_ts=record_ts,
-            fallback_key=key,
-            time_checked=topic in KEYED_TOPICS,
-            signature=self._signature,
-        )
+        verdict = admit(self.config, topic, raw, record_ts, key)
         if isinstance(verdict, Refused):
             yield self._letter(physical, raw, verdict)
             return
@@ -169,9 +177,6 @@ class Decode(ProcessFunction):
         # Re-evaluation is low priority: it never holds event time back for live input.
         moves_time = "" if topic == "moderation.reevaluate" else lane
         yield Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
-
-    def _signature(self, topic: str, document: Any) -> str | None:
-        return signing.check(topic, document, self.config.keyring)
 
     def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
         letter = dead_letter(

@@ -57,8 +57,8 @@ class Lanes:
         for index, name in enumerate(expected):
             names[index] = name
         strategy = jvm.io.modstream.flink.ValidatedTime(
-            BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock, names, drained
-        )
+            BOUND, IDLE, BACKFILL_IDLE, LIVE_WINDOW, wall_clock, names, drained, "", ""
+        )  # no broker: the ends come from `ends` (EndOffsets.Manual) when a test gives them
         self.generator = (
             strategy.generator(self.clock) if ends is None else strategy.generator(self.clock, ends)
         )

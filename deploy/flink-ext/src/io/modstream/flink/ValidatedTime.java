@@ -74,42 +74,6 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long idlenessMs,
             long backfillIdlenessMs,
             long liveWindowMs,
-            boolean wallClock) {
-        this(
-                outOfOrdernessMs,
-                idlenessMs,
-                backfillIdlenessMs,
-                liveWindowMs,
-                wallClock,
-                new String[0],
-                backfillIdlenessMs);
-    }
-
-    public ValidatedTime(
-            long outOfOrdernessMs,
-            long idlenessMs,
-            long backfillIdlenessMs,
-            long liveWindowMs,
-            boolean wallClock,
-            String[] expectedLanes,
-            long drainedAfterMs) {
-        this(
-                outOfOrdernessMs,
-                idlenessMs,
-                backfillIdlenessMs,
-                liveWindowMs,
-                wallClock,
-                expectedLanes,
-                drainedAfterMs,
-                "",
-                "");
-    }
-
-    public ValidatedTime(
-            long outOfOrdernessMs,
-            long idlenessMs,
-            long backfillIdlenessMs,
-            long liveWindowMs,
             boolean wallClock,
             String[] expectedLanes,
             long drainedAfterMs,
