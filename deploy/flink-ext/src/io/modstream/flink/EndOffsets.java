@@ -134,18 +134,33 @@ public interface EndOffsets extends Serializable {
             properties.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
             properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");
             try (Admin admin = Admin.create(properties)) {
-                while (System.currentTimeMillis() - askedAt < IDLE_MS) {
+                while (!retiredIdle()) {
                     poll(admin);
                     Thread.sleep(POLL_MS);
                 }
+                return; // retiredIdle marked it stopped; a newer poller may be running already
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             } catch (RuntimeException e) {
                 // No broker client at all: nothing is known, and the other rules apply.
-            } finally {
-                synchronized (Broker.class) {
-                    running = false;
+            }
+            synchronized (Broker.class) {
+                running = false; // ended early: the next generator starts it again
+            }
+        }
+
+        /**
+         * Whether nobody asked for {@code IDLE_MS}; if so the poller is marked stopped under the
+         * lock {@link #of} starts it with, so a generator asking at that moment starts a new one
+         * instead of finding this one running and about to end.
+         */
+        private boolean retiredIdle() {
+            synchronized (Broker.class) {
+                if (System.currentTimeMillis() - askedAt < IDLE_MS) {
+                    return false;
                 }
+                running = false;
+                return true;
             }
         }
 
