@@ -18,7 +18,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas clean bench bench-policy bench-moderation bench-detectors bench-bank bench-replay
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas golden clean bench bench-policy bench-moderation bench-detectors bench-bank bench-replay
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -119,6 +119,11 @@ format: setup
 
 schemas: setup
 	@$(MODSTREAM) schemas export
+
+# Rewrite tests/golden/ from a replay of the demo workload (the test suite's environment): only
+# for a change meant to change decisions; tests/integration/test_golden_replay.py checks it.
+golden: setup
+	@$(BIN)/python -m tests.golden
 
 clean: down
 	rm -rf .run deploy/flink-ext/build
