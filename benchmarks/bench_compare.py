@@ -24,11 +24,11 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_moderation import ActionWatcher, now_ms
+from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics
@@ -38,6 +38,8 @@ from operators.moderation import ALL_TOPICS
 VARIANTS = ("floor", "modstream", "kafka-python", "confluent-kafka")
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 CHECKPOINT_INTERVAL_MS = 1_000
+OUT_OF_ORDERNESS_MS = 500
+LOADS = (0.5, 0.8)  # latency phases, as fractions of the variant's measured backlog rate
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Result:
     cpu_s: float
     peak_rss_mib: float
     outputs: int
+    # At LOADS of this variant's own backlog rate: {"50%": {"p50_ms", "p95_ms", "p99_ms", ...}}.
+    latency: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
@@ -94,7 +98,7 @@ def command(variant: str, prefix: str, topics: dict[str, str], run_dir: Path) ->
         return [sys.executable, "-m", "benchmarks.floor_job", "--output", topics["floor.out"], *job]
     return [
         sys.executable, "-m", "jobs.moderation", *job, "--policy", str(POLICY),
-        "--out-of-orderness-ms", "500", "--idleness-ms", "1000",
+        "--out-of-orderness-ms", str(OUT_OF_ORDERNESS_MS), "--idleness-ms", "1000",
         # No faults here: a backlog that falls silent is complete after 2 s, not 60 s.
         "--drained-after-ms", "2000",
     ]  # fmt: skip
@@ -125,14 +129,26 @@ def run_variant(
             if variant == "floor":
                 done = wait_count(watcher, events, args.timeout_s, process)
             else:
-                done = watcher.wait_for(end_id, timeout_s=args.timeout_s)
+                alive = lambda: process.poll() is None  # noqa: E731
+                done = watcher.wait_for(end_id, timeout_s=args.timeout_s, alive=alive)
             cpu_s, peak_rss_kib = session_usage(process.pid)
+            first = min(arrived for arrived, _ in watcher.seen)
+            processing_s = max((done - first) / 1000, 1e-3)
+            latency = {}
+            if variant != "floor" and args.latency_s > 0:
+                for fraction in LOADS:
+                    rate = max(1.0, round(fraction * args.versions / processing_s, 1))
+                    print(
+                        f"bench: {variant} at {fraction:.0%} load ({rate} versions/s)", flush=True
+                    )
+                    latency[f"{fraction:.0%}"] = steady_latency(
+                        bootstrap, topics, watcher, rate, args.latency_s, OUT_OF_ORDERNESS_MS,
+                        tag=f"live{int(fraction * 100)}",
+                    )  # fmt: skip
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
             watcher.stop.set()
-    first = min(arrived for arrived, _ in watcher.seen)
-    processing_s = max((done - first) / 1000, 1e-3)
     versions = args.versions
     return Result(
         variant=variant,
@@ -145,6 +161,7 @@ def run_variant(
         cpu_s=round(cpu_s, 1),
         peak_rss_mib=round(peak_rss_kib / 1024, 1),
         outputs=len(watcher.seen),
+        latency=latency,
     )
 
 
@@ -234,6 +251,13 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument(
+        "--latency-s",
+        type=float,
+        default=20.0,
+        help="seconds of each steady phase after the backlog (50%% and 80%% of the variant's "
+        "backlog rate; 0: none)",
+    )
     return parser
 
 
@@ -241,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     args = options().parse_args(argv)
     if args.quick:
         args.versions = 1500
+        args.latency_s = min(args.latency_s, 10.0)
     bootstrap = Settings.from_env().bootstrap_servers
     lines, end_id = workload(args.versions)
     step = step_cost(lines)
@@ -278,6 +303,9 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
         "peer_ck_vps": vps("confluent-kafka"),
         "checkpoint_interval_ms": CHECKPOINT_INTERVAL_MS,
     }
+    at_half = results["modstream"].latency.get("50%", {}) if "modstream" in results else {}
+    for name in ("p50_ms", "p95_ms", "p99_ms"):
+        line[name] = at_half.get(name)
     mod = vps("modstream")
     for name, key in (
         ("floor", "vs_floor"),

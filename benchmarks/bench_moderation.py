@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -61,12 +62,18 @@ class ActionWatcher(threading.Thread):
                 self.seen.extend((arrived, json.loads(r.value)) for r in batch)
         self.consumer.close()
 
-    def wait_for(self, content_id: str, timeout_s: float) -> int:
+    def wait_for(
+        self, content_id: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
+    ) -> int:
+        """When the first action for `content_id` became visible; an error as soon as `alive()`
+        says what should write it has gone."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             for arrived, action in list(self.seen):
                 if action["content_id"] == content_id:
                     return arrived
+            if not alive():
+                raise RuntimeError(f"its writer ended before the action for {content_id}")
             time.sleep(0.05)
         raise TimeoutError(f"no committed action for {content_id} within {timeout_s}s")
 
@@ -170,48 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"throughput: {json.dumps(throughput)}", flush=True)
 
         # Phase 2: steady rate, latency from event ts to committed action.
-        seen_before = len(watcher.seen)
-        interval = 1.0 / args.rate
-        count = int(args.rate * args.duration)
-        next_at = time.monotonic()
-        producer = kafkaio_producer(bootstrap)
-        phase_started = now_ms()
-        for index in range(count):
-            ts = now_ms()
-            lines = generate(
-                seed=1000 + index, versions=1, start_ts=ts, extras=False, malformed=False
-            )
-            for line in lines:
-                line["value"]["ts"] = ts  # evidence in real time, with the upload
-                line["value"]["content_id"] = f"live-{index}"
-            for topic, records in for_kafka(lines, topics).items():
-                for key, value in records:
-                    producer.send(topic, key=key.encode() if key else None, value=value)
-            next_at += interval
-            delay = next_at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
-        producer.flush()
-        # Records produced in the last second wait for the closing marker to move the watermark;
-        # their latency measures the benchmark's end, not the job: leave them out.
-        cutoff = now_ms() - 1000
-        time.sleep(5 + args.out_of_orderness_ms / 1000)
-        for topic, records in for_kafka([marker(now_ms() + 5_000)], topics).items():
-            kafkaio.produce(bootstrap, topic, records)
-        time.sleep(3)
-        latencies = [
-            arrival - action["ts"]
-            for arrival, action in watcher.seen[seen_before:]
-            if action["content_id"].startswith("live-") and phase_started <= action["ts"] < cutoff
-        ]
-        latency = {
-            "rate_versions_per_s": args.rate,
-            "seconds": args.duration,
-            "actions": len(latencies),
-            "p50_ms": percentile(latencies, 0.50) if latencies else None,
-            "p99_ms": percentile(latencies, 0.99) if latencies else None,
-            "max_ms": max(latencies) if latencies else None,
-        }
+        latency = steady_latency(
+            bootstrap, topics, watcher, args.rate, args.duration, args.out_of_orderness_ms
+        )
         print(f"latency: {json.dumps(latency)}", flush=True)
         result = {
             "throughput": throughput,
@@ -233,6 +201,64 @@ def main(argv: list[str] | None = None) -> int:
         if job.poll() is None:
             job.send_signal(signal.SIGTERM)
             job.wait(timeout=90)
+
+
+def steady_latency(
+    bootstrap: str,
+    topics: dict[str, str],
+    watcher: ActionWatcher,
+    rate: float,
+    duration: float,
+    out_of_orderness_ms: int,
+    *,
+    tag: str = "live",
+) -> dict[str, Any]:
+    """`rate` versions/s for `duration` s, each stamped when produced (evidence with its
+    upload), then the latency from that `ts` to each committed action: p50, p95, p99, max."""
+    seen_before = len(watcher.seen)
+    count = int(rate * duration)
+    versions = []
+    for index in range(count):  # made before the clock starts: the producer's CPU stays low
+        lines = generate(seed=1000 + index, versions=1, extras=False, malformed=False)
+        for line in lines:
+            line["value"]["content_id"] = f"{tag}-{index}"
+        versions.append(lines)
+    producer = kafkaio_producer(bootstrap)
+    phase_started = now_ms()
+    next_at = time.monotonic()
+    for lines in versions:
+        ts = now_ms()
+        for line in lines:
+            line["value"]["ts"] = ts  # evidence in real time, with the upload
+        for topic, records in for_kafka(lines, topics).items():
+            for key, value in records:
+                producer.send(topic, key=key.encode() if key else None, value=value)
+        next_at += 1.0 / rate
+        delay = next_at - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    producer.flush()
+    # Records produced in the last second wait for the closing marker to move the watermark;
+    # their latency measures the benchmark's end, not the job: leave them out.
+    cutoff = now_ms() - 1000
+    time.sleep(5 + out_of_orderness_ms / 1000)
+    for topic, records in for_kafka([marker(now_ms() + 5_000)], topics).items():
+        kafkaio.produce(bootstrap, topic, records)
+    time.sleep(3)
+    latencies = [
+        arrival - action["ts"]
+        for arrival, action in watcher.seen[seen_before:]
+        if action["content_id"].startswith(f"{tag}-") and phase_started <= action["ts"] < cutoff
+    ]
+    return {
+        "rate_versions_per_s": rate,
+        "seconds": duration,
+        "actions": len(latencies),
+        "p50_ms": percentile(latencies, 0.50) if latencies else None,
+        "p95_ms": percentile(latencies, 0.95) if latencies else None,
+        "p99_ms": percentile(latencies, 0.99) if latencies else None,
+        "max_ms": max(latencies) if latencies else None,
+    }
 
 
 _PRODUCER: Any = None

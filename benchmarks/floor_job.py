@@ -1,7 +1,8 @@
 """The engine's floor: a PyFlink job on the moderation job's input topics that only decodes each
-record, keys it by its Kafka key (the content id), reads and writes one small JSON value of keyed
-state and encodes one output, through the same exactly-once Kafka sink and checkpoints. No event
-time, no buffering, no moderation logic: what the moderation job costs beyond it is ours.
+record, keys it by its Kafka key (the content id, taken in Java), reads and writes one small
+JSON value of keyed state and encodes one output, through the same exactly-once Kafka sink and
+checkpoints. No event time, no buffering, no moderation logic: what the moderation job costs
+beyond it is ours.
 
     python -m benchmarks.floor_job --topic content.versions=bench-x.content.versions ... \
         --output bench-x.floor.out
@@ -19,6 +20,7 @@ from pyflink.datastream import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import runtime
+from jobs.moderation import keyed_by
 from modstream.config import Settings
 from operators.moderation import KEYED_TOPICS
 
@@ -46,11 +48,6 @@ class Touch(KeyedProcessFunction):
         yield Row(self.output, value[1], json.dumps(out))
 
 
-def record_key(value: Row) -> str:
-    """The Kafka key (the contract key: the content id), so the record is decoded once."""
-    return value[1] or ""
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = runtime.job_parser("floor", __doc__)
     parser.add_argument("--output", required=True, help="the topic the floor writes")
@@ -64,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         "inputs",
         type_info=runtime.SOURCE_ROW,
     )
-    touched = source.key_by(record_key, key_type=Types.STRING()).process(
+    # Keyed in Java, as the moderation job keys (jobs.moderation.keyed_by): one crossing a record.
+    touched = keyed_by(source, runtime.SOURCE_ROW).process(
         Touch(args.output), output_type=runtime.SINK_ROW
     )
     touched.sink_to(runtime.kafka_sink(job))

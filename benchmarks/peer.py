@@ -120,6 +120,8 @@ class Client(Protocol):
     def poll(self) -> list[tuple[str, str | None, str, int, int]]: ...
     def send(self, topic: str, key: str | None, value: str) -> None: ...
     def commit(self) -> None: ...
+
+    def flush(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -158,6 +160,9 @@ class KafkaPythonClient:
     def commit(self) -> None:
         self.producer.flush()
         self.consumer.commit()
+
+    def flush(self) -> None:
+        self.producer.flush()
 
     def close(self) -> None:
         self.producer.close()
@@ -211,6 +216,9 @@ class ConfluentClient:
         self.producer.flush()
         self.consumer.commit(asynchronous=False)
 
+    def flush(self) -> None:
+        self.producer.flush()
+
     def close(self) -> None:
         self.producer.flush()
         self.consumer.close()
@@ -236,8 +244,10 @@ def serve(client: Client, engine: Engine, contract: dict[str, str], stop: Any) -
         for topic, key, value in engine.advance():
             client.send(topic, key, value)
             produced = True
-        if batch or produced:
+        if batch:
             client.commit()
+        elif produced:  # timers fired with nothing read: no new offsets to commit
+            client.flush()
     return read
 
 

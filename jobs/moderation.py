@@ -12,19 +12,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import heapq
 import json
 import os
 import sys
 import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pyflink.common import Row, Types, WatermarkStrategy
-from pyflink.datastream import DataStream, OutputTag, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, KeyedStream, OutputTag, StreamExecutionEnvironment
 from pyflink.datastream.functions import (
     KeyedBroadcastProcessFunction,
     KeyedProcessFunction,
@@ -70,6 +71,14 @@ BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Typ
 # version's own operator, so one hot key costs one state read and write per window and shard.
 REPORT_SHARDS = 8
 REPORT_WINDOW_MS = 1_000
+# EventTimeOrder.java's batch: Row(topics, values, stamps) of one version, in event-time order.
+ORDERED_BATCH = Types.ROW(
+    [
+        Types.BASIC_ARRAY(Types.STRING()),
+        Types.BASIC_ARRAY(Types.STRING()),
+        Types.BASIC_ARRAY(Types.LONG()),
+    ]
+)
 REPORT_BATCH = "moderation.reports#batch"
 
 
@@ -454,21 +463,71 @@ class _InputFailed(Exception):
 
 class Moderate(PolicyAware):
     """Adapter keyed by content version: runs the pure step with the policy and hash banks as
-    of each input's ts, and stores the version's state."""
+    of each input's ts, and stores the version's state.
+
+    Its input comes from EventTimeOrder.java, in event-time order, one batch per version and
+    watermark. The version's own timers (deadlines, expiry, TTL) are kept in `due` too: one that
+    falls between two inputs of a batch fires between them, as it did when every input waited
+    for its own timer, and its Flink timer then finds it gone (docs/moderation.md, "Time")."""
 
     def __init__(self, config: ModerationConfig) -> None:
         super().__init__(config, report_rejections=True)
 
     def open(self, runtime_context: RuntimeContext) -> None:
-        super().open(runtime_context)
+        super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
         self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
+        self.due = runtime_context.get_state(ValueStateDescriptor("due", Types.STRING()))
 
-    def _inputs(self, timestamp: int) -> list[tuple[str, str, int]]:
-        """(topic, raw, ts) in processing order: the input buffered for `timestamp`, then the
-        reports of any batches, merged in (ts, seq, event_id) order whatever shard they took."""
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
+        """A batch Row(topics, values, stamps): the version's input the watermark passed."""
+        held = self.due.value()
+        raw_state = self.version.value()
+        # A version stored before issue 14 has its timers in Flink only: it runs on them alone.
+        due: list[int] | None = (
+            json.loads(held) if held is not None else ([] if raw_state is None else None)
+        )
+        key = str(ctx.get_current_key())
+        for timestamp, entries in _by_timestamp(value[0], value[1], value[2]):
+            inputs = self._inputs(entries, timestamp)
+            while due and due[0] < timestamp:
+                raw_state = yield from self._fire(heapq.heappop(due), [], raw_state, key, ctx, due)
+            while due and due[0] == timestamp:
+                heapq.heappop(due)
+            raw_state = yield from self._fire(timestamp, inputs, raw_state, key, ctx, due)
+        self._keep(raw_state, due)
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
+        held = self.due.value()
+        key = str(ctx.get_current_key())
+        if held is None:
+            held_before = [(topic, raw) for topic, raw, _ in self._drain(timestamp)]
+            inputs = self._inputs(held_before, timestamp)  # stored before issue 14
+            raw_state = yield from self._fire(timestamp, inputs, self.version.value(), key, ctx)
+            self._keep(raw_state, None)
+            return
+        due = json.loads(held)
+        if timestamp not in due:
+            return  # fired between the inputs of a batch
+        due = [other for other in due if other != timestamp]
+        heapq.heapify(due)
+        raw_state = yield from self._fire(timestamp, [], self.version.value(), key, ctx, due)
+        self._keep(raw_state, due)
+
+    def _keep(self, raw_state: str | None, due: list[int] | None) -> None:
+        if raw_state is None:
+            self.version.clear()
+        else:
+            self.version.update(raw_state)
+        if due is not None:
+            self.due.update(json.dumps(sorted(due)))
+
+    @staticmethod
+    def _inputs(entries: list[tuple[str, str]], timestamp: int) -> list[tuple[str, str, int]]:
+        """(topic, raw, ts) in processing order: the input at `timestamp`, then the reports of
+        any batches, merged in (ts, seq, event_id) order whatever shard they took."""
         direct: list[tuple[str, str, int]] = []
         batched: list[list[Any]] = []
-        for topic, raw, _ in self._drain(timestamp):
+        for topic, raw in entries:
             if topic == REPORT_BATCH:
                 batched += json.loads(raw)
             else:
@@ -476,23 +535,40 @@ class Moderate(PolicyAware):
         batched.sort(key=lambda item: (item[0], item[1], item[2]))
         return direct + [("moderation.reports", item[3], item[0]) for item in batched]
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
+    def _fire(
+        self,
+        timestamp: int,
+        inputs: list[tuple[str, str, int]],
+        raw_state: str | None,
+        key: str,
+        ctx: Any,
+        due: list[int] | None = None,
+    ) -> Generator[Row, None, str | None]:
+        """Apply `inputs` and the version's timers at `timestamp`: rows out, the new stored state
+        returned, new timers registered (and kept in `due`)."""
         store, banks = self._current(ctx)
-        raw_state = self.version.value()
-        inputs = self._inputs(timestamp)
         try:
             run, set_aside = self.apply(raw_state, inputs, timestamp, store, banks)
         except state_schema.StateTooNew as too_new:
-            key = str(ctx.get_current_key()).split("\x1f", 1)[0]
-            yield from schema_letters(self.config, too_new, key, inputs, timestamp)
-            return
+            yield from schema_letters(
+                self.config, too_new, key.split("\x1f", 1)[0], inputs, timestamp
+            )
+            return raw_state
         state, outputs, timers, letters = run
-        if state is None:
-            self.version.clear()
-        else:
-            self.version.update(state_schema.dump(state))
         for timer in set(timers):
             ctx.timer_service().register_event_time_timer(timer)
+            if due is not None and timer not in due:
+                heapq.heappush(due, timer)
+        yield from self._rows(outputs, letters, timestamp)
+        for index, error in sorted(set_aside.items()):
+            # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
+            topic, raw, ts = inputs[index] if index != _TIMER else (_TIMERS, "", timestamp)
+            yield failure_letter(self.config, topic, key.split("\x1f", 1)[0], raw, ts, error)
+        return None if state is None else state_schema.dump(state)
+
+    def _rows(
+        self, outputs: list[moderation.Output], letters: list[Any], timestamp: int
+    ) -> Iterator[Row]:
         for topic, key, output in outputs:
             if topic == moderation.SANCTIONS:
                 # On the main output under a reserved topic (no side outputs here): routed to
@@ -512,11 +588,6 @@ class Moderate(PolicyAware):
                 operator="moderation",
             )
             yield Row(self.config.physical("moderation.dlq"), content_id, letter.model_dump_json())
-        key = str(ctx.get_current_key())
-        for index, error in sorted(set_aside.items()):
-            # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
-            topic, raw, ts = inputs[index] if index != _TIMER else (_TIMERS, "", timestamp)
-            yield failure_letter(self.config, topic, key.split("\x1f", 1)[0], raw, ts, error)
 
     def apply(
         self,
@@ -625,6 +696,18 @@ class Moderate(PolicyAware):
             state_ttl_ms=self.config.state_ttl_ms,
             review_retention_ms=self.config.review_retention_ms,
         )
+
+
+def _by_timestamp(
+    topics: list[str], values: list[str], stamps: list[int]
+) -> list[tuple[int, list[tuple[str, str]]]]:
+    """A batch's (topic, value) pairs grouped by ts, in the batch's order (ts ascending)."""
+    groups: list[tuple[int, list[tuple[str, str]]]] = []
+    for topic, raw, ts in zip(topics, values, stamps, strict=True):
+        if not groups or groups[-1][0] != ts:
+            groups.append((int(ts), []))
+        groups[-1][1].append((topic, raw))
+    return groups
 
 
 class Sanctions(KeyedProcessFunction):
@@ -740,38 +823,68 @@ def build(
     dlq = decoded.get_side_output(DLQ_TAG)
     broadcast = by_topic(timed, "broadcast", keep=True, config=config).broadcast(BROADCAST_STATE)
     weighed = (
-        by_topic(timed, "report", keep=True, config=config)
-        .key_by(lambda row: row[1], key_type=Types.STRING())
+        keyed_by(by_topic(timed, "report", keep=True, config=config), DECODED_ROW)
         .connect(broadcast)
         .process(ReportGate(config), output_type=DECODED_ROW)
         .name("report_gate")
         .uid("moderation_report_gate")
     )
     combined = (
-        weighed.key_by(lambda row: row[1], key_type=Types.STRING())
+        keyed_by(weighed, DECODED_ROW)
         .process(ReportCombine(), output_type=DECODED_ROW)
         .name("report_combine")
         .uid("moderation_report_combine")
     )
-    keyed = (
-        by_topic(timed, "keyed", keep=True, config=config)
-        .union(combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism))
-        .key_by(lambda row: row[1], key_type=Types.STRING())
+    keyed = by_topic(timed, "keyed", keep=True, config=config).union(
+        combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism)
     )
     decided = (
-        keyed.connect(broadcast)
+        in_event_time_order(keyed)
+        .connect(broadcast)
         .process(Moderate(config), output_type=runtime.SINK_ROW)
         .name("moderate")
         .uid("moderation_moderate")
     )
     sanctioned = (
-        by_topic(decided, moderation.SANCTIONS, keep=True)
-        .key_by(lambda row: row[1], key_type=Types.STRING())
+        keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
         .process(Sanctions(config), output_type=runtime.SINK_ROW)
         .name("sanctions")
         .uid("moderation_sanctions")
     )
     sink(by_topic(decided, moderation.SANCTIONS, keep=False).union(dlq, sanctioned))
+
+
+def keyed_by(stream: DataStream, row_type: Any) -> KeyedStream:
+    """`stream` keyed by its rows' field 1 for a Python keyed operator, the key taken in Java
+    (FieldKey.java): PyFlink's `key_by(lambda)` would cross into Python for every record."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
+    j_type = row_type.get_java_type_info()
+    j_with_key = stream._j_data_stream.map(
+        flink.FieldKey.withKey(1), flink.FieldKey.withKeyType(j_type)
+    )
+    j_with_key.name("key")
+    j_keyed = j_with_key.keyBy(gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType())
+    return KeyedStream(j_keyed, row_type, stream)
+
+
+def in_event_time_order(stream: DataStream) -> KeyedStream:
+    """Decoded rows keyed by version, held in Java until the watermark passes them and handed
+    on in order, one batch per version and watermark (EventTimeOrder.java), keyed for the
+    Python operator that follows, chained to it without a second shuffle."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
+    j_batches = (
+        stream._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+        .process(flink.EventTimeOrder(), flink.EventTimeOrder.outputType())
+        .name("event-time order")
+        .uid("moderation_event_time_order")
+    )
+    utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
+    j_keyed = utils.reinterpretAsKeyedStream(
+        j_batches, gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType()
+    )
+    return KeyedStream(j_keyed, ORDERED_BATCH, DataStream(j_batches))
 
 
 def by_topic(

@@ -184,6 +184,40 @@ class _Operator:
         return list(self.function.on_timer(ts, _Context(self, ts)) or ())
 
 
+class _Order:
+    """EventTimeOrder.java as the job runs it: keyed input held until the watermark passes its
+    ts, then one batch per key, Row(topics, values, stamps) by (ts, seq, arrival)."""
+
+    def __init__(self) -> None:
+        self.timers: set[tuple[int, Any]] = set()
+        self.pending: dict[Any, dict[int, list[tuple[int, int, str, str]]]] = {}
+        self.watermark = -(2**63)
+        self.target = -(2**63)  # the watermark being advanced to (Java's currentWatermark)
+        self.arrivals = 0
+
+    def element(self, key: Any, row: Row, timestamp: int) -> list[Any]:
+        self.arrivals += 1
+        held = self.pending.setdefault(key, {}).setdefault(int(row[4]), [])
+        held.append((int(row[5] or 0), self.arrivals, row[2], row[3]))
+        self.timers.add((int(row[4]), key))
+        return []
+
+    def fire(self, ts: int, key: Any) -> list[Any]:
+        self.timers.discard((ts, key))
+        held = self.pending.get(key, {})
+        due = sorted(stamp for stamp in held if stamp <= max(self.target, ts))
+        topics: list[str] = []
+        values: list[str] = []
+        stamps: list[int] = []
+        for stamp in due:
+            for _, _, topic, value in sorted(held.pop(stamp)):
+                topics.append(topic)
+                values.append(value)
+                stamps.append(stamp)
+            self.timers.discard((stamp, key))
+        return [(key, Row(topics, values, stamps))] if topics else []
+
+
 def to_jvm(row: Row) -> None:
     """Every row a Python function emits crosses to the JVM as UTF-8: a string that cannot be
     encoded (a lone surrogate) fails the job there, so it fails the run here."""
@@ -242,9 +276,10 @@ class Pipeline:
         self.decode = Decode(self.config)
         self.gate = _Operator(ReportGate(self.config))
         self.combine = _Operator(ReportCombine())
+        self.order = _Order()
         self.moderate = _Operator(Moderate(self.config))
         self.sanctions = _Operator(Sanctions(self.config))
-        self.operators = (self.gate, self.combine, self.moderate, self.sanctions)
+        self.operators = (self.gate, self.combine, self.order, self.moderate, self.sanctions)
         self.watermark = -(2**63)
 
     def send(self, topic: str, key: str | None, text: str | None, kafka_ts: int) -> Outcome:
@@ -273,6 +308,7 @@ class Pipeline:
 
     def advance(self, watermark: int, outcome: Outcome) -> None:
         """Fire timers in event-time order up to `watermark`, as a rising watermark does."""
+        self.order.target = watermark
         while True:
             due = [
                 (ts, index, key)
@@ -303,17 +339,21 @@ class Pipeline:
         elif item[0] == "report":
             self._route(self.gate, self.gate.element(item[1], item, item[4]), outcome)
         elif item[0] == "keyed":
-            self._route(self.moderate, self.moderate.element(item[1], item, item[4]), outcome)
+            self.order.element(item[1], item, item[4])
         else:
             raise AssertionError(f"decode: unexpected row kind {item[0]!r}")
 
-    def _route(self, source: _Operator, rows: list[Any], outcome: Outcome) -> None:
+    def _route(self, source: _Operator | _Order, rows: list[Any], outcome: Outcome) -> None:
         for row in rows:
-            to_jvm(row)
+            if source is not self.order:
+                to_jvm(row)
             if source is self.gate:
                 self._route(self.combine, self.combine.element(row[1], row, row[4]), outcome)
             elif source is self.combine:
-                self._route(self.moderate, self.moderate.element(row[1], row, row[4]), outcome)
+                self.order.element(row[1], row, row[4])
+            elif source is self.order:
+                key, batch = row
+                self._route(self.moderate, self.moderate.element(key, batch, 0), outcome)
             elif row[0] == moderation.SANCTIONS:
                 at = json.loads(row[2])["at"]
                 self._route(self.sanctions, self.sanctions.element(row[1], row, at), outcome)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -60,10 +61,11 @@ class FakeRuntimeContext:
 
     def __init__(self) -> None:
         self.version = FakeValueState()
+        self.due = FakeValueState()  # Moderate's pending timers
         self.buffer = FakeMapState()
 
     def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.version
+        return self.due if descriptor.get_name() == "due" else self.version
 
     def get_map_state(self, descriptor: Any) -> FakeMapState:
         return self.buffer
@@ -96,11 +98,40 @@ class FakeContext:
         return self.timers
 
 
-def moderate(config: ModerationConfig) -> tuple[Moderate, FakeRuntimeContext, FakeContext]:
+class Ordered:
+    """Moderate as the job runs it, behind EventTimeOrder.java: decoded rows are held until
+    `on_timer(T)` (the watermark reaching T) hands those at or before T on as one batch, then
+    the operator's own timer at T fires if it registered one."""
+
+    def __init__(self, adapter: Moderate) -> None:
+        self.adapter = adapter
+        self.held: list[Row] = []
+
+    def process_element(self, row: Row, ctx: FakeContext) -> Iterator[Any]:
+        self.held.append(row)
+        return iter(())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.adapter, name)  # broadcast input, policy store, banks
+
+    def on_timer(self, timestamp: int, ctx: FakeContext) -> Iterator[Any]:
+        due = sorted((r for r in self.held if r[4] <= timestamp), key=lambda r: (r[4], r[5] or 0))
+        self.held = [row for row in self.held if row[4] > timestamp]
+        outputs: list[Any] = []
+        if due:
+            batch = Row([r[2] for r in due], [r[3] for r in due], [r[4] for r in due])
+            outputs += self.adapter.process_element(batch, ctx)
+        if timestamp in ctx.timers.registered:
+            ctx.timers.registered.discard(timestamp)
+            outputs += self.adapter.on_timer(timestamp, ctx)
+        return iter(outputs)
+
+
+def moderate(config: ModerationConfig) -> tuple[Ordered, FakeRuntimeContext, FakeContext]:
     adapter = Moderate(config)
     runtime_context = FakeRuntimeContext()
     adapter.open(runtime_context)  # type: ignore[arg-type]
-    return adapter, runtime_context, FakeContext(FakeMapState(), FakeTimers())
+    return Ordered(adapter), runtime_context, FakeContext(FakeMapState(), FakeTimers())
 
 
 def decoded(topic: str, record: dict[str, Any]) -> Row:
@@ -249,14 +280,55 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     assert state["rev"] == 1 and "poisoned" not in state
 
 
+def _decisions(rows: list[Any]) -> list[tuple[str, str, int]]:
+    decided = [json.loads(row[2]) for row in rows if row[0] == "moderation.decisions"]
+    return [(d["trigger"], d["outcome"], d["decision_revision"]) for d in decided]
+
+
+def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None:
+    """One batch (a watermark far past both) gives what one input per watermark gives: the
+    version's deadline (T0 + 5 s) decides before the evidence stamped after it is applied."""
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    text = upload(surface="comment", modality="text", mime_type="text/plain")
+    late = evidence(at=T0 + 6000)
+    stepwise, _, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    stepwise.process_element(decoded("content.versions", text), ctx)
+    one_by_one = list(stepwise.on_timer(T0, ctx)) + list(stepwise.on_timer(T0 + 5000, ctx))
+    stepwise.process_element(decoded("detector.results", late), ctx)
+    one_by_one += stepwise.on_timer(T0 + 6000, ctx)
+    batched, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    batched.process_element(decoded("content.versions", text), ctx)
+    batched.process_element(decoded("detector.results", late), ctx)
+    at_once = list(batched.on_timer(T0 + 6000, ctx))
+    assert [trigger for trigger, _, _ in _decisions(one_by_one)][:2] == ["fast_gate", "deadline"]
+    assert _decisions(at_once) == _decisions(one_by_one)
+    assert [row[0] for row in at_once] == [row[0] for row in one_by_one]
+    # The deadline's Flink timer fires later and finds it done.
+    assert T0 + 5000 not in json.loads(runtime_context.due.value() or "[]")
+    assert list(batched.adapter.on_timer(T0 + 5000, ctx)) == []
+
+
+def test_a_version_stored_before_the_redesign_runs_on_its_flink_timers() -> None:
+    """Restored from a checkpoint taken before issue 14: input still in the operator's own
+    buffer and no `due` state. Its timer drains the buffer as before; nothing is lost."""
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    row = decoded("content.versions", upload(surface="comment", modality="text"))
+    runtime_context.buffer[T0] = json.dumps([[row[2], row[3], 0]])
+    outputs = list(adapter.adapter.on_timer(T0, ctx))
+    assert [trigger for trigger, _, _ in _decisions(outputs)] == ["fast_gate"]
+    assert runtime_context.buffer == {} and runtime_context.due.value() is None
+    assert json.loads(runtime_context.version.value() or "{}")["rev"] == 1
+
+
 def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
     policy = yaml.safe_load(GLOBAL_YAML.read_text())
     adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
     row = decoded(
         "content.versions", upload(surface="comment", modality="text", mime_type="text/plain")
     )
-    assert list(adapter.process_element(row, ctx)) == []  # buffered until the watermark
-    assert T0 in ctx.timers.registered and T0 in runtime_context.buffer
+    assert list(adapter.process_element(row, ctx)) == []  # held until the watermark
+    assert adapter.held == [row] and not ctx.timers.registered
     outputs = list(adapter.on_timer(T0, ctx))
     topics = [out[0] for out in outputs]
     assert topics == [
@@ -266,7 +338,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
         "moderation.index",
         "scan.requests.text",  # planned after the fast gate decided (operators/scan_plan.py)
     ]
-    assert runtime_context.buffer == {}
+    assert adapter.held == [] and runtime_context.buffer == {}
     state = json.loads(runtime_context.version.value() or "{}")
     assert state["rev"] == 1 and state["deadline"] == T0 + 5000
     assert {T0 + 5000} <= ctx.timers.registered
