@@ -18,7 +18,7 @@ import os
 import sys
 import time
 import zlib
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,8 @@ ORDERED_BATCH = Types.ROW(
         Types.BASIC_ARRAY(Types.LONG()),
     ]
 )
+# Moderate's output: Row(topics, keys, values), all it emitted for one batch or timer.
+OUTPUT_BATCH = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
 REPORT_BATCH = "moderation.reports#batch"
 
 
@@ -476,50 +478,47 @@ class Moderate(PolicyAware):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
         self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
-        self.due = runtime_context.get_state(ValueStateDescriptor("due", Types.STRING()))
 
-    def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
-        """A batch Row(topics, values, stamps): the version's input the watermark passed."""
-        held = self.due.value()
-        raw_state = self.version.value()
-        # A version stored before issue 14 has its timers in Flink only: it runs on them alone.
-        due: list[int] | None = (
-            json.loads(held) if held is not None else ([] if raw_state is None else None)
-        )
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        """A batch Row(topics, values, stamps): the version's input the watermark passed. Out:
+        one Row(topics, keys, values) of everything it caused (Unbatch.java splits it)."""
+        due, raw_state = stored(self.version.value())
         key = str(ctx.get_current_key())
+        rows: list[Row] = []
         for timestamp, entries in _by_timestamp(value[0], value[1], value[2]):
             inputs = self._inputs(entries, timestamp)
             while due and due[0] < timestamp:
-                raw_state = yield from self._fire(heapq.heappop(due), [], raw_state, key, ctx, due)
+                raw_state = self._fire(heapq.heappop(due), [], raw_state, key, ctx, rows, due)
             while due and due[0] == timestamp:
                 heapq.heappop(due)
-            raw_state = yield from self._fire(timestamp, inputs, raw_state, key, ctx, due)
-        self._keep(raw_state, due)
+            raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
+        self._keep(due, raw_state)
+        yield from _batch(rows)
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Any]:
-        held = self.due.value()
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        held = self.version.value()
+        due, raw_state = stored(held)
         key = str(ctx.get_current_key())
-        if held is None:
+        rows: list[Row] = []
+        if due is None or (held is None and self.buffer.contains(timestamp)):
+            # Stored before issue 14: its input in `buffer`, its timers in Flink only.
             held_before = [(topic, raw) for topic, raw, _ in self._drain(timestamp)]
-            inputs = self._inputs(held_before, timestamp)  # stored before issue 14
-            raw_state = yield from self._fire(timestamp, inputs, self.version.value(), key, ctx)
-            self._keep(raw_state, None)
-            return
-        due = json.loads(held)
-        if timestamp not in due:
-            return  # fired between the inputs of a batch
-        due = [other for other in due if other != timestamp]
-        heapq.heapify(due)
-        raw_state = yield from self._fire(timestamp, [], self.version.value(), key, ctx, due)
-        self._keep(raw_state, due)
+            inputs = self._inputs(held_before, timestamp)
+            raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, None)
+            self._keep(None, raw_state)
+        elif timestamp in due:  # else it fired between the inputs of a batch
+            due = [other for other in due if other != timestamp]
+            heapq.heapify(due)
+            raw_state = self._fire(timestamp, [], raw_state, key, ctx, rows, due)
+            self._keep(due, raw_state)
+        yield from _batch(rows)
 
-    def _keep(self, raw_state: str | None, due: list[int] | None) -> None:
-        if raw_state is None:
+    def _keep(self, due: list[int] | None, raw_state: str | None) -> None:
+        value = storing(due, raw_state)
+        if value is None:
             self.version.clear()
         else:
-            self.version.update(raw_state)
-        if due is not None:
-            self.due.update(json.dumps(sorted(due)))
+            self.version.update(value)
 
     @staticmethod
     def _inputs(entries: list[tuple[str, str]], timestamp: int) -> list[tuple[str, str, int]]:
@@ -542,28 +541,28 @@ class Moderate(PolicyAware):
         raw_state: str | None,
         key: str,
         ctx: Any,
-        due: list[int] | None = None,
-    ) -> Generator[Row, None, str | None]:
-        """Apply `inputs` and the version's timers at `timestamp`: rows out, the new stored state
-        returned, new timers registered (and kept in `due`)."""
+        rows: list[Row],
+        due: list[int] | None,
+    ) -> str | None:
+        """Apply `inputs` and the version's timers at `timestamp`: rows out into `rows`, new
+        timers registered (and kept in `due`); the new stored state returned."""
         store, banks = self._current(ctx)
+        content_id = key.split("\x1f", 1)[0]
         try:
             run, set_aside = self.apply(raw_state, inputs, timestamp, store, banks)
         except state_schema.StateTooNew as too_new:
-            yield from schema_letters(
-                self.config, too_new, key.split("\x1f", 1)[0], inputs, timestamp
-            )
+            rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
             return raw_state
         state, outputs, timers, letters = run
         for timer in set(timers):
             ctx.timer_service().register_event_time_timer(timer)
             if due is not None and timer not in due:
                 heapq.heappush(due, timer)
-        yield from self._rows(outputs, letters, timestamp)
+        rows += self._rows(outputs, letters, timestamp)
         for index, error in sorted(set_aside.items()):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
             topic, raw, ts = inputs[index] if index != _TIMER else (_TIMERS, "", timestamp)
-            yield failure_letter(self.config, topic, key.split("\x1f", 1)[0], raw, ts, error)
+            rows.append(failure_letter(self.config, topic, content_id, raw, ts, error))
         return None if state is None else state_schema.dump(state)
 
     def _rows(
@@ -696,6 +695,33 @@ class Moderate(PolicyAware):
             state_ttl_ms=self.config.state_ttl_ms,
             review_retention_ms=self.config.review_retention_ms,
         )
+
+
+def stored(value: str | None) -> tuple[list[int] | None, str | None]:
+    """Moderate's keyed value as (due, state JSON). Since issue 14 it is the version's pending
+    timers as a JSON list, a newline, then its state (or nothing once retired), one value read
+    and written once per batch; before, the state alone (a JSON object): due is then None."""
+    if value is None:
+        return [], None
+    if value.startswith("{"):
+        return None, value
+    head, _, state = value.partition("\n")
+    return json.loads(head), state or None
+
+
+def storing(due: list[int] | None, state: str | None) -> str | None:
+    """The inverse of `stored`; None when nothing is left to keep (clear the value)."""
+    if due is None:
+        return state
+    if not due and state is None:
+        return None
+    return json.dumps(sorted(due), separators=(",", ":")) + "\n" + (state or "")
+
+
+def _batch(rows: list[Row]) -> Iterator[Row]:
+    """Rows as one Row(topics, keys, values): one crossing back to Java however many."""
+    if rows:
+        yield Row([row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows])
 
 
 def _by_timestamp(
@@ -838,13 +864,14 @@ def build(
     keyed = by_topic(timed, "keyed", keep=True, config=config).union(
         combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism)
     )
-    decided = (
+    moderated = (
         in_event_time_order(keyed)
         .connect(broadcast)
-        .process(Moderate(config), output_type=runtime.SINK_ROW)
+        .process(Moderate(config), output_type=OUTPUT_BATCH)
         .name("moderate")
         .uid("moderation_moderate")
     )
+    decided = unbatched(moderated)
     sanctioned = (
         keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
         .process(Sanctions(config), output_type=runtime.SINK_ROW)
@@ -885,6 +912,13 @@ def in_event_time_order(stream: DataStream) -> KeyedStream:
         j_batches, gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType()
     )
     return KeyedStream(j_keyed, ORDERED_BATCH, DataStream(j_batches))
+
+
+def unbatched(stream: DataStream) -> DataStream:
+    """Row(topics, keys, values) batches as one Row(topic, key, value) each (Unbatch.java)."""
+    flink = get_gateway().jvm.io.modstream.flink
+    j_rows = stream._j_data_stream.flatMap(flink.Unbatch(), runtime.SINK_ROW.get_java_type_info())
+    return DataStream(j_rows.name("unbatch"))
 
 
 def by_topic(

@@ -354,6 +354,10 @@ class Pipeline:
             elif source is self.order:
                 key, batch = row
                 self._route(self.moderate, self.moderate.element(key, batch, 0), outcome)
+            elif source is self.moderate and isinstance(row[0], list):  # Unbatch.java
+                self._route(
+                    self.moderate, [Row(*entry) for entry in zip(*row, strict=True)], outcome
+                )
             elif row[0] == moderation.SANCTIONS:
                 at = json.loads(row[2])["at"]
                 self._route(self.sanctions, self.sanctions.element(row[1], row, at), outcome)

@@ -19,6 +19,7 @@ from jobs.moderation import (
     ModerationConfig,
     ReportCombine,
     Sanctions,
+    stored,
 )
 from operators import moderation, signing
 from operators.policy_store import sign
@@ -55,17 +56,19 @@ class FakeMapState(dict):  # type: ignore[type-arg]
     def remove(self, key: Any) -> None:
         del self[key]
 
+    def contains(self, key: Any) -> bool:
+        return key in self
+
 
 class FakeRuntimeContext:
     """Per-key state for one key, as Flink gives the adapter."""
 
     def __init__(self) -> None:
         self.version = FakeValueState()
-        self.due = FakeValueState()  # Moderate's pending timers
         self.buffer = FakeMapState()
 
     def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.due if descriptor.get_name() == "due" else self.version
+        return self.version
 
     def get_map_state(self, descriptor: Any) -> FakeMapState:
         return self.buffer
@@ -120,11 +123,16 @@ class Ordered:
         outputs: list[Any] = []
         if due:
             batch = Row([r[2] for r in due], [r[3] for r in due], [r[4] for r in due])
-            outputs += self.adapter.process_element(batch, ctx)
+            outputs += unbatch(self.adapter.process_element(batch, ctx))
         if timestamp in ctx.timers.registered:
             ctx.timers.registered.discard(timestamp)
-            outputs += self.adapter.on_timer(timestamp, ctx)
+            outputs += unbatch(self.adapter.on_timer(timestamp, ctx))
         return iter(outputs)
+
+
+def unbatch(batches: Iterator[Row]) -> list[Row]:
+    """Moderate's Row(topics, keys, values) as the rows Unbatch.java makes of it."""
+    return [Row(*entry) for batch in batches for entry in zip(*batch, strict=True)]
 
 
 def moderate(config: ModerationConfig) -> tuple[Ordered, FakeRuntimeContext, FakeContext]:
@@ -276,7 +284,7 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     ]
     assert "RecursionError" in letters[0]["message"]
     assert any(o[0] == "moderation.decisions" for o in outputs)  # the upload still decided
-    state = json.loads(runtime_context.version.value() or "{}")
+    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
     assert state["rev"] == 1 and "poisoned" not in state
 
 
@@ -304,7 +312,8 @@ def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None
     assert _decisions(at_once) == _decisions(one_by_one)
     assert [row[0] for row in at_once] == [row[0] for row in one_by_one]
     # The deadline's Flink timer fires later and finds it done.
-    assert T0 + 5000 not in json.loads(runtime_context.due.value() or "[]")
+    due, state = stored(runtime_context.version.value())
+    assert due is not None and T0 + 5000 not in due and state is not None
     assert list(batched.adapter.on_timer(T0 + 5000, ctx)) == []
 
 
@@ -315,9 +324,10 @@ def test_a_version_stored_before_the_redesign_runs_on_its_flink_timers() -> None
     adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
     row = decoded("content.versions", upload(surface="comment", modality="text"))
     runtime_context.buffer[T0] = json.dumps([[row[2], row[3], 0]])
-    outputs = list(adapter.adapter.on_timer(T0, ctx))
+    outputs = unbatch(adapter.adapter.on_timer(T0, ctx))
     assert [trigger for trigger, _, _ in _decisions(outputs)] == ["fast_gate"]
-    assert runtime_context.buffer == {} and runtime_context.due.value() is None
+    assert runtime_context.buffer == {}
+    assert stored(runtime_context.version.value())[0] is None  # still the old shape
     assert json.loads(runtime_context.version.value() or "{}")["rev"] == 1
 
 
@@ -339,7 +349,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
         "scan.requests.text",  # planned after the fast gate decided (operators/scan_plan.py)
     ]
     assert adapter.held == [] and runtime_context.buffer == {}
-    state = json.loads(runtime_context.version.value() or "{}")
+    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
     assert state["rev"] == 1 and state["deadline"] == T0 + 5000
     assert {T0 + 5000} <= ctx.timers.registered
     adapter.process_element(decoded("detector.results", evidence(at=T0 + 10)), ctx)
@@ -446,7 +456,7 @@ def test_batched_reports_are_applied_in_order_in_one_state_write() -> None:
     assert task["queue"] == "reports" and task["ts"] == T0 + 30  # the third reporter's report
     decision = next(o for o in outputs if "decision_id" in o)
     assert (decision["trigger"], decision["ts"]) == ("report", T0 + 30)
-    state = json.loads(runtime_context.version.value() or "{}")
+    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
     assert sorted(state["reporters"]) == ["a", "b", "c"]
 
 
