@@ -53,6 +53,9 @@ class ActionWatcher(threading.Thread):
             group_id=None,
         )
         self.seen: list[tuple[int, dict[str, Any]]] = []
+        # The earliest record timestamp seen: when its writer produced it (the producers stamp
+        # the time of writing), before a transaction made it visible.
+        self.first_written: int | None = None
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -60,6 +63,9 @@ class ActionWatcher(threading.Thread):
             for batch in self.consumer.poll(timeout_ms=100).values():
                 arrived = now_ms()
                 self.seen.extend((arrived, json.loads(r.value)) for r in batch)
+                written = min(r.timestamp for r in batch)
+                if self.first_written is None or written < self.first_written:
+                    self.first_written = written
         self.consumer.close()
 
     def wait_for(
