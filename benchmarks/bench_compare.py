@@ -208,10 +208,9 @@ def wait_count(
     raise TimeoutError(f"the floor wrote {len(watcher.seen)} of {count} outputs")
 
 
-def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
-    """The per-version code in process, no Kafka: µs per event to admit (decode, validate, check
-    signatures) and to apply (the job's `Moderate.apply`: step, timers, state as JSON, outputs
-    encoded), on the same workload (benchmarks/peer.py's Engine)."""
+def step_engine() -> Any:
+    """The per-version code of the job with no Kafka (benchmarks/peer.py's Engine), under
+    POLICY, limits and keys from the environment."""
     import yaml
 
     from benchmarks.peer import Engine
@@ -224,7 +223,14 @@ def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
         keyring=Keyring.from_env(),
         trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
     )
-    engine = Engine(config)
+    return Engine(config)
+
+
+def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
+    """The per-version code in process, no Kafka: µs per event to admit (decode, validate, check
+    signatures) and to apply (the job's `Moderate.apply`: step, timers, state as JSON, outputs
+    encoded), on the same workload (benchmarks/peer.py's Engine)."""
+    engine = step_engine()
     grouped = for_kafka(lines)
     records = [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
     started = time.perf_counter()

@@ -1,7 +1,13 @@
-"""Selecting from `moderation.index` (modstream/reevaluate.py) without Kafka: index records per
-second through decoding and selection, and the memory kept per selected version.
+"""Re-evaluation without Kafka, in two parts:
 
-    .venv/bin/python -m benchmarks.bench_reevaluate [--records N]
+- selecting from `moderation.index` (modstream/reevaluate.py): index records per second through
+  decoding and selection, and the memory kept per selected version;
+- re-deciding (`redecide`): N stored versions (the bench workload's states, copied under new
+  content ids up to N), each sent one `moderation.reevaluate` record through the job's own
+  admission and per-version code (`jobs.moderation.admit`, `Moderate.apply`): versions per second
+  and the detector calls it asked for (scan requests; stored evidence is reused, so none).
+
+    .venv/bin/python -m benchmarks.bench_reevaluate [--records N] [--redecide N]
 
 Records are built (JSON-encoded) before the clock starts; memory is measured in a second pass
 under tracemalloc (which slows it, so the rate comes from the first pass).
@@ -13,10 +19,13 @@ import argparse
 import json
 import time
 import tracemalloc
+from typing import Any
 
 from kafka.consumer.fetcher import ConsumerRecord
 
 from modstream.reevaluate import Selection, scan_index
+from modstream.workload import for_kafka
+from operators import state_schema
 
 
 def index_records(count: int, selected_every: int) -> list[ConsumerRecord]:
@@ -62,12 +71,71 @@ def measure(count: int, selected_every: int) -> str:
     )
 
 
+def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
+    """The peer engine after the bench workload, its states copied under new content ids up to
+    `count` versions; the last input ts."""
+    from benchmarks.bench_compare import step_engine, workload
+
+    lines, _ = workload(6000)
+    engine = step_engine()
+    for topic, pairs in for_kafka(lines).items():
+        for _, value in pairs:
+            engine.admit(topic, value.decode(), topic, 0)
+    last_ts = max(line["value"]["ts"] for line in lines)
+    for _ in engine.drain(last_ts):
+        pass
+    templates = [json.loads(value) for value in engine.states.values()]
+    states: dict[str, str] = {}
+    for n in range(count):
+        state = dict(templates[n % len(templates)])
+        state["cid"] = f"re{n}-{state['cid']}"
+        states[f"{state['cid']}\x1f{state['rev']}"] = json.dumps(state)
+    return engine, states, last_ts
+
+
+def redecide(count: int) -> dict[str, Any]:
+    """Every stored version re-decided once: versions/s, outputs by kind, detector calls."""
+    from jobs.moderation import admit
+    from operators.admission import Refused
+
+    engine, states, last_ts = stored_versions(count)
+    at = last_ts + 1000
+    requests = [
+        json.dumps({
+            "event_id": f"reeval-{n}", "content_id": key.split("\x1f")[0],
+            "content_version": int(key.split("\x1f")[1]), "reason": "policy global v2", "ts": at,
+        })
+        for n, key in enumerate(states)
+    ]  # fmt: skip
+    outputs: dict[str, int] = {}
+    started = time.perf_counter()
+    for (key, raw_state), request in zip(states.items(), requests, strict=True):
+        verdict = admit(engine.config, "moderation.reevaluate", request, at, None)
+        assert not isinstance(verdict, Refused), verdict
+        inputs = [("moderation.reevaluate", verdict.record.model_dump_json(), at)]
+        (state, out, _, _), _ = engine.moderate.apply(
+            raw_state, inputs, at, engine.store, engine.banks
+        )
+        states[key] = state_schema.dump(state) if state is not None else ""
+        for topic, _, _ in out:
+            outputs[topic] = outputs.get(topic, 0) + 1
+    elapsed = time.perf_counter() - started
+    return {
+        "versions": count,
+        "versions_per_s": round(count / elapsed, 1),
+        "detector_calls": sum(n for topic, n in outputs.items() if topic.startswith("scan.")),
+        "outputs": dict(sorted(outputs.items())),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--redecide", type=int, default=100_000, help="stored versions")
     args = parser.parse_args()
     for every in (1, 100):
         print(measure(args.records, every))
+    print(f"re-deciding: {json.dumps(redecide(args.redecide))}")
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from jobs.moderation import KEYED_TOPICS, Moderate, ModerationConfig, admit
-from operators import moderation, state_schema
+from operators import jsonio, moderation, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks
 from operators.policy_store import PolicyStore
@@ -112,7 +112,7 @@ class Engine:
         for topic, out_key, output in outputs:
             if topic == moderation.SANCTIONS:
                 continue  # the sanctions stage is not part of the peer
-            value = json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+            value = jsonio.dumps(output)
             yield self.config.physical(topic), out_key, value
 
 

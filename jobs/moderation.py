@@ -39,7 +39,7 @@ from jobs import hash_retro, runtime
 from modstream import topics
 from modstream.config import Settings
 from modstream.limits import Limits
-from operators import admission, moderation, reports, sanctions, signing, state_schema
+from operators import admission, jsonio, moderation, reports, sanctions, signing, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks, state_key
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS, RETRO
@@ -575,7 +575,7 @@ class Moderate(PolicyAware):
                 output = {**output, "at": timestamp}
             else:
                 topic = self.config.physical(topic)
-            yield Row(topic, key, json.dumps(output, separators=(",", ":"), ensure_ascii=False))
+            yield Row(topic, key, jsonio.dumps(output))
         for topic, content_id, error_class, message, raw, ts in letters:
             letter = dead_letter(
                 self.config.physical(topic),
