@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +60,8 @@ class Result:
     outputs: int
     # At LOADS of this variant's own backlog rate: {"50%": {"p50_ms", "p95_ms", "p99_ms", ...}}.
     latency: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
+    checkpoints: dict[str, int] = field(default_factory=dict)
 
 
 def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
@@ -154,6 +157,10 @@ def run_variant(
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
             watcher.stop.set()
+    job = "floor" if variant == "floor" else "moderation"
+    checkpoints = checkpoint_stats(
+        Settings.from_env().run_dir / "flink" / "logs" / f"flink-{job}-{process.pid}-python-vm.log"
+    )
     versions = args.versions
     return Result(
         variant=variant,
@@ -167,7 +174,28 @@ def run_variant(
         peak_rss_mib=round(peak_rss_kib / 1024, 1),
         outputs=len(watcher.seen),
         latency=latency,
+        checkpoints=checkpoints,
     )
+
+
+def checkpoint_stats(log: Path) -> dict[str, int]:
+    """From a Flink job's log (CheckpointCoordinator's "Completed checkpoint N ... (B bytes,
+    checkpointDuration=D ms"): how many, duration p50 and max, the last one's bytes."""
+    if not log.exists():
+        return {}
+    found = re.findall(
+        r"Completed checkpoint \d+ .*?\((\d+) bytes, checkpointDuration=(\d+) ms",
+        log.read_text(errors="replace"),
+    )
+    if not found:
+        return {}
+    durations = sorted(int(duration) for _, duration in found)
+    return {
+        "count": len(found),
+        "duration_p50_ms": durations[len(durations) // 2],
+        "duration_max_ms": durations[-1],
+        "last_bytes": int(found[-1][0]),
+    }
 
 
 def session_usage(session: int) -> tuple[float, int]:
@@ -262,6 +290,7 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--variants", default=",".join(VARIANTS))
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--timeout-s", type=float, default=900.0)
+    parser.add_argument("--plot", help="write a PNG of throughput and latency per variant here")
     parser.add_argument(
         "--latency-s",
         type=float,
@@ -287,9 +316,44 @@ def main(argv: list[str] | None = None) -> int:
         results[variant] = run_variant(variant, bootstrap, lines, end_id, args)
         print(f"bench: {json.dumps(asdict(results[variant]))}", flush=True)
     print_table(results)
+    if args.plot:
+        write_plot(results, Path(args.plot))
+        print(f"bench: plot {args.plot}", flush=True)
     if args.json:
         print(json.dumps({**summary(results), **step}))
     return 0
+
+
+def write_plot(results: dict[str, Result], path: Path) -> None:
+    """A PNG: versions/s per variant, and latency p50/p99 at each load (matplotlib)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (rate, delay) = plt.subplots(1, 2, figsize=(11, 4.2))
+    rate.bar(names, [results[n].versions_per_s for n in names], color="#4c72b0")
+    rate.set_ylabel("versions/s (backlog, higher is better)")
+    rate.set_title("Throughput")
+    for index, name in enumerate(names):
+        rate.text(index, results[name].versions_per_s, f"{results[name].versions_per_s:,.0f}",
+                  ha="center", va="bottom")  # fmt: skip
+    width = 0.2
+    loads = [f"{fraction:.0%}" for fraction in LOADS]
+    timed = [name for name in names if results[name].latency]
+    for offset, (load, quantile) in enumerate((lo, q) for lo in loads for q in ("p50", "p99")):
+        values = [(results[n].latency.get(load) or {}).get(f"{quantile}_ms") or 0 for n in timed]
+        positions = [i + (offset - 1.5) * width for i in range(len(timed))]
+        delay.bar(positions, [v / 1000 for v in values], width, label=f"{quantile} at {load} load")
+    delay.axhline(CHECKPOINT_INTERVAL_MS / 1000 + 1, color="grey", linestyle="--", linewidth=1)
+    delay.set_xticks(range(len(timed)), timed)
+    delay.set_ylabel("seconds from event ts to committed action")
+    delay.set_title("Latency (dashed: checkpoint interval + 1 s)")
+    delay.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def print_table(results: dict[str, Result]) -> None:
