@@ -43,6 +43,9 @@ VARIANTS = ("floor", "modstream", "kafka-python", "confluent-kafka")
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 CHECKPOINT_INTERVAL_MS = 1_000
 OUT_OF_ORDERNESS_MS = 500
+# Extra Flink options for the moderation job (MODSTREAM_BENCH_FLINK_CONF="k=v,k=v"): to try
+# a setting side by side with the same harness.
+FLINK_CONF = [conf for conf in os.environ.get("MODSTREAM_BENCH_FLINK_CONF", "").split(",") if conf]
 LOADS = (0.5, 0.8)  # latency phases, as fractions of the variant's measured backlog rate
 
 
@@ -107,6 +110,7 @@ def command(variant: str, prefix: str, topics: dict[str, str], run_dir: Path) ->
         "--out-of-orderness-ms", str(OUT_OF_ORDERNESS_MS), "--idleness-ms", "1000",
         # No faults here: a backlog that falls silent is complete after 2 s, not 60 s.
         "--drained-after-ms", "2000",
+        *(arg for conf in FLINK_CONF for arg in ("--flink-conf", conf)),
     ]  # fmt: skip
 
 

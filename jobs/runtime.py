@@ -140,6 +140,14 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
         metavar="CONTRACT=PHYSICAL",
         help="map a contract topic to another physical topic (repeatable)",
     )
+    parser.add_argument(
+        "--flink-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Flink configuration option, after modstream's own (repeatable), e.g."
+        " state.changelog.enabled=true",
+    )
     return parser
 
 
@@ -180,6 +188,7 @@ def job_config(
         parallelism=args.parallelism,
         restart_strategy=args.restart_strategy,
         topics=dict(item.split("=", 1) for item in args.topic),
+        flink_conf=dict(item.split("=", 1) for item in getattr(args, "flink_conf", [])),
     )
 
 
