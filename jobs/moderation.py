@@ -71,6 +71,19 @@ BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Typ
 # version's own operator, so one hot key costs one state read and write per window and shard.
 REPORT_SHARDS = 8
 REPORT_WINDOW_MS = 1_000
+# Decode's input and output in batches (MiniBatch.java, Unbatch7.java): up to DECODE_BATCH
+# records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.
+DECODE_BATCH = 256
+DECODE_WAIT_MS = 10
+DLQ_ROUTE = "dlq"
+DECODED_BATCH = Types.ROW(
+    [Types.BASIC_ARRAY(t) for t in (Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING())]
+    + [
+        Types.BASIC_ARRAY(Types.LONG()),
+        Types.BASIC_ARRAY(Types.LONG()),
+        Types.BASIC_ARRAY(Types.STRING()),
+    ]
+)
 # EventTimeOrder.java's batch: Row(topics, values, stamps) of one version, in event-time order.
 ORDERED_BATCH = Types.ROW(
     [
@@ -155,39 +168,38 @@ class Decode(ProcessFunction):
         self.config = config
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
-        physical, key, raw = value[0], value[1], value[2]
-        record_ts = int(value[3] or 0)
         lane = (value[4] or "") if len(value) > 4 else ""
         seq = int(value[5] or 0) if len(value) > 5 else 0
+        yield self.decode(value[0], value[1], value[2], int(value[3] or 0), lane, seq)
+
+    def decode(
+        self, physical: str, key: str | None, raw: str | None, record_ts: int, lane: str, seq: int
+    ) -> Row | tuple[OutputTag, Row]:
+        """One source record as a DECODED_ROW, or (DLQ_TAG, its DLQ row)."""
         topic = self.config.contract(physical)
         if topic == "policy.rules":
             # Verified and validated where it is applied (PolicyStore); never moves event time.
             ts = admission.event_time(admission.document_of(raw, self.config.limits), record_ts)
-            yield Row("broadcast", topic, topic, raw or "", ts, seq, "")
-            return
+            return Row("broadcast", topic, topic, raw or "", ts, seq, "")
         if topic not in KEYED_TOPICS and topic != "hash.bank":
             refused = Refused(
                 "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
             )
-            yield self._letter(physical, raw, refused)
-            return
+            return self._letter(physical, raw, refused)
         verdict = admit(self.config, topic, raw, record_ts, key)
         if isinstance(verdict, Refused):
-            yield self._letter(physical, raw, verdict)
-            return
+            return self._letter(physical, raw, verdict)
         record, ts = verdict.record, verdict.ts
         if topic == "hash.bank":
-            yield Row("broadcast", topic, topic, raw, ts, seq, "")
-            return
+            return Row("broadcast", topic, topic, raw, ts, seq, "")
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
             reporter = record.reporter_id  # type: ignore[attr-defined]
-            yield Row("report", reporter, topic, record.model_dump_json(), ts, seq, lane)
-            return
+            return Row("report", reporter, topic, record.model_dump_json(), ts, seq, lane)
         version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
         # Re-evaluation is low priority: it never holds event time back for live input.
         moves_time = "" if topic == "moderation.reevaluate" else lane
-        yield Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
+        return Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
 
     def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
         letter = dead_letter(
@@ -202,6 +214,23 @@ class Decode(ProcessFunction):
         return DLQ_TAG, Row(
             self.config.physical("moderation.dlq"), refused.key, letter.model_dump_json()
         )
+
+
+class DecodeBatch(Decode):
+    """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
+    arrays, the DECODED_ROW of each record in order (Unbatch7.java splits it); a refused record
+    as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch."""
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        columns: list[list[Any]] = [[] for _ in range(7)]
+        for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
+            item = self.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
+            if isinstance(item, tuple):
+                letter = item[1]
+                item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
+            for column, part in zip(columns, item, strict=True):
+                column.append(part)
+        yield Row(*columns)
 
 
 def subtask_index(runtime_context: RuntimeContext) -> int:
@@ -837,16 +866,9 @@ def build(
     (topic, key, value, ts, lane[, seq]) of every input topic, keyed and broadcast alike, with
     no watermarks: event time is assigned after decoding, from admitted records only
     (`ValidatedTime`, docs/moderation.md "Time")."""
-    decoded = (
-        source.process(Decode(config), output_type=DECODED_ROW)
-        .name("decode")
-        .uid("moderation_decode")
-    )
-    if config.pre_key_parallelism:
-        # The order of the input is the order of equal-ts records: no reshuffle before key_by.
-        decoded = decoded.set_parallelism(config.pre_key_parallelism)
-    timed = validated_time(decoded, config)
-    dlq = decoded.get_side_output(DLQ_TAG)
+    decoded = decode(source, config)
+    timed = validated_time(by_topic(decoded, DLQ_ROUTE, keep=False, config=config), config)
+    dlq = projected(by_topic(decoded, DLQ_ROUTE, keep=True, config=config), (2, 1, 3))
     broadcast = by_topic(timed, "broadcast", keep=True, config=config).broadcast(BROADCAST_STATE)
     weighed = (
         keyed_by(by_topic(timed, "report", keep=True, config=config), DECODED_ROW)
@@ -879,6 +901,44 @@ def build(
         .uid("moderation_sanctions")
     )
     sink(by_topic(decided, moderation.SANCTIONS, keep=False).union(dlq, sanctioned))
+
+
+def decode(source: DataStream, config: ModerationConfig) -> DataStream:
+    """Source rows in mini-batches (MiniBatch.java) through DecodeBatch, one DECODED_ROW each
+    again (Unbatch7.java), at the pre-key parallelism: the order of the input is the order of
+    equal-ts records, so nothing reshuffles before the key."""
+    flink = get_gateway().jvm.io.modstream.flink
+    batches = DataStream(
+        source._j_data_stream.transform(
+            "mini-batch",
+            flink.MiniBatch.outputType(),
+            flink.MiniBatch(DECODE_BATCH, DECODE_WAIT_MS),
+        ).uid("moderation_decode_batches")
+    )
+    decoded = (
+        batches.process(DecodeBatch(config), output_type=DECODED_BATCH)
+        .name("decode")
+        .uid("moderation_decode")
+    )
+    j_rows = decoded._j_data_stream.flatMap(flink.Unbatch7(), DECODED_ROW.get_java_type_info())
+    rows = DataStream(j_rows.name("decoded"))
+    if config.pre_key_parallelism:
+        for stream in (batches, decoded, rows):
+            stream.set_parallelism(config.pre_key_parallelism)
+    return rows
+
+
+def projected(stream: DataStream, fields: tuple[int, ...]) -> DataStream:
+    """Row(...) -> Row(row[f] for f in fields), in Java (Project.java): here decoded DLQ rows
+    back to the sink's Row(topic, key, value)."""
+    gateway = get_gateway()
+    indexes = gateway.new_array(gateway.jvm.int, len(fields))
+    for position, index in enumerate(fields):
+        indexes[position] = index
+    j_rows = stream._j_data_stream.map(
+        gateway.jvm.io.modstream.flink.Project(indexes), runtime.SINK_ROW.get_java_type_info()
+    )
+    return DataStream(j_rows.name("dlq rows"))
 
 
 def keyed_by(stream: DataStream, row_type: Any) -> KeyedStream:
