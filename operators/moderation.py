@@ -188,12 +188,15 @@ def _evidence(
     # a detector never make content look safer than either says.
     per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
     provenance = []
-    for key in sorted(state["evidence"]):
-        result = state["evidence"][key]
+    evidence = state["evidence"]
+    for key in sorted(evidence):
+        result = evidence[key]
         detector = result["detector"]
         segment = _segment(state, result["segment_id"])
-        covered = range(segments) if segment is None else [segment]
-        received.update((detector, s) for s in covered if (detector, s) in wanted)
+        if segment is None:
+            received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
+        elif (detector, segment) in wanted:
+            received.add((detector, segment))
         if result["status"] != "ok":
             failed.add(detector)
         else:
@@ -388,7 +391,12 @@ def _decide(
     outputs: list[Output] = []
     last = state["last"]
     current = {"outcome": verdict.outcome, "restriction": verdict.restriction, "state": name}
-    if last is None or any(last[k] != current[k] for k in current):
+    if (
+        last is None
+        or last["outcome"] != verdict.outcome
+        or last["restriction"] != verdict.restriction
+        or last["state"] != name
+    ):
         state["rev"] += 1
         outputs.append(
             (
