@@ -29,6 +29,7 @@ from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
 from operators.scan_plan import sha256_hex
 from schemas.common import MAX_ID_CHARS
+from schemas.content import ContentUpsert
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -826,12 +827,14 @@ UPSERT_FACTS = {
     "modality", "surface", "region", "audience", "account_risk", "size_bytes", "mime_type",
     "sha256", "phash", "segments", "author_id", "ts",
 }  # fmt: skip
+# The same facts in the upsert model's field order (the order model_dump kept them in).
+_UPSERT_FIELDS = tuple(name for name in ContentUpsert.model_fields if name in UPSERT_FACTS)
 
 
 def _upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     if state["content"] is not None:
         return False  # the same version uploaded twice: the first one counts
-    content: dict[str, Any] = record.model_dump(include=UPSERT_FACTS)
+    content: dict[str, Any] = {name: getattr(record, name) for name in _UPSERT_FIELDS}
     state["content"] = content
     state["asked_at"] = ctx.clock_ms  # when the detectors are asked (None in replay)
     result.timers += _deadline_timer(state, ctx.resolution.decide)

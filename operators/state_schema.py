@@ -130,6 +130,8 @@ def load(raw: str | None, kind: str) -> Document | None:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         doc = json.loads(raw)
+    if isinstance(doc, dict) and doc.get(SCHEMA_FIELD) == STATE_SCHEMA:
+        return doc  # current already (every document this code wrote): nothing to copy
     return migrate(doc, kind)
 
 
