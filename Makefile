@@ -18,7 +18,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas golden clean bench bench-policy bench-moderation bench-detectors bench-bank bench-replay
+.PHONY: help setup up down status demo test test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-bank bench-replay
 
 help:
 	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
@@ -30,6 +30,7 @@ help:
 	@echo "make lint              ruff and mypy"
 	@echo "make bench             the moderation job beside the engine's floor and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
+	@echo "make bench-step        the moderation step per event, in process (pytest-benchmark)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
@@ -135,6 +136,11 @@ bench: setup
 
 bench-policy: setup
 	@$(BIN)/pytest benchmarks/bench_policy.py -p no:cacheprovider --benchmark-only \
+		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
+
+# The moderation step per event on the bench workload, in process (no stack needed).
+bench-step: setup
+	@$(BIN)/pytest benchmarks/bench_step.py -p no:cacheprovider --benchmark-only -s \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
 # The moderation job on the real broker (a stack on the default ports; `make up` first).

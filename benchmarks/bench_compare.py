@@ -30,7 +30,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
@@ -38,6 +38,9 @@ from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics
 from modstream.workload import for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
+
+if TYPE_CHECKING:
+    from benchmarks.peer import Engine
 
 VARIANTS = ("floor", "modstream", "kafka-python", "confluent-kafka")
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
@@ -240,9 +243,9 @@ def wait_count(
     raise TimeoutError(f"the floor wrote {len(watcher.seen)} of {count} outputs")
 
 
-def step_engine() -> Any:
-    """The per-version code of the job with no Kafka (benchmarks/peer.py's Engine), under
-    POLICY, limits and keys from the environment."""
+def step_engine(now_ms: int | None = None) -> Engine:
+    """benchmarks/peer.py's Engine (the job's per-version code, no Kafka) under the bench
+    policy; `now_ms` fixes its processing clock (None: the wall clock, as the job's)."""
     import yaml
 
     from benchmarks.peer import Engine
@@ -254,8 +257,15 @@ def step_engine() -> Any:
         limits=Limits.from_env(),
         keyring=Keyring.from_env(),
         trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
+        now_ms=now_ms,
     )
     return Engine(config)
+
+
+def step_records(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(topic, value) of every record of `lines`, topic by topic as a consumer reads them."""
+    grouped = for_kafka(lines)
+    return [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
 
 
 def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
@@ -263,8 +273,7 @@ def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
     signatures) and to apply (the job's `Moderate.apply`: step, timers, state as JSON, outputs
     encoded), on the same workload (benchmarks/peer.py's Engine)."""
     engine = step_engine()
-    grouped = for_kafka(lines)
-    records = [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
+    records = step_records(lines)
     started = time.perf_counter()
     for topic, raw in records:
         engine.admit(topic, raw, topic, 0)

@@ -651,11 +651,12 @@ class Moderate(PolicyAware):
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str | None, str, str, str, int]] = []
         timers: list[int] = []
+        contexts: dict[tuple[Any, ...], moderation.Context] = {}
         for index, (topic, raw, ts) in enumerate(inputs):
             if index in set_aside:
                 continue
             try:
-                result, content_id = self._step(state, topic, raw, ts, store, banks)
+                result, content_id = self._step(state, topic, raw, ts, store, banks, contexts)
             except HANDLER_FAILURES as error:
                 raise _InputFailed(index, error) from None
             state = result.state
@@ -667,9 +668,8 @@ class Moderate(PolicyAware):
             ]
         if state is not None and _TIMER not in set_aside:
             try:
-                context = self._context(
-                    store, banks, state["cid"], timestamp, state.get("content") or {}
-                )
+                content = state.get("content") or {}
+                context = self._context(store, banks, state["cid"], timestamp, content, contexts)
                 result = moderation.on_timer(state, timestamp, context)
             except HANDLER_FAILURES as error:
                 raise _InputFailed(_TIMER, error) from None
@@ -679,7 +679,14 @@ class Moderate(PolicyAware):
         return state, outputs, timers, letters
 
     def _step(
-        self, state: Any, topic: str, raw: str, ts: int, store: PolicyStore, banks: HashBanks
+        self,
+        state: Any,
+        topic: str,
+        raw: str,
+        ts: int,
+        store: PolicyStore,
+        banks: HashBanks,
+        contexts: dict[tuple[Any, ...], moderation.Context],
     ) -> tuple[moderation.StepResult, str]:
         parsed: Any = (  # admitted by Decode (or made by hash_retro), written by this job
             RetroRecord.from_dict(json.loads(raw)) if topic == RETRO else parse_own(topic, raw)
@@ -689,7 +696,7 @@ class Moderate(PolicyAware):
             if topic == "content.versions" and parsed.type == "upsert"
             else {}
         )
-        context = self._context(store, banks, parsed.content_id, ts, hashes)
+        context = self._context(store, banks, parsed.content_id, ts, hashes, contexts)
         if topic == "moderation.reports":
             weights = json.loads(raw)
             context = dataclasses.replace(
@@ -702,6 +709,25 @@ class Moderate(PolicyAware):
         return moderation.step(state, topic, parsed, ts, context), parsed.content_id
 
     def _context(
+        self,
+        store: PolicyStore,
+        banks: HashBanks,
+        content_id: str,
+        ts: int,
+        hashes: dict[str, Any],
+        contexts: dict[tuple[Any, ...], moderation.Context],
+    ) -> moderation.Context:
+        """The policies and the content's hash-bank matches as of event time `ts`: made once per
+        firing for each (ts, hashes) in `contexts`, so the inputs of one firing and its timer
+        share it (the store and banks do not change during a firing)."""
+        key = (content_id, ts, hashes.get("sha256"), hashes.get("phash"))
+        known = contexts.get(key)
+        if known is not None:
+            return known
+        contexts[key] = self._resolve(store, banks, content_id, ts, hashes)
+        return contexts[key]
+
+    def _resolve(
         self, store: PolicyStore, banks: HashBanks, content_id: str, ts: int, hashes: dict[str, Any]
     ) -> moderation.Context:
         """The policies and the content's hash-bank matches as of event time `ts`."""

@@ -29,6 +29,7 @@ from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
 from operators.scan_plan import sha256_hex
 from schemas.common import MAX_ID_CHARS
+from schemas.content import ContentUpsert
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -188,12 +189,15 @@ def _evidence(
     # a detector never make content look safer than either says.
     per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
     provenance = []
-    for key in sorted(state["evidence"]):
-        result = state["evidence"][key]
+    evidence = state["evidence"]
+    for key in sorted(evidence):
+        result = evidence[key]
         detector = result["detector"]
         segment = _segment(state, result["segment_id"])
-        covered = range(segments) if segment is None else [segment]
-        received.update((detector, s) for s in covered if (detector, s) in wanted)
+        if segment is None:
+            received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
+        elif (detector, segment) in wanted:
+            received.add((detector, segment))
         if result["status"] != "ok":
             failed.add(detector)
         else:
@@ -388,7 +392,12 @@ def _decide(
     outputs: list[Output] = []
     last = state["last"]
     current = {"outcome": verdict.outcome, "restriction": verdict.restriction, "state": name}
-    if last is None or any(last[k] != current[k] for k in current):
+    if (
+        last is None
+        or last["outcome"] != verdict.outcome
+        or last["restriction"] != verdict.restriction
+        or last["state"] != name
+    ):
         state["rev"] += 1
         outputs.append(
             (
@@ -818,12 +827,14 @@ UPSERT_FACTS = {
     "modality", "surface", "region", "audience", "account_risk", "size_bytes", "mime_type",
     "sha256", "phash", "segments", "author_id", "ts",
 }  # fmt: skip
+# The same facts in the upsert model's field order (the order model_dump kept them in).
+_UPSERT_FIELDS = tuple(name for name in ContentUpsert.model_fields if name in UPSERT_FACTS)
 
 
 def _upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     if state["content"] is not None:
         return False  # the same version uploaded twice: the first one counts
-    content: dict[str, Any] = record.model_dump(include=UPSERT_FACTS)
+    content: dict[str, Any] = {name: getattr(record, name) for name in _UPSERT_FIELDS}
     state["content"] = content
     state["asked_at"] = ctx.clock_ms  # when the detectors are asked (None in replay)
     result.timers += _deadline_timer(state, ctx.resolution.decide)

@@ -224,6 +224,9 @@ class EvidenceView:
     scores: Mapping[tuple[str, str], float] = field(default_factory=dict)
     unknown: frozenset[str] = frozenset()
     outstanding: bool = False
+    # Set by `from_segments`, whose scores are already checked: `evaluate` does not check them
+    # again. Not part of what the view says (equality and repr leave it out).
+    checked: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def from_segments(
@@ -239,12 +242,14 @@ class EvidenceView:
         broken: set[str] = set(unknown)
         for detector, by_segment in segments.items():
             for labels in by_segment.values():
-                clean, bad = _clean_scores({(detector, label): v for label, v in labels.items()})
-                broken |= bad
-                for key, value in clean.items():
+                for label, value in labels.items():
+                    if not _is_score(value):
+                        broken.add(detector)
+                        continue
+                    key = (detector, label)
                     if value > best.get(key, -1.0):
-                        best[key] = value
-        return cls(scores=best, unknown=frozenset(broken), outstanding=outstanding)
+                        best[key] = float(value)
+        return cls(scores=best, unknown=frozenset(broken), outstanding=outstanding, checked=True)
 
 
 @dataclass(frozen=True)
@@ -288,16 +293,21 @@ def _clean_scores(
     clean: dict[tuple[str, str], float] = {}
     broken: set[str] = set()
     for key, value in scores.items():
-        if (
-            isinstance(value, int | float)
-            and not isinstance(value, bool)
-            and math.isfinite(value)
-            and 0.0 <= value <= 1.0
-        ):
+        if _is_score(value):
             clean[key] = float(value)
         elif isinstance(key, tuple) and key:
             broken.add(str(key[0]))
     return clean, broken
+
+
+def _is_score(value: Any) -> bool:
+    """A number in [0, 1] (not a bool, not NaN)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
 
 
 class CompiledPolicy:
@@ -309,6 +319,11 @@ class CompiledPolicy:
         self.policy_id = document.policy_id
         self.version = document.version
         self._high_risk = frozenset(document.high_risk_surfaces)
+        # Per modality, read on every decision: (required, gate, deadline_ms).
+        self._requirements: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
+            modality: (tuple(req.required), tuple(req.gate), req.deadline_ms)
+            for modality, req in document.detectors.items()
+        }
         self._always: list[int] = []
         self._by_modality: dict[str, list[int]] = {}
         self._by_bank: dict[str, list[int]] = {}
@@ -331,17 +346,17 @@ class CompiledPolicy:
         }
 
     def required_detectors(self, modality: str) -> tuple[str, ...]:
-        requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
-        return tuple(requirement.required) if requirement else ()
+        requirement = self._requirements.get(modality)
+        return requirement[0] if requirement else ()
 
     def gate_detectors(self, modality: str) -> tuple[str, ...]:
         """The required detectors that gate the others for `modality` (may be empty)."""
-        requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
-        return tuple(requirement.gate) if requirement else ()
+        requirement = self._requirements.get(modality)
+        return requirement[1] if requirement else ()
 
     def deadline_ms(self, modality: str) -> int | None:
-        requirement = self.document.detectors.get(modality)  # type: ignore[call-overload]
-        return requirement.deadline_ms if requirement else None
+        requirement = self._requirements.get(modality)
+        return requirement[2] if requirement else None
 
     def is_high_risk(self, surface: str) -> bool:
         return surface in self._high_risk
@@ -395,7 +410,11 @@ class CompiledPolicy:
         if failures:
             return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
 
-        scores, broken = _clean_scores(evidence.scores)
+        broken: set[str]
+        if evidence.checked:
+            scores, broken = dict(evidence.scores), set()
+        else:
+            scores, broken = _clean_scores(evidence.scores)
         unknown = frozenset(evidence.unknown) | broken
         banks = frozenset(bank for bank in hash_matches if bank in document.hash_banks)
         context = EvalContext(

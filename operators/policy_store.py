@@ -84,11 +84,15 @@ class _Policy:
         self.snapshots = snapshots
 
     def at(self, ts: int) -> Snapshot | None:
-        position = bisect_right([snapshot.ts for snapshot in self.snapshots], ts)
+        position = bisect_right(self.snapshots, ts, key=_snapshot_ts)
         return self.snapshots[position - 1] if position else None
 
     def latest(self) -> Snapshot | None:
         return self.snapshots[-1] if self.snapshots else None
+
+
+def _snapshot_ts(snapshot: Snapshot) -> int:
+    return snapshot.ts
 
 
 def _next(state: Snapshot, record: Mapping[str, Any], ts: int) -> Snapshot:

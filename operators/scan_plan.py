@@ -35,7 +35,7 @@ GATE_FAILS_AT = SEVERITY_RANK["PENDING"]
 
 
 def sha256_hex(*parts: object) -> str:
-    return hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).hexdigest()
+    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
 
 
 def segment(state: State, segment_id: int | None) -> int | None:

@@ -24,6 +24,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import orjson
+
+from operators import jsonio
 from operators.moderation import TOMBSTONE_KEEPS, new_state
 
 STATE_SCHEMA = 2
@@ -119,12 +122,21 @@ def migrate(doc: Document, kind: str) -> Document:
 
 
 def load(raw: str | None, kind: str) -> Document | None:
-    """A stored document (None: no state), migrated to `STATE_SCHEMA`."""
+    """A stored document (None: no state), migrated to `STATE_SCHEMA`. orjson reads it in a
+    third of json's time; a document it refuses (NaN or a huge integer, which json writes and
+    earlier code may have stored) is read by json as before."""
     if not raw:
         return None
-    return migrate(json.loads(raw), kind)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        doc = json.loads(raw)
+    if isinstance(doc, dict) and doc.get(SCHEMA_FIELD) == STATE_SCHEMA:
+        return doc  # current already (every document this code wrote): nothing to copy
+    return migrate(doc, kind)
 
 
 def dump(state: Document) -> str:
-    """The document as stored, stamped with `STATE_SCHEMA`."""
-    return json.dumps({**state, SCHEMA_FIELD: STATE_SCHEMA}, separators=(",", ":"))
+    """The document as stored, stamped with `STATE_SCHEMA`: compact JSON (operators/jsonio.py,
+    non-ASCII kept as UTF-8, which json.loads reads as it read json's escapes)."""
+    return jsonio.dumps({**state, SCHEMA_FIELD: STATE_SCHEMA})

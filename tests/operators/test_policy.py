@@ -457,3 +457,25 @@ def test_evidence_view_takes_the_highest_score_over_segments() -> None:
     assert view.scores == {("nsfw_image", "nsfw"): 0.96, ("media_check", "malware"): 0.0}
     assert view.unknown == {"offensive_text", "media_check"}
     assert POLICY.evaluate(PUBLIC_IMAGE, view, ts=T0).outcome == "BLOCK"
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    labels=st.dictionaries(
+        st.sampled_from(["nsfw_image", "offensive_text", "media_check"]),
+        st.dictionaries(st.sampled_from(["nsfw", "malware", "corrupt"]), _score_values),
+        max_size=3,
+    ),
+    surface=st.sampled_from(["public_post", "comment"]),
+)
+def test_a_view_from_segments_decides_as_the_same_scores_checked_by_evaluate(
+    labels: dict[str, dict[str, Any]], surface: str
+) -> None:
+    """`from_segments` checks the scores once (`checked`); evaluate's own check of a view built
+    directly gives the same verdict."""
+    view = EvidenceView.from_segments({d: {(0, "v1"): scores} for d, scores in labels.items()})
+    raw = {(d, label): value for d, scores in labels.items() for label, value in scores.items()}
+    unchecked = EvidenceView(scores=raw, unknown=frozenset())
+    facts = ContentFacts(modality="image", surface=surface, mime_type="image/jpeg")
+    assert view.checked and not unchecked.checked
+    assert POLICY.evaluate(facts, view, ts=T0) == POLICY.evaluate(facts, unchecked, ts=T0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from typing import Any
 
 import pytest
@@ -162,3 +163,17 @@ def test_every_schema_from_the_oldest_unversioned_one_has_a_step_up(kind: str) -
     for schema in range(oldest, STATE_SCHEMA + 1):
         document = {**new_state("c-1", 1), SCHEMA_FIELD: schema}
         assert migrate(document, kind)[SCHEMA_FIELD] == STATE_SCHEMA
+
+
+def test_state_json_keeps_non_ascii_and_floats_and_falls_back_where_orjson_refuses() -> None:
+    """Stored with orjson (UTF-8, exact floats); what it cannot write or read (NaN, integers
+    beyond 64 bits, as json wrote them) goes through json, so every stored document loads."""
+    document = {"cid": "c-é✓", "weight": 0.1 + 0.2, "tiny": 1e-05, "events": {"ev-ü": 1}}
+    stored = dump(document)
+    assert "é✓" in stored and json.loads(stored) == {**document, SCHEMA_FIELD: STATE_SCHEMA}
+    assert load(stored, "reporter") == {**document, SCHEMA_FIELD: STATE_SCHEMA}
+    huge = {"count": 2**70}
+    assert load(dump(huge), "reporter") == {**huge, SCHEMA_FIELD: STATE_SCHEMA}
+    written_by_json = json.dumps({"weight": float("nan"), SCHEMA_FIELD: STATE_SCHEMA})
+    loaded = load(written_by_json, "reporter")
+    assert loaded is not None and math.isnan(loaded["weight"])
