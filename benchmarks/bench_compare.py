@@ -36,7 +36,7 @@ from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics
-from modstream.workload import for_kafka, generate, marker
+from modstream.workload import BENCH_MIX, for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
 
 if TYPE_CHECKING:
@@ -73,7 +73,9 @@ class Result:
 def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
     """The seeded backlog and its closing markers; the id whose output ends a run."""
     start_ts = now_ms() - versions * 200 - 300_000
-    lines = generate(seed=5, versions=versions, start_ts=start_ts, extras=False, malformed=False)
+    lines = generate(
+        seed=5, versions=versions, start_ts=start_ts, extras=False, malformed=False, mix=BENCH_MIX
+    )
     last_ts = max(line["value"]["ts"] for line in lines)
     end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
     return lines + end, end[0]["value"]["content_id"]
@@ -158,7 +160,7 @@ def run_variant(
                     )
                     latency[f"{fraction:.0%}"] = steady_latency(
                         bootstrap, topics, watcher, rate, args.latency_s, OUT_OF_ORDERNESS_MS,
-                        tag=f"live{int(fraction * 100)}",
+                        tag=f"live{int(fraction * 100)}", mix=BENCH_MIX,
                     )  # fmt: skip
         finally:
             process.send_signal(signal.SIGTERM)

@@ -29,7 +29,7 @@ from kafka import KafkaConsumer
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics
-from modstream.workload import for_kafka, generate, marker
+from modstream.workload import DEFAULT_MIX, Mix, for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
 
 TOPICS = ALL_TOPICS
@@ -218,6 +218,7 @@ def steady_latency(
     out_of_orderness_ms: int,
     *,
     tag: str = "live",
+    mix: Mix = DEFAULT_MIX,
 ) -> dict[str, Any]:
     """`rate` versions/s for `duration` s, each stamped when produced (evidence with its
     upload), then the latency from that `ts` to each committed action: p50, p95, p99, max."""
@@ -225,7 +226,7 @@ def steady_latency(
     count = int(rate * duration)
     versions = []
     for index in range(count):  # made before the clock starts: the producer's CPU stays low
-        lines = generate(seed=1000 + index, versions=1, extras=False, malformed=False)
+        lines = generate(seed=1000 + index, versions=1, extras=False, malformed=False, mix=mix)
         for line in lines:
             line["value"]["content_id"] = f"{tag}-{index}"
         versions.append(lines)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from benchmarks.bench_compare import step_engine, step_records
-from modstream.workload import generate
+from modstream.workload import BENCH_MIX, generate
 
 VERSIONS = 1500  # about 4,900 events: a round takes about a second
 # A fixed processing clock and workload start, so every round decides the same way.
@@ -24,7 +24,9 @@ NOW_MS = 1_760_000_000_000
 def workload() -> tuple[list[tuple[str, str]], int]:
     """The bench's seeded workload as consumed records, and the event time that fires it all."""
     started = NOW_MS - VERSIONS * 200 - 300_000
-    lines = generate(seed=5, versions=VERSIONS, start_ts=started, extras=False, malformed=False)
+    lines = generate(
+        seed=5, versions=VERSIONS, start_ts=started, extras=False, malformed=False, mix=BENCH_MIX
+    )
     return step_records(lines), max(line["value"]["ts"] for line in lines)
 
 

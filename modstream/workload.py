@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import dataclass
 from typing import Any
 
 from operators.signing import AUTHORITY_TOPICS, Keyring, sign, signed
@@ -31,6 +32,34 @@ REQUIRED = {
 LABELS = {"offensive_text": "offensive", "nsfw_image": "nsfw", "media_check": "malware"}
 MIME = {"text": "text/plain", "image": "image/jpeg", "video": "video/mp4", "audio": "audio/mpeg"}
 Line = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Mix:
+    """What a generated workload holds per version: the modality drawn from `modalities` (one
+    entry per share), video segments between `video_segments` (inclusive), and the chance of
+    a duplicated detector result, of evidence stamped before its upload (out of order), of a
+    report and of a human review decision."""
+
+    modalities: tuple[str, ...] = ("text", "text", "image", "image", "video", "audio")
+    video_segments: tuple[int, int] = (3, 3)
+    duplicate: float = 0.05
+    out_of_order: float = 0.05
+    report: float = 0.0
+    review: float = 0.0
+
+
+DEFAULT_MIX = Mix()  # replay, the demo and the tests (their golden outputs): never changes
+# The benchmarks' mix (issue 14): 60% text, 30% image, 8% video of 4-16 segments, 2% audio;
+# duplicates 2%, out of order 5%, reports 0.5%, reviews 0.1% of versions.
+BENCH_MIX = Mix(
+    modalities=("text",) * 30 + ("image",) * 15 + ("video",) * 4 + ("audio",),
+    video_segments=(4, 16),
+    duplicate=0.02,
+    out_of_order=0.05,
+    report=0.005,
+    review=0.001,
+)
 
 
 def _score(rng: random.Random) -> float:
@@ -52,6 +81,7 @@ def generate(
     malformed: bool = True,
     extras: bool = True,
     prefix: str = "",
+    mix: Mix = DEFAULT_MIX,
 ) -> list[Line]:
     """Lines `{"topic", "value"}` in delivery order (ts order; late evidence after its upsert)."""
     rng = random.Random(seed)
@@ -65,10 +95,10 @@ def generate(
 
     uploads: list[dict[str, Any]] = []
     for index in range(versions):
-        modality = rng.choice(["text", "text", "image", "image", "video", "audio"])
+        modality = rng.choice(mix.modalities)
         ts = start_ts + index * 200 + rng.randrange(0, 150)
         content_id = f"{prefix}c{seed}-{index}"
-        segments = 3 if modality == "video" else 1
+        segments = _segments(rng, mix) if modality == "video" else 1
         upsert: dict[str, Any] = {
             "event_id": f"up-{content_id}-1",
             "type": "upsert",
@@ -96,7 +126,7 @@ def generate(
             for segment in range(segments):
                 if missing and detector == REQUIRED[modality][-1] and segment == 0:
                     continue  # never arrives: the deadline decides
-                early = rng.random() < 0.05
+                early = rng.random() < mix.out_of_order
                 delay = -rng.randrange(1, 50) if early else rng.randrange(50, 8_000)
                 status = "timeout" if rng.random() < 0.02 else "ok"
                 event_id = f"ev-{content_id}-{detector}-{segment}"
@@ -114,12 +144,13 @@ def generate(
                 }
                 # Early evidence is delivered right after its upsert, carrying its earlier ts.
                 emit("detector.results", result, ts if early else ts + delay)
-                if rng.random() < 0.05:
+                if rng.random() < mix.duplicate:
                     emit(
                         "detector.results",
                         dict(result, event_id=event_id + "-dup"),
                         ts + max(delay, 0) + 10,
                     )
+        _human(rng, mix, upsert, emit)
 
     if extras and uploads:
         _extras(rng, uploads, emit, start_ts + versions * 200, policy_document, policy_key, prefix)
@@ -134,6 +165,33 @@ def generate(
         emit("detector.results", dict(uploads[0], event_id=f"{prefix}bad-3"), end)
         emit("moderation.reports", f"not json at all {prefix}", end)
     return [line for _, _, line in sorted(timed, key=lambda item: (item[0], item[1]))]
+
+
+def _segments(rng: random.Random, mix: Mix) -> int:
+    low, high = mix.video_segments
+    return low if low == high else rng.randint(low, high)
+
+
+def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Any) -> None:
+    """The mix's report and review decision for one version, each by its chance (none drawn
+    when the chance is 0, so the default mix's sequence is unchanged)."""
+    content_id, ts = upsert["content_id"], upsert["ts"]
+    if mix.report and rng.random() < mix.report:
+        at = ts + rng.randrange(1_000, 60_000)
+        report = {
+            "event_id": f"rep-{content_id}", "report_id": f"rep-{content_id}",
+            "content_id": content_id, "content_version": 1,
+            "reporter_id": f"r{rng.randrange(1000)}", "reason": "spam", "ts": at,
+        }  # fmt: skip
+        emit("moderation.reports", report, at)
+    if mix.review and rng.random() < mix.review:
+        at = ts + rng.randrange(10_000, 120_000)
+        review = {
+            "event_id": f"rv-{content_id}", "task_id": "external", "content_id": content_id,
+            "content_version": 1, "reviewer_id": f"mod-{rng.randrange(20)}",
+            "outcome": rng.choice(["ALLOW", "BLOCK"]), "reason": "reviewed", "ts": at,
+        }  # fmt: skip
+        emit("review.decisions", review, at)
 
 
 def _extras(
