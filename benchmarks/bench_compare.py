@@ -2,11 +2,12 @@
 write by hand, on the same generated workload and the real broker, in one run.
 
 Each variant gets the same workload loaded into its own topics before it starts (a backlog), runs
-in its own process, and is timed from its first output written (the record's timestamp, stamped
-by its producer; an exactly-once job's output becomes visible only at the next checkpoint, and
-work done before the first checkpoint completed counts) to the output for the closing marker
-visible to a read_committed consumer (ordered after every other input in event time); its
-start-up is left out of the rate and reported apart. CPU seconds and peak memory are summed over
+in its own process, and is timed from when it says it runs (a Flink job deployed, a peer's
+clients made) to the output for the closing marker visible to a read_committed consumer
+(ordered after every other input in event time); its start-up before that is reported apart.
+Not from its first output: a job buffers a backlog until the watermark passes it, and an
+exactly-once job's output becomes visible only at a completed checkpoint, so work would be
+counted as start-up. CPU seconds and peak memory are summed over
 the variant's processes (its Python process and its JVM), read from /proc when its last output
 appeared.
 
@@ -26,6 +27,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -131,7 +133,9 @@ def run_variant(
     watcher.start()
     events = len(lines)
     started = now_ms()
+    ready = Ready(run_dir / "process.log")
     with open(run_dir / "process.log", "wb") as log:
+        ready.start()
         process = subprocess.Popen(
             command(variant, prefix, topics, run_dir),
             cwd=PROJECT_ROOT,
@@ -147,9 +151,8 @@ def run_variant(
                 alive = lambda: process.poll() is None  # noqa: E731
                 done = watcher.wait_for(end_id, timeout_s=args.timeout_s, alive=alive)
             cpu_s, peak_rss_kib = session_usage(process.pid)
-            # From the first output written (not committed: work done before the first
-            # checkpoint completes counts) to the closing marker's output committed.
-            first = min(watcher.first_written or done, *(arrived for arrived, _ in watcher.seen))
+            # From when the variant said it runs to the closing marker's output committed.
+            first = ready.at or min(watcher.first_written or done, done)
             processing_s = max((done - first) / 1000, 1e-3)
             latency = {}
             if variant != "floor" and args.latency_s > 0:
@@ -166,6 +169,7 @@ def run_variant(
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
             watcher.stop.set()
+            ready.stop.set()
     job = "floor" if variant == "floor" else "moderation"
     checkpoints = checkpoint_stats(
         Settings.from_env().run_dir / "flink" / "logs" / f"flink-{job}-{process.pid}-python-vm.log"
@@ -205,6 +209,23 @@ def checkpoint_stats(log: Path) -> dict[str, int]:
         "duration_max_ms": durations[-1],
         "last_bytes": int(found[-1][0]),
     }
+
+
+class Ready(threading.Thread):
+    """When a variant said it runs: `job NAME ID running` (jobs/runtime.py, the job deployed)
+    or `peer CLIENT: running` (benchmarks/peer.py, its clients made), in its log."""
+
+    def __init__(self, log: Path) -> None:
+        super().__init__(daemon=True)
+        self.log = log
+        self.at: int | None = None
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while self.at is None and not self.stop.is_set():
+            if self.log.exists() and b" running" in self.log.read_bytes():
+                self.at = now_ms()
+            time.sleep(0.05)
 
 
 def session_usage(session: int) -> tuple[float, int]:

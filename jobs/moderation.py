@@ -584,9 +584,11 @@ class Moderate(PolicyAware):
             return raw_state
         state, outputs, timers, letters = run
         for timer in set(timers):
-            ctx.timer_service().register_event_time_timer(timer)
-            if due is not None and timer not in due:
+            if due is None:  # stored before issue 14: its timers are Flink's alone
+                ctx.timer_service().register_event_time_timer(timer)
+            elif timer not in due:  # one in `due` has its Flink timer already
                 heapq.heappush(due, timer)
+                ctx.timer_service().register_event_time_timer(timer)
         rows += self._rows(outputs, letters, timestamp)
         for index, error in sorted(set_aside.items()):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
