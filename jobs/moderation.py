@@ -508,6 +508,10 @@ class Moderate(PolicyAware):
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
         self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
 
+    def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        """As every keyed operator's, its DLQ rows as one batch (this operator's output)."""
+        yield from _batch(list(super().process_broadcast_element(value, ctx)))
+
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         """A batch Row(topics, values, stamps): the version's input the watermark passed. Out:
         one Row(topics, keys, values) of everything it caused (Unbatch.java splits it)."""

@@ -114,6 +114,9 @@ class Ordered:
         self.held.append(row)
         return iter(())
 
+    def process_broadcast_element(self, row: Row, ctx: FakeContext) -> Iterator[Any]:
+        return iter(unbatch(self.adapter.process_broadcast_element(row, ctx)))
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.adapter, name)  # broadcast input, policy store, banks
 
@@ -131,8 +134,13 @@ class Ordered:
 
 
 def unbatch(batches: Iterator[Row]) -> list[Row]:
-    """Moderate's Row(topics, keys, values) as the rows Unbatch.java makes of it."""
-    return [Row(*entry) for batch in batches for entry in zip(*batch, strict=True)]
+    """Moderate's Row(topics, keys, values) as the rows Unbatch.java makes of it; anything else
+    is what the JVM would refuse to convert (the operator's output type is the batch)."""
+    rows = []
+    for batch in batches:
+        assert len(batch) == 3 and all(isinstance(field, list) for field in batch), batch
+        rows += [Row(*entry) for entry in zip(*batch, strict=True)]
+    return rows
 
 
 def moderate(config: ModerationConfig) -> tuple[Ordered, FakeRuntimeContext, FakeContext]:
