@@ -152,7 +152,9 @@ def run_variant(
                 done = watcher.wait_for(end_id, timeout_s=args.timeout_s, alive=alive)
             cpu_s, peak_rss_kib = session_usage(process.pid)
             # From when the variant said it runs to the closing marker's output committed.
-            first = ready.at or min(watcher.first_written or done, done)
+            if ready.at is None:
+                raise RuntimeError(f"{variant} never said it runs: {run_dir / 'process.log'}")
+            first = ready.at
             processing_s = max((done - first) / 1000, 1e-3)
             latency = {}
             if variant != "floor" and args.latency_s > 0:
@@ -171,9 +173,8 @@ def run_variant(
             watcher.stop.set()
             ready.stop.set()
     job = "floor" if variant == "floor" else "moderation"
-    checkpoints = checkpoint_stats(
-        Settings.from_env().run_dir / "flink" / "logs" / f"flink-{job}-{process.pid}-python-vm.log"
-    )
+    logs = Settings.from_env().run_dir / "flink" / "logs"
+    checkpoints = checkpoint_stats(next(logs.glob(f"flink-{job}-{process.pid}-*.log"), logs))
     versions = args.versions
     return Result(
         variant=variant,
@@ -194,7 +195,7 @@ def run_variant(
 def checkpoint_stats(log: Path) -> dict[str, int]:
     """From a Flink job's log (CheckpointCoordinator's "Completed checkpoint N ... (B bytes,
     checkpointDuration=D ms"): how many, duration p50 and max, the last one's bytes."""
-    if not log.exists():
+    if not log.is_file():
         return {}
     found = re.findall(
         r"Completed checkpoint \d+ .*?\((\d+) bytes, checkpointDuration=(\d+) ms",
@@ -211,6 +212,9 @@ def checkpoint_stats(log: Path) -> dict[str, int]:
     }
 
 
+READY = re.compile(rb"^(job \S+ \S+ running|peer \S+: running)$", re.MULTILINE)
+
+
 class Ready(threading.Thread):
     """When a variant said it runs: `job NAME ID running` (jobs/runtime.py, the job deployed)
     or `peer CLIENT: running` (benchmarks/peer.py, its clients made), in its log."""
@@ -223,7 +227,7 @@ class Ready(threading.Thread):
 
     def run(self) -> None:
         while self.at is None and not self.stop.is_set():
-            if self.log.exists() and b" running" in self.log.read_bytes():
+            if self.log.exists() and READY.search(self.log.read_bytes()):
                 self.at = now_ms()
             time.sleep(0.05)
 

@@ -89,7 +89,7 @@ def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
     for n in range(count):
         state = dict(templates[n % len(templates)])
         state["cid"] = f"re{n}-{state['cid']}"
-        states[f"{state['cid']}\x1f{state['rev']}"] = json.dumps(state)
+        states[f"{state['cid']}\x1f{state['ver']}"] = json.dumps(state)
     return engine, states, last_ts
 
 

@@ -20,7 +20,6 @@ from pyflink.datastream import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import runtime
-from jobs.moderation import keyed_by
 from modstream.config import Settings
 from operators.moderation import KEYED_TOPICS
 
@@ -61,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         "inputs",
         type_info=runtime.SOURCE_ROW,
     )
-    # Keyed in Java, as the moderation job keys (jobs.moderation.keyed_by): one crossing a record.
-    touched = keyed_by(source, runtime.SOURCE_ROW).process(
+    # Keyed in Java, as the moderation job keys (runtime.keyed_by): one crossing a record.
+    touched = runtime.keyed_by(source, runtime.SOURCE_ROW).process(
         Touch(args.output), output_type=runtime.SINK_ROW
     )
     touched.sink_to(runtime.kafka_sink(job))

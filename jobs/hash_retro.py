@@ -19,7 +19,9 @@ from pyflink.common import Row, Types
 from pyflink.datastream import DataStream
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.java_gateway import get_gateway
 
+from jobs import runtime
 from operators import retro, state_schema
 from operators.moderation import RETRO
 
@@ -106,15 +108,22 @@ def _refused(too_new: state_schema.StateTooNew, key: str) -> None:
 def retro_rows(timed: DataStream, decoded_row: Any, pre_key_parallelism: int | None) -> DataStream:
     """From the moderation job's decoded, time-stamped stream (rows of `decoded_row`), the
     `moderation.retro` rows of the same shape, to union into the version operator's input."""
+    gateway = get_gateway()
+    pairs = gateway.new_array(gateway.jvm.String, 2)
+    pairs[0], pairs[1] = "keyed/content.versions", "broadcast/hash.bank"
+    # Only uploads and bank records reach Python: a Java filter first (the rest is most input).
+    j_relevant = timed._j_data_stream.filter(gateway.jvm.io.modstream.flink.RouteFilter(pairs))
+    relevant = DataStream(j_relevant.name("retro input"))
     hashed = (
-        timed.flat_map(fan_out, output_type=HASH_ROW)
+        relevant.flat_map(fan_out, output_type=HASH_ROW)
         .name("retro_fan_out")
         .uid("moderation_retro_fan_out")
     )
     if pre_key_parallelism:
+        relevant.set_parallelism(pre_key_parallelism)
         hashed = hashed.set_parallelism(pre_key_parallelism)
     return (
-        hashed.key_by(lambda row: row[0], key_type=Types.STRING())
+        runtime.keyed_by(hashed, HASH_ROW, field=0)
         .process(RetroJoin(), output_type=decoded_row)
         .name("retro_join")
         .uid("moderation_retro_join")

@@ -84,11 +84,12 @@ DECODED_BATCH = Types.ROW(
         Types.BASIC_ARRAY(Types.STRING()),
     ]
 )
-# EventTimeOrder.java's batch: Row(topics, values, stamps) of one version, in event-time order.
+# EventTimeOrder.java's batch: Row(topics, values, stamps, seqs) of one version, in order.
 ORDERED_BATCH = Types.ROW(
     [
         Types.BASIC_ARRAY(Types.STRING()),
         Types.BASIC_ARRAY(Types.STRING()),
+        Types.BASIC_ARRAY(Types.LONG()),
         Types.BASIC_ARRAY(Types.LONG()),
     ]
 )
@@ -290,7 +291,8 @@ def schema_letters(
 
 class PolicyAware(KeyedBroadcastProcessFunction):
     """Shared by the keyed operators: policy and hash banks in broadcast state (rebuilt once per
-    change), and keyed input buffered until the watermark passes its ts."""
+    change), and keyed input buffered until the watermark passes its ts (the report gate's;
+    `Moderate`'s comes ordered from EventTimeOrder.java, but for versions stored before it)."""
 
     keeps_banks = True  # the report gate decides nothing on hashes: it holds no bank
 
@@ -497,9 +499,9 @@ class Moderate(PolicyAware):
     of each input's ts, and stores the version's state.
 
     Its input comes from EventTimeOrder.java, in event-time order, one batch per version and
-    watermark. The version's own timers (deadlines, expiry, TTL) are kept in `due` too: one that
-    falls between two inputs of a batch fires between them, as it did when every input waited
-    for its own timer, and its Flink timer then finds it gone (docs/moderation.md, "Time")."""
+    watermark. The version's own timers (deadlines, expiry, TTL) are kept with its state (`due`):
+    one that falls between two inputs of a batch fires between them, as it did when every input
+    waited for its own timer, and its Flink timer is deleted (docs/moderation.md, "Time")."""
 
     def __init__(self, config: ModerationConfig) -> None:
         super().__init__(config, report_rejections=True)
@@ -513,36 +515,45 @@ class Moderate(PolicyAware):
         yield from _batch(list(super().process_broadcast_element(value, ctx)))
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        """A batch Row(topics, values, stamps): the version's input the watermark passed. Out:
-        one Row(topics, keys, values) of everything it caused (Unbatch.java splits it)."""
+        """A batch Row(topics, values, stamps, seqs) from EventTimeOrder. Out: one Row(topics,
+        keys, values) of everything it caused (Unbatch.java splits it). The input of a version
+        stored before issue 14 (its timers known to Flink only) waits in `buffer` for a Flink
+        timer at its ts, as all input once did."""
         due, raw_state = stored(self.version.value())
+        if due is None:
+            self._hold(_by_timestamp(value[0], value[1], value[2], value[3]), ctx)
+            return
         key = str(ctx.get_current_key())
         rows: list[Row] = []
-        for timestamp, entries in _by_timestamp(value[0], value[1], value[2]):
-            inputs = self._inputs(entries, timestamp)
+        for timestamp, entries in _by_timestamp(value[0], value[1], value[2], value[3]):
             while due and due[0] < timestamp:
-                raw_state = self._fire(heapq.heappop(due), [], raw_state, key, ctx, rows, due)
+                raw_state = self._fire(_pop(due, ctx), [], raw_state, key, ctx, rows, due)
             while due and due[0] == timestamp:
-                heapq.heappop(due)
+                _pop(due, ctx)
+            inputs = self._inputs([(topic, raw) for topic, raw, _ in entries], timestamp)
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
         self._keep(due, raw_state)
         yield from _batch(rows)
 
+    def _hold(self, groups: list[Group], ctx: Any) -> None:
+        """Input that waits here for a timer, under its ts in `buffer` (before issue 14's)."""
+        for timestamp, entries in groups:
+            held = self.buffer.get(timestamp)
+            waiting = (json.loads(held) if held else []) + [list(entry) for entry in entries]
+            self.buffer.put(timestamp, json.dumps(waiting))
+            ctx.timer_service().register_event_time_timer(timestamp)
+
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        held = self.version.value()
-        due, raw_state = stored(held)
-        key = str(ctx.get_current_key())
+        due, raw_state = stored(self.version.value())
+        entries = self._drain(timestamp)  # input stored before issue 14 (see process_element)
         rows: list[Row] = []
-        if due is None or (held is None and self.buffer.contains(timestamp)):
-            # Stored before issue 14: its input in `buffer`, its timers in Flink only.
-            held_before = [(topic, raw) for topic, raw, _ in self._drain(timestamp)]
-            inputs = self._inputs(held_before, timestamp)
-            raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, None)
-            self._keep(None, raw_state)
-        elif timestamp in due:  # else it fired between the inputs of a batch
-            due = [other for other in due if other != timestamp]
-            heapq.heapify(due)
-            raw_state = self._fire(timestamp, [], raw_state, key, ctx, rows, due)
+        if due is None or timestamp in due or entries:
+            if due is not None:
+                due = [other for other in due if other != timestamp]
+                heapq.heapify(due)
+            inputs = self._inputs([(topic, raw) for topic, raw, _ in entries], timestamp)
+            key = str(ctx.get_current_key())
+            raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
             self._keep(due, raw_state)
         yield from _batch(rows)
 
@@ -785,16 +796,26 @@ def _batch(rows: list[Row]) -> Iterator[Row]:
         yield Row([row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows])
 
 
+Group = tuple[int, list[tuple[str, str, int]]]  # ts, its (topic, value, seq) in order
+
+
 def _by_timestamp(
-    topics: list[str], values: list[str], stamps: list[int]
-) -> list[tuple[int, list[tuple[str, str]]]]:
-    """A batch's (topic, value) pairs grouped by ts, in the batch's order (ts ascending)."""
-    groups: list[tuple[int, list[tuple[str, str]]]] = []
-    for topic, raw, ts in zip(topics, values, stamps, strict=True):
+    topics: list[str], values: list[str], stamps: list[int], seqs: list[int]
+) -> list[Group]:
+    """A batch's records grouped by ts, in the batch's order (ts ascending)."""
+    groups: list[Group] = []
+    for topic, raw, ts, seq in zip(topics, values, stamps, seqs, strict=True):
         if not groups or groups[-1][0] != ts:
             groups.append((int(ts), []))
-        groups[-1][1].append((topic, raw))
+        groups[-1][1].append((topic, raw, int(seq or 0)))
     return groups
+
+
+def _pop(due: list[int], ctx: Any) -> int:
+    """The version's next timer, fired between a batch's inputs: its Flink timer is deleted."""
+    timer = heapq.heappop(due)
+    ctx.timer_service().delete_event_time_timer(timer)
+    return timer
 
 
 class Sanctions(KeyedProcessFunction):
@@ -903,14 +924,14 @@ def build(
     dlq = projected(by_topic(decoded, DLQ_ROUTE, keep=True, config=config), (2, 1, 3))
     broadcast = by_topic(timed, "broadcast", keep=True, config=config).broadcast(BROADCAST_STATE)
     weighed = (
-        keyed_by(by_topic(timed, "report", keep=True, config=config), DECODED_ROW)
+        runtime.keyed_by(by_topic(timed, "report", keep=True, config=config), DECODED_ROW)
         .connect(broadcast)
         .process(ReportGate(config), output_type=DECODED_ROW)
         .name("report_gate")
         .uid("moderation_report_gate")
     )
     combined = (
-        keyed_by(weighed, DECODED_ROW)
+        runtime.keyed_by(weighed, DECODED_ROW)
         .process(ReportCombine(), output_type=DECODED_ROW)
         .name("report_combine")
         .uid("moderation_report_combine")
@@ -927,7 +948,7 @@ def build(
     )
     decided = unbatched(moderated)
     sanctioned = (
-        keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
+        runtime.keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
         .process(Sanctions(config), output_type=runtime.SINK_ROW)
         .name("sanctions")
         .uid("moderation_sanctions")
@@ -973,24 +994,10 @@ def projected(stream: DataStream, fields: tuple[int, ...]) -> DataStream:
     return DataStream(j_rows.name("dlq rows"))
 
 
-def keyed_by(stream: DataStream, row_type: Any) -> KeyedStream:
-    """`stream` keyed by its rows' field 1 for a Python keyed operator, the key taken in Java
-    (FieldKey.java): PyFlink's `key_by(lambda)` would cross into Python for every record."""
-    gateway = get_gateway()
-    flink = gateway.jvm.io.modstream.flink
-    j_type = row_type.get_java_type_info()
-    j_with_key = stream._j_data_stream.map(
-        flink.FieldKey.withKey(1), flink.FieldKey.withKeyType(j_type)
-    )
-    j_with_key.name("key")
-    j_keyed = j_with_key.keyBy(gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType())
-    return KeyedStream(j_keyed, row_type, stream)
-
-
 def in_event_time_order(stream: DataStream) -> KeyedStream:
     """Decoded rows keyed by version, held in Java until the watermark passes them and handed
     on in order, one batch per version and watermark (EventTimeOrder.java), keyed for the
-    Python operator that follows, chained to it without a second shuffle."""
+    Python operator that follows without a second shuffle."""
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
     j_batches = (

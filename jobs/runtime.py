@@ -23,6 +23,7 @@ from typing import Any
 from pyflink.common import Configuration, Types, WatermarkStrategy
 from pyflink.datastream import (
     DataStream,
+    KeyedStream,
     ProcessFunction,
     RuntimeContext,
     StreamExecutionEnvironment,
@@ -243,6 +244,21 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(config.parallelism)
     return env
+
+
+def keyed_by(stream: DataStream, row_type: Any, field: int = 1) -> KeyedStream:
+    """`stream` keyed by its rows' string field `field` for a Python keyed operator, the key
+    taken in Java (FieldKey.java): PyFlink's `key_by(lambda)` would cross into Python for
+    every record."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
+    j_type = row_type.get_java_type_info()
+    j_with_key = stream._j_data_stream.map(
+        flink.FieldKey.withKey(field), flink.FieldKey.withKeyType(j_type)
+    )
+    j_with_key.name("key")
+    j_keyed = j_with_key.keyBy(gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType())
+    return KeyedStream(j_keyed, row_type, stream)
 
 
 def kafka_source(

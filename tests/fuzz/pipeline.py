@@ -186,7 +186,7 @@ class _Operator:
 
 class _Order:
     """EventTimeOrder.java as the job runs it: keyed input held until the watermark passes its
-    ts, then one batch per key, Row(topics, values, stamps) by (ts, seq, arrival)."""
+    ts, then one batch per key, Row(topics, values, stamps, seqs) by (ts, seq, arrival)."""
 
     def __init__(self) -> None:
         self.timers: set[tuple[int, Any]] = set()
@@ -209,13 +209,15 @@ class _Order:
         topics: list[str] = []
         values: list[str] = []
         stamps: list[int] = []
+        seqs: list[int] = []
         for stamp in due:
-            for _, _, topic, value in sorted(held.pop(stamp)):
+            for seq, _, topic, value in sorted(held.pop(stamp)):
                 topics.append(topic)
                 values.append(value)
                 stamps.append(stamp)
+                seqs.append(seq)
             self.timers.discard((stamp, key))
-        return [(key, Row(topics, values, stamps))] if topics else []
+        return [(key, Row(topics, values, stamps, seqs))] if topics else []
 
 
 def to_jvm(row: Row) -> None:
@@ -353,6 +355,9 @@ class Pipeline:
                 self.order.element(row[1], row, row[4])
             elif source is self.order:
                 key, batch = row
+                # Released once the operator's watermark (both inputs) passed them, as the job's
+                # EventTimeOrder releases them one watermark late.
+                self.moderate.watermark = max(self.moderate.watermark, max(batch[2]))
                 self._route(self.moderate, self.moderate.element(key, batch, 0), outcome)
             elif source is self.moderate and isinstance(row[0], list):  # Unbatch.java
                 self._route(

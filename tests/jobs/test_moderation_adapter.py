@@ -80,9 +80,16 @@ class FakeRuntimeContext:
 class FakeTimers:
     def __init__(self) -> None:
         self.registered: set[int] = set()
+        self.watermark = -(2**63)
 
     def register_event_time_timer(self, ts: int) -> None:
         self.registered.add(ts)
+
+    def delete_event_time_timer(self, ts: int) -> None:
+        self.registered.discard(ts)
+
+    def current_watermark(self) -> int:
+        return self.watermark
 
 
 class FakeContext:
@@ -103,8 +110,8 @@ class FakeContext:
 
 class Ordered:
     """Moderate as the job runs it, behind EventTimeOrder.java: decoded rows are held until
-    `on_timer(T)` (the watermark reaching T) hands those at or before T on as one batch, then
-    the operator's own timer at T fires if it registered one."""
+    `on_timer(T)` (the watermark reaching T, on both of the operator's inputs) hands those at or
+    before T on as one batch, then the operator's own timer at T fires if it registered one."""
 
     def __init__(self, adapter: Moderate) -> None:
         self.adapter = adapter
@@ -124,9 +131,10 @@ class Ordered:
         due = sorted((r for r in self.held if r[4] <= timestamp), key=lambda r: (r[4], r[5] or 0))
         self.held = [row for row in self.held if row[4] > timestamp]
         outputs: list[Any] = []
+        ctx.timers.watermark = max(ctx.timers.watermark, timestamp)
         if due:
-            batch = Row([r[2] for r in due], [r[3] for r in due], [r[4] for r in due])
-            outputs += unbatch(self.adapter.process_element(batch, ctx))
+            columns = ([r[field] for r in due] for field in (2, 3, 4, 5))
+            outputs += unbatch(self.adapter.process_element(Row(*columns), ctx))
         if timestamp in ctx.timers.registered:
             ctx.timers.registered.discard(timestamp)
             outputs += unbatch(self.adapter.on_timer(timestamp, ctx))
@@ -325,18 +333,50 @@ def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None
     assert list(batched.adapter.on_timer(T0 + 5000, ctx)) == []
 
 
-def test_a_version_stored_before_the_redesign_runs_on_its_flink_timers() -> None:
-    """Restored from a checkpoint taken before issue 14: input still in the operator's own
-    buffer and no `due` state. Its timer drains the buffer as before; nothing is lost."""
+def _batch_of(*rows: Row) -> Row:
+    """EventTimeOrder.java's batch of decoded rows (in the order given)."""
+    return Row(*([row[field] for row in rows] for field in (2, 3, 4, 5)))
+
+
+def test_input_stored_before_the_redesign_is_drained_by_its_timer_after_later_input() -> None:
+    """Restored from a checkpoint taken before issue 14: an upload still in the operator's own
+    buffer, no state yet. Evidence stamped later comes first as a batch (EventTimeOrder fires
+    before this operator's watermark moves); the upload's Flink timer then drains the buffer:
+    nothing is lost, the evidence waits as early evidence and joins its upload."""
     policy = yaml.safe_load(GLOBAL_YAML.read_text())
     adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
-    row = decoded("content.versions", upload(surface="comment", modality="text"))
+    text = upload(surface="comment", modality="text", mime_type="text/plain")
+    row = decoded("content.versions", text)
     runtime_context.buffer[T0] = json.dumps([[row[2], row[3], 0]])
+    ctx.timers.registered.add(T0)
+    ctx.timers.watermark = T0 + 10
+    later = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
+    assert unbatch(adapter.adapter.process_element(later, ctx)) == []  # no upload yet
     outputs = unbatch(adapter.adapter.on_timer(T0, ctx))
-    assert [trigger for trigger, _, _ in _decisions(outputs)] == ["fast_gate"]
+    decided = _decisions(outputs)
+    assert [trigger for trigger, _, _ in decided] == ["fast_gate", "evidence"]
+    assert decided[-1][1] == "ALLOW"  # the evidence joined its upload
     assert runtime_context.buffer == {}
+    assert json.loads(stored(runtime_context.version.value())[1] or "{}")["rev"] == 2
+
+
+def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_timers() -> None:
+    """State in the old shape (no `due`): its Flink timers are not known here, so a batch for
+    it waits in `buffer` with a timer per ts and runs on them, as before issue 14."""
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
+    text = upload(surface="comment", modality="text", mime_type="text/plain")
+    list(adapter.process_element(decoded("content.versions", text), ctx))
+    list(adapter.on_timer(T0, ctx))
+    _, state = stored(runtime_context.version.value())
+    runtime_context.version.current = state  # as a job before issue 14 stored it
+    ctx.timers.watermark = T0 + 10
+    batch = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
+    assert unbatch(adapter.adapter.process_element(batch, ctx)) == []
+    assert T0 + 10 in runtime_context.buffer and T0 + 10 in ctx.timers.registered
+    decided = _decisions(unbatch(adapter.adapter.on_timer(T0 + 10, ctx)))
+    assert decided == [("evidence", "ALLOW", 2)]
     assert stored(runtime_context.version.value())[0] is None  # still the old shape
-    assert json.loads(runtime_context.version.value() or "{}")["rev"] == 1
 
 
 def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:

@@ -18,16 +18,22 @@ import org.apache.flink.util.Collector;
 
 /**
  * Holds keyed input until the watermark passes its event time, then hands it on in order, one
- * batch per key and watermark: {@code Row(key, Row(topics[], values[], stamps[]))}, by
+ * batch per key and watermark: {@code Row(key, Row(topics[], values[], stamps[], seqs[]))}, by
  * {@code ts}, then {@code seq}, then arrival. Input rows are the moderation job's decoded rows
  * {@code Row(route, key, topic, value, ts, seq, lane)}, keyed by {@link FieldKey} on the key.
  *
- * <p>The output has the shape of a PyFlink keyed stream, so it is reinterpreted as keyed and the
- * Python operator after it runs chained: Python sees each record once, in event-time order, and
- * is entered once per key and watermark instead of once per record and once more per timestamp
- * (its own buffer state and a timer per timestamp, before issue 14). The buffer is keyed state,
- * in every checkpoint. A record already behind the watermark waits for the next one, as a
- * timer registered in the past does.
+ * <p>Known limit (docs/moderation.md, "Time"): the batch reaches the operator after it on its
+ * keyed input, while policy and hash-bank records come on its broadcast input; Flink reads the
+ * two in either order, so a policy or bank record stamped before a batch's records may be
+ * applied after them (before issue 14, every input waited for that operator's own watermark,
+ * the smaller of its two inputs'). Releasing one watermark late would close it but holds the
+ * last records of a quiet stream until the next watermark; not done.
+ *
+ * <p>The output has the shape of a PyFlink keyed stream, so it is reinterpreted as keyed for the
+ * Python operator after it, with no second shuffle (the two are not chained: that operator has
+ * two inputs): Python sees each record once, in event-time order, and is entered once per key
+ * and watermark instead of once per record and once more per timestamp (its own buffer state
+ * and a timer per timestamp, before issue 14). The buffer is keyed state, in every checkpoint.
  */
 public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
@@ -37,11 +43,12 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
     private static final int SEQ = 5;
     private transient MapState<Long, String[]> pending;
 
-    /** The type of a batch: {@code Row(topics[], values[], stamps[])}. */
+    /** The type of a batch: {@code Row(topics[], values[], stamps[], seqs[])}. */
     public static TypeInformation<Row> batchType() {
         return new RowTypeInfo(
                 BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO,
                 BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO,
+                BasicArrayTypeInfo.LONG_ARRAY_TYPE_INFO,
                 BasicArrayTypeInfo.LONG_ARRAY_TYPE_INFO);
     }
 
@@ -103,7 +110,7 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
         out.collect(Row.of(ctx.getCurrentKey().getField(0), batch(records, stamps)));
     }
 
-    /** A timestamp's records {topic, value} by seq, ties in arrival order (a stable sort). */
+    /** A timestamp's records {topic, value, seq} by seq, ties in arrival order (stable). */
     private static List<String[]> inSeqOrder(String[] held) {
         List<long[]> order = new ArrayList<>();
         for (int i = 0; i < held.length; i += 3) {
@@ -113,7 +120,7 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
         List<String[]> records = new ArrayList<>();
         for (long[] entry : order) {
             int at = (int) entry[1];
-            records.add(new String[] {held[at], held[at + 1]});
+            records.add(new String[] {held[at], held[at + 1], held[at + 2]});
         }
         return records;
     }
@@ -122,11 +129,13 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
         String[] topics = new String[records.size()];
         String[] values = new String[records.size()];
         Long[] times = new Long[records.size()];
+        Long[] seqs = new Long[records.size()];
         for (int i = 0; i < records.size(); i++) {
             topics[i] = records.get(i)[0];
             values[i] = records.get(i)[1];
             times[i] = stamps.get(i);
+            seqs[i] = Long.parseLong(records.get(i)[2]);
         }
-        return Row.of(topics, values, times);
+        return Row.of(topics, values, times, seqs);
     }
 }
