@@ -100,7 +100,7 @@ define with_test_stack
 endef
 
 test: setup
-	$(call with_test_stack,tests)
+	$(call with_test_stack,--durations=30 tests)
 
 test-integration: setup
 	$(call with_test_stack,-m integration tests)
