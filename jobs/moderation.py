@@ -71,7 +71,7 @@ BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Typ
 # version's own operator, so one hot key costs one state read and write per window and shard.
 REPORT_SHARDS = 8
 REPORT_WINDOW_MS = 1_000
-# Decode's input and output in batches (MiniBatch.java, Unbatch7.java): up to DECODE_BATCH
+# Decode's input and output in batches (MiniBatch.java, Unbatch.java): up to DECODE_BATCH
 # records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.
 DECODE_BATCH = 256
 DECODE_WAIT_MS = 10
@@ -219,7 +219,7 @@ class Decode(ProcessFunction):
 
 class DecodeBatch(Decode):
     """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
-    arrays, the DECODED_ROW of each record in order (Unbatch7.java splits it); a refused record
+    arrays, the DECODED_ROW of each record in order (Unbatch.java splits it); a refused record
     as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch."""
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
@@ -376,13 +376,15 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         state.put("policies", json.dumps(store.to_records()))
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        ts = int(value[4])
-        pending = self.buffer.get(ts)
-        entries = json.loads(pending) if pending else []
-        entries.append([value[2], value[3], int(value[5] or 0)])
-        self.buffer.put(ts, json.dumps(entries))
-        ctx.timer_service().register_event_time_timer(ts)
+        self._hold(int(value[4]), [(value[2], value[3], int(value[5] or 0))], ctx)
         return iter(())
+
+    def _hold(self, ts: int, entries: list[tuple[str, str, int]], ctx: Any) -> None:
+        """(topic, raw, seq) entries kept under `ts` in `buffer` until the timer at `ts`."""
+        pending = self.buffer.get(ts)
+        held = json.loads(pending) if pending else []
+        self.buffer.put(ts, json.dumps(held + [list(entry) for entry in entries]))
+        ctx.timer_service().register_event_time_timer(ts)
 
     def _drain(self, timestamp: int) -> list[tuple[str, str, int]]:
         """The input buffered for `timestamp`, in sequence order (stable: arrival order)."""
@@ -520,12 +522,14 @@ class Moderate(PolicyAware):
         stored before issue 14 (its timers known to Flink only) waits in `buffer` for a Flink
         timer at its ts, as all input once did."""
         due, raw_state = stored(self.version.value())
+        groups = _by_timestamp(value[0], value[1], value[2], value[3])
         if due is None:
-            self._hold(_by_timestamp(value[0], value[1], value[2], value[3]), ctx)
+            for timestamp, entries in groups:
+                self._hold(timestamp, entries, ctx)
             return
         key = str(ctx.get_current_key())
         rows: list[Row] = []
-        for timestamp, entries in _by_timestamp(value[0], value[1], value[2], value[3]):
+        for timestamp, entries in groups:
             while due and due[0] < timestamp:
                 raw_state = self._fire(_pop(due, ctx), [], raw_state, key, ctx, rows, due)
             while due and due[0] == timestamp:
@@ -534,14 +538,6 @@ class Moderate(PolicyAware):
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
         self._keep(due, raw_state)
         yield from _batch(rows)
-
-    def _hold(self, groups: list[Group], ctx: Any) -> None:
-        """Input that waits here for a timer, under its ts in `buffer` (before issue 14's)."""
-        for timestamp, entries in groups:
-            held = self.buffer.get(timestamp)
-            waiting = (json.loads(held) if held else []) + [list(entry) for entry in entries]
-            self.buffer.put(timestamp, json.dumps(waiting))
-            ctx.timer_service().register_event_time_timer(timestamp)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         due, raw_state = stored(self.version.value())
@@ -958,7 +954,7 @@ def build(
 
 def decode(source: DataStream, config: ModerationConfig) -> DataStream:
     """Source rows in mini-batches (MiniBatch.java) through DecodeBatch, one DECODED_ROW each
-    again (Unbatch7.java), at the pre-key parallelism: the order of the input is the order of
+    again (Unbatch.java), at the pre-key parallelism: the order of the input is the order of
     equal-ts records, so nothing reshuffles before the key."""
     flink = get_gateway().jvm.io.modstream.flink
     batches = DataStream(
@@ -973,7 +969,7 @@ def decode(source: DataStream, config: ModerationConfig) -> DataStream:
         .name("decode")
         .uid("moderation_decode")
     )
-    j_rows = decoded._j_data_stream.flatMap(flink.Unbatch7(), DECODED_ROW.get_java_type_info())
+    j_rows = decoded._j_data_stream.flatMap(flink.Unbatch(), DECODED_ROW.get_java_type_info())
     rows = DataStream(j_rows.name("decoded"))
     if config.pre_key_parallelism:
         for stream in (batches, decoded, rows):

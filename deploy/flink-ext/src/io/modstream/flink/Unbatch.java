@@ -5,20 +5,29 @@ import org.apache.flink.types.Row;
 import org.apache.flink.util.Collector;
 
 /**
- * The inverse of {@link Batcher} on the way out: {@code Row(topics[], keys[], values[])} from a
- * Python operator, one {@code Row(topic, key, value)} per entry for the Kafka sink. Lets the
- * Python operator emit a whole batch of results in one crossing.
+ * The way out of a Python operator that emits a whole batch in one crossing: a batch
+ * {@code Row(column0[], column1[], ...)} of equal-length arrays becomes one
+ * {@code Row(column0[i], column1[i], ...)} per entry, in order. The scan job's
+ * {@code Row(topics[], keys[], values[])} and the moderate step's become sink rows; the
+ * moderation job's decode step's seven columns become decoded rows again (after
+ * {@link MiniBatch}).
  */
 public final class Unbatch implements FlatMapFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
 
     @Override
     public void flatMap(Row batch, Collector<Row> out) {
-        Object[] topics = (Object[]) batch.getField(0);
-        Object[] keys = (Object[]) batch.getField(1);
-        Object[] values = (Object[]) batch.getField(2);
-        for (int i = 0; i < topics.length; i++) {
-            out.collect(Row.of(topics[i], keys[i], values[i]));
+        int arity = batch.getArity();
+        Object[][] columns = new Object[arity][];
+        for (int f = 0; f < arity; f++) {
+            columns[f] = (Object[]) batch.getField(f);
+        }
+        for (int i = 0; i < columns[0].length; i++) {
+            Row row = new Row(arity);
+            for (int f = 0; f < arity; f++) {
+                row.setField(f, columns[f][i]);
+            }
+            out.collect(row);
         }
     }
 }
