@@ -3,8 +3,9 @@ reversal when a human overturns the decision that caused a strike.
 
 Runs keyed by `author_id`, after the per-version step, on the decisions it emitted (each with
 the deciding policy's `strikes` section). Pure Python over plain dict state; the Flink adapter
-buffers decisions by the time the step emitted them and calls `on_decision` in a deterministic
-order, so a replay gives the same account actions whatever the parallelism.
+(jobs/moderation_sanctions.py) buffers decisions by the time the step emitted them and hands
+each time's to `on_decisions`, which applies them in a deterministic order (`decision_order`),
+so a replay gives the same account actions whatever the parallelism.
 
 One offense is one strike: the strike's `action_id` is sha256 of
 `user_id|content_id|policy_id|violation_day` (the contract's intent id), a repeat of that id
@@ -15,6 +16,7 @@ changes nothing, and while a content item has an active strike no later decision
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,76 +100,131 @@ def on_decision(
     if violation and strikes is not None:
         action_id = strike_id(user_id, cid, decision["policy_id"], ts)
         if standing is None and action_id not in state["seen"]:
-            state["seen"].append(action_id)
-            state["strikes"].append(
-                {
-                    "id": action_id,
-                    "content_id": cid,
-                    "content_version": decision["content_version"],
-                    "ts": ts,
-                    "reason": strike_reasons[0],
-                    "active": True,
-                }
-            )
-            count = len(_active(state, ts, window_ms))
-            result.outputs.append(
-                _record(action_id, user_id, "strike", decision, strike_reasons[0], count)
-            )
-            for sanction in strikes.get("sanctions", []):
-                if count != sanction["at"]:
-                    continue
-                duration = sanction.get("duration_ms")
-                expires = ts + duration if duration else None
-                sanction_id = _sha256(action_id, sanction["sanction"], sanction["at"])
-                state["sanctions"][sanction["sanction"]] = {
-                    "id": sanction_id,
-                    "at": sanction["at"],
-                    "expires": expires,
-                }
-                result.outputs.append(
-                    _record(
-                        sanction_id,
-                        user_id,
-                        sanction["sanction"],
-                        decision,
-                        strike_reasons[0],
-                        count,
-                        expires,
-                    )
-                )
+            _strike(result, user_id, decision, action_id, strike_reasons[0], strikes, window_ms)
     elif (
         standing is not None
         and decision["trigger"] in HUMAN_TRIGGERS
         and decision["content_version"] == standing["content_version"]
         and not violation
     ):
-        standing["active"] = False
-        count = len(_active(state, ts, window_ms))
-        result.outputs.append(
-            _record(
-                _sha256(standing["id"], "strike_reversed"),
-                user_id,
-                "strike_reversed",
-                decision,
-                standing["reason"],
-                count,
-            )
-        )
-        for name, sanction in sorted(state["sanctions"].items()):
-            in_force = sanction["expires"] is None or sanction["expires"] > ts
-            if in_force and count < sanction["at"]:
-                del state["sanctions"][name]
-                result.outputs.append(
-                    _record(
-                        _sha256(sanction["id"], "sanction_lifted"),
-                        user_id,
-                        "sanction_lifted",
-                        decision,
-                        "strike_reversed",
-                        count,
-                    )
-                )
+        _reverse(result, user_id, decision, standing, window_ms)
     return _expire(result, ts, window_ms)
+
+
+def _strike(
+    result: SanctionResult,
+    user_id: str,
+    decision: dict[str, Any],
+    action_id: str,
+    reason: str,
+    strikes: dict[str, Any],
+    window_ms: int,
+) -> None:
+    """A new strike for one offense, and the sanctions its count reaches (`strikes.sanctions`)."""
+    state = result.state
+    assert state is not None
+    ts = int(decision["ts"])
+    state["seen"].append(action_id)
+    state["strikes"].append(
+        {
+            "id": action_id,
+            "content_id": decision["content_id"],
+            "content_version": decision["content_version"],
+            "ts": ts,
+            "reason": reason,
+            "active": True,
+        }
+    )
+    count = len(_active(state, ts, window_ms))
+    result.outputs.append(_record(action_id, user_id, "strike", decision, reason, count))
+    for sanction in strikes.get("sanctions", []):
+        if count != sanction["at"]:
+            continue
+        duration = sanction.get("duration_ms")
+        expires = ts + duration if duration else None
+        sanction_id = _sha256(action_id, sanction["sanction"], sanction["at"])
+        state["sanctions"][sanction["sanction"]] = {
+            "id": sanction_id,
+            "at": sanction["at"],
+            "expires": expires,
+        }
+        result.outputs.append(
+            _record(sanction_id, user_id, sanction["sanction"], decision, reason, count, expires)
+        )
+
+
+def _reverse(
+    result: SanctionResult,
+    user_id: str,
+    decision: dict[str, Any],
+    standing: dict[str, Any],
+    window_ms: int,
+) -> None:
+    """A human overturned the decision behind the standing strike: reverse it, and lift the
+    sanctions in force that the lower count no longer reaches."""
+    state = result.state
+    assert state is not None
+    ts = int(decision["ts"])
+    standing["active"] = False
+    count = len(_active(state, ts, window_ms))
+    result.outputs.append(
+        _record(
+            _sha256(standing["id"], "strike_reversed"),
+            user_id,
+            "strike_reversed",
+            decision,
+            standing["reason"],
+            count,
+        )
+    )
+    for name, sanction in sorted(state["sanctions"].items()):
+        in_force = sanction["expires"] is None or sanction["expires"] > ts
+        if in_force and count < sanction["at"]:
+            del state["sanctions"][name]
+            result.outputs.append(
+                _record(
+                    _sha256(sanction["id"], "sanction_lifted"),
+                    user_id,
+                    "sanction_lifted",
+                    decision,
+                    "strike_reversed",
+                    count,
+                )
+            )
+
+
+def decision_order(entry: dict[str, Any]) -> tuple[Any, ...]:
+    """Where a buffered decision goes among those emitted at the same time: (ts, content,
+    version, revision), so the result does not depend on how subtasks interleave."""
+    decision = entry["decision"]
+    return (
+        decision["ts"],
+        decision["content_id"],
+        decision["content_version"],
+        decision["decision_revision"],
+    )
+
+
+def on_decisions(
+    state: State | None, user_id: str, entries: list[dict[str, Any]]
+) -> tuple[SanctionResult, list[tuple[dict[str, Any], Exception]]]:
+    """Apply the decisions emitted at one time (each entry: `decision` and its policy's
+    `strikes`) in `decision_order`. A decision whose step raises (hostile input, a bug) leaves
+    the state as it was before it and comes back with its error, for the DLQ; the others
+    apply. Outputs add up; the timers are those of the last decision applied (the state's one)."""
+    outputs: list[Output] = []
+    timers: list[int] = []
+    failed: list[tuple[dict[str, Any], Exception]] = []
+    for entry in sorted(entries, key=decision_order):
+        before = json.dumps(state)
+        try:
+            result = on_decision(state, user_id, entry["decision"], entry["strikes"])
+        except Exception as error:  # this decision only: the rest of the batch applies
+            state = json.loads(before)
+            failed.append((entry["decision"], error))
+            continue
+        state, outputs, timers = result.state, outputs + result.outputs, result.timers
+    return SanctionResult(state, outputs, timers), failed
 
 
 def _expire(result: SanctionResult, ts: int, window_ms: int) -> SanctionResult:

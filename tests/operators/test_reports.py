@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
-from operators.reports import HOUR_MS, NEW_REPORTER_MS, NEW_REPORTER_WEIGHT, gate
+from operators.reports import (
+    DEFAULT_HOURLY_LIMIT,
+    HOUR_MS,
+    NEW_REPORTER_MS,
+    NEW_REPORTER_WEIGHT,
+    REPORTER_TTL_MS,
+    arm,
+    due_batch,
+    expire,
+    gate,
+    hourly_limit,
+    pending_key,
+    window_end,
+)
 from tests.conftest import T0
 
 
@@ -42,3 +55,34 @@ def test_reports_over_the_limit_add_nothing_to_the_reporters_state() -> None:
         state, result = gate(state, T0 + 2 + index, hourly_limit=2)
         assert result.weight == 0.0 and result.reason == "reporter_hourly_limit"
     assert state["recent"] == [T0, T0 + 1] and state["last"] == T0 + 101
+
+
+def test_without_a_deciding_policy_the_hourly_limit_is_the_policy_default() -> None:
+    assert hourly_limit(None) == DEFAULT_HOURLY_LIMIT == 10
+
+
+def test_one_ttl_timer_at_a_time_forgets_a_reporter_quiet_for_the_ttl() -> None:
+    state, _ = gate(None, T0, hourly_limit=10)
+    state, timer = arm(state)
+    assert timer == T0 + REPORTER_TTL_MS and state["timer"] == timer
+    assert arm(state) == (state, None)  # armed already
+    active = {**state, "last": T0 + 5}  # a report since: the timer re-arms from it
+    assert expire(active, T0 + REPORTER_TTL_MS) == (
+        {**active, "timer": T0 + 5 + REPORTER_TTL_MS},
+        T0 + 5 + REPORTER_TTL_MS,
+    )
+    assert expire(active, T0 + 1) == (active, None)  # not the armed timer
+    assert expire(state, T0 + REPORTER_TTL_MS) == (None, None)
+
+
+def test_reports_combine_per_window_in_ts_seq_event_order() -> None:
+    assert window_end(T0) == window_end(T0 + 998) == T0 + 999 - T0 % 1_000
+    pending = [
+        (pending_key(T0 + 5, 2, "b"), "r2"),
+        (pending_key(T0 + 5, 1, "a"), "r1"),
+        (pending_key(T0 + 1_000, 0, "c"), "r3"),
+    ]
+    done, batch = due_batch(pending, window_end(T0))
+    assert batch == [[T0 + 5, 1, "a", "r1"], [T0 + 5, 2, "b", "r2"]]
+    assert done == sorted(key for key, _ in pending[:2])
+    assert due_batch(pending, window_end(T0) - 1) == ([], [])

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.sanctions import DAY_MS, on_decision, on_timer, strike_id
+from operators.sanctions import DAY_MS, on_decision, on_decisions, on_timer, strike_id
 from tests.conftest import T0
 
 STRIKES: dict[str, Any] = {
@@ -238,3 +238,15 @@ def test_no_sequence_of_decisions_leaves_an_endless_timer_chain(
         else:
             account.decide(decision(f"c-{content}", at=T0 + offset))
     assert fire_until_quiet(account.state, [*account.timers, END_OF_TIME]) <= len(decisions)
+
+
+def test_decisions_emitted_together_apply_in_order_and_a_failing_one_is_set_aside() -> None:
+    first = decision("c-1", at=T0)
+    second = decision("c-2", at=T0 + 1)
+    broken = {**decision("c-3", at=T0 + 2), "reasons": None}  # raises in on_decision
+    entries = [{"decision": d, "strikes": STRIKES} for d in (second, broken, first)]
+    result, failed = on_decisions(None, "u-1", entries)
+    assert [r["content_id"] for _, _, r in result.outputs] == ["c-1", "c-2"]
+    assert [(d["content_id"], type(e)) for d, e in failed] == [("c-3", TypeError)]
+    assert result.state is not None and len(result.state["strikes"]) == 2
+    assert result.timers == [T0 + 1 + 90 * DAY_MS]
