@@ -276,7 +276,7 @@ def step_engine(now_ms: int | None = None) -> Engine:
     import yaml
 
     from benchmarks.peer import Engine
-    from jobs.moderation import ModerationConfig
+    from jobs.moderation_config import ModerationConfig
     from modstream.limits import Limits
     from operators.signing import Keyring
 

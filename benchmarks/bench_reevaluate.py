@@ -4,8 +4,8 @@
   decoding and selection, and the memory kept per selected version;
 - re-deciding (`redecide`): N stored versions (the bench workload's states, copied under new
   content ids up to N), each sent one `moderation.reevaluate` record through the job's own
-  admission and per-version code (`jobs.moderation.admit`, `Moderate.apply`): versions per second
-  and the detector calls it asked for (scan requests; stored evidence is reused, so none).
+  admission and per-version code (`jobs.moderation_decode.admit`, `Moderate.apply`): versions per
+  second and the detector calls it asked for (scan requests; stored evidence is reused, so none).
 
     .venv/bin/python -m benchmarks.bench_reevaluate [--records N] [--redecide N]
 
@@ -95,7 +95,7 @@ def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
 
 def redecide(count: int) -> dict[str, Any]:
     """Every stored version re-decided once: versions/s, outputs by kind, detector calls."""
-    from jobs.moderation import admit
+    from jobs.moderation_decode import admit
     from operators.admission import Refused
 
     engine, states, last_ts = stored_versions(count)

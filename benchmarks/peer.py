@@ -1,8 +1,8 @@
 """The hand-written service a team would build instead of the Flink job: plain Kafka consumers
-running the moderation job's own per-version code (`jobs.moderation.Moderate.apply`, which calls
-`operators.moderation.step` and `on_timer`), written fairly: batched polls, batched produce, no
-sleeps. At-least-once: outputs are flushed (acks=all) before the offsets of the poll that made
-them are committed; state lives in a dict and is lost on a crash (no checkpoint).
+running the moderation job's own per-version code (`jobs.moderation_moderate.Moderate.apply`,
+which calls `operators.moderation.step` and `on_timer`), written fairly: batched polls, batched
+produce, no sleeps. At-least-once: outputs are flushed (acks=all) before the offsets of the poll
+that made them are committed; state lives in a dict and is lost on a crash (no checkpoint).
 
 Event time as the job keeps it, simplified: per partition the newest admitted `ts`; the watermark
 is the smallest over partitions heard within the last second (every partition silent: the
@@ -23,10 +23,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from jobs.moderation import KEYED_TOPICS, Moderate, ModerationConfig, admit
+from jobs.moderation_config import ModerationConfig
+from jobs.moderation_decode import admit
+from jobs.moderation_moderate import Moderate
 from operators import jsonio, moderation, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks
+from operators.moderation import KEYED_TOPICS
 from operators.policy_store import PolicyStore
 
 IDLE_MS = 1_000

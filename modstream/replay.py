@@ -141,7 +141,8 @@ def run(
     from pyflink.common import Row, Types
 
     from jobs import runtime
-    from jobs.moderation import ModerationConfig, build
+    from jobs.moderation import build
+    from jobs.moderation_config import ModerationConfig
 
     settings = Settings.from_env()
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))

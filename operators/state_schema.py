@@ -31,7 +31,7 @@ from operators.moderation import TOMBSTONE_KEEPS, new_state
 
 STATE_SCHEMA = 2
 SCHEMA_FIELD = "schema"
-# The keyed documents (their ValueState names in jobs/moderation.py and jobs/hash_retro.py).
+# The keyed documents (their ValueState names in jobs/moderation_*.py and jobs/hash_retro.py).
 KINDS = ("version", "reporter", "account", "retro")
 
 Document = dict[str, Any]

@@ -18,15 +18,12 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation import (
-    DLQ_TAG,
-    Decode,
-    Moderate,
-    ModerationConfig,
-    ReportCombine,
-    ReportGate,
-    Sanctions,
-)
+from jobs.moderation_config import ModerationConfig
+from jobs.moderation_decode import Decode
+from jobs.moderation_letters import DLQ_TAG
+from jobs.moderation_moderate import Moderate
+from jobs.moderation_reports import ReportCombine, ReportGate
+from jobs.moderation_sanctions import Sanctions
 from modstream.limits import EARLIEST_TS
 from operators import moderation
 from tests.conftest import TEST_KEYRING, upload

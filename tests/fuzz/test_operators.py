@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pyflink.common import Row
 
-from jobs.moderation import Decode, ModerationConfig
+from jobs.moderation_config import ModerationConfig
+from jobs.moderation_decode import Decode
 from operators.moderation import (
     REVIEW_RETENTION_MS,
     SANCTIONS,

@@ -11,7 +11,7 @@ import yaml
 from pyflink.common import Row
 
 from jobs.hash_retro import RetroJoin, fan_out
-from jobs.moderation import ModerationConfig
+from jobs.moderation_config import ModerationConfig
 from operators.hashbank import state_key
 from operators.moderation import RETRO
 from tests.conftest import T0, bank_entry, evidence, upload

@@ -11,16 +11,12 @@ import pytest
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation import (
-    DLQ_TAG,
-    REPORT_BATCH,
-    Decode,
-    Moderate,
-    ModerationConfig,
-    ReportCombine,
-    Sanctions,
-    stored,
-)
+from jobs.moderation_config import REPORT_BATCH, ModerationConfig
+from jobs.moderation_decode import Decode
+from jobs.moderation_letters import DLQ_TAG
+from jobs.moderation_moderate import Moderate, stored
+from jobs.moderation_reports import ReportCombine
+from jobs.moderation_sanctions import Sanctions
 from operators import moderation, signing
 from operators.policy_store import sign
 from tests.conftest import (

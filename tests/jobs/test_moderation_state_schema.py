@@ -10,7 +10,9 @@ import yaml
 from pyflink.common import Row
 
 from jobs.hash_retro import RetroJoin, fan_out
-from jobs.moderation import ModerationConfig, ReportGate, Sanctions
+from jobs.moderation_config import ModerationConfig
+from jobs.moderation_reports import ReportGate
+from jobs.moderation_sanctions import Sanctions
 from operators.state_schema import SCHEMA_FIELD, STATE_SCHEMA
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (

@@ -1,0 +1,111 @@
+"""moderation: decoding and admission, before event time. Each source record is admitted
+(operators/admission.py) and routed as one DECODED_ROW (keyed input, reports, policy and
+hash-bank records) or refused to the DLQ; only what is admitted carries a lane, so only that
+moves event time (ValidatedTime, docs/moderation.md "Time")."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from pyflink.common import Row
+from pyflink.datastream import OutputTag
+from pyflink.datastream.functions import ProcessFunction
+
+from jobs.moderation_config import DLQ_ROUTE, ModerationConfig
+from jobs.moderation_letters import DLQ_TAG
+from operators import admission, signing
+from operators.admission import Refused
+from operators.moderation import KEYED_TOPICS
+from schemas import dead_letter
+
+
+def admit(
+    config: ModerationConfig, topic: str, raw: str | None, record_ts: int, key: str | None
+) -> admission.Admitted | Refused:
+    """One record of an input topic admitted or refused as this job does (time checked for
+    keyed input only, signatures against the job's keyring); the peers in benchmarks/ too."""
+    return admission.admit(
+        topic,
+        raw,
+        now_ms=config.clock(),
+        limits=config.limits,
+        fallback_ts=record_ts,
+        fallback_key=key,
+        time_checked=topic in KEYED_TOPICS,
+        signature=lambda name, document: signing.check(name, document, config.keyring),
+    )
+
+
+class Decode(ProcessFunction):
+    """Row(topic, key, value, ts, lane[, seq]) -> one admitted DECODED_ROW (keyed input, reports,
+    policy and hash-bank records) on the main output, or one DLQ row on the `dlq` side output.
+    Only what `operators.admission` admits carries a lane, so only that moves event time."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        self.config = config
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
+        lane = (value[4] or "") if len(value) > 4 else ""
+        seq = int(value[5] or 0) if len(value) > 5 else 0
+        yield self.decode(value[0], value[1], value[2], int(value[3] or 0), lane, seq)
+
+    def decode(
+        self, physical: str, key: str | None, raw: str | None, record_ts: int, lane: str, seq: int
+    ) -> Row | tuple[OutputTag, Row]:
+        """One source record as a DECODED_ROW, or (DLQ_TAG, its DLQ row)."""
+        topic = self.config.contract(physical)
+        if topic == "policy.rules":
+            # Verified and validated where it is applied (PolicyStore); never moves event time.
+            ts = admission.event_time(admission.document_of(raw, self.config.limits), record_ts)
+            return Row("broadcast", topic, topic, raw or "", ts, seq, "")
+        if topic not in KEYED_TOPICS and topic != "hash.bank":
+            refused = Refused(
+                "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
+            )
+            return self._letter(physical, raw, refused)
+        verdict = admit(self.config, topic, raw, record_ts, key)
+        if isinstance(verdict, Refused):
+            return self._letter(physical, raw, verdict)
+        record, ts = verdict.record, verdict.ts
+        if topic == "hash.bank":
+            return Row("broadcast", topic, topic, raw, ts, seq, "")
+        if topic == "moderation.reports":
+            # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
+            reporter = record.reporter_id  # type: ignore[attr-defined]
+            return Row("report", reporter, topic, record.model_dump_json(), ts, seq, lane)
+        version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
+        # Re-evaluation is low priority: it never holds event time back for live input.
+        moves_time = "" if topic == "moderation.reevaluate" else lane
+        return Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
+
+    def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
+        letter = dead_letter(
+            physical,
+            refused.key,
+            raw,
+            refused.message,
+            ts=refused.ts,
+            error_class=refused.error_class,  # type: ignore[arg-type]
+            operator="moderation",
+        )
+        return DLQ_TAG, Row(
+            self.config.physical("moderation.dlq"), refused.key, letter.model_dump_json()
+        )
+
+
+class DecodeBatch(Decode):
+    """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
+    arrays, the DECODED_ROW of each record in order (Unbatch.java splits it); a refused record
+    as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch."""
+
+    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        columns: list[list[Any]] = [[] for _ in range(7)]
+        for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
+            item = self.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
+            if isinstance(item, tuple):
+                letter = item[1]
+                item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
+            for column, part in zip(columns, item, strict=True):
+                column.append(part)
+        yield Row(*columns)
