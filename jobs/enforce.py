@@ -207,38 +207,57 @@ class Enforce(KeyedProcessFunction):
             attempt=attempt,
             intent_ttl_ms=self.config.intent_ttl_ms,
         )
-        if outcome.retry_in_ms is not None:
-            next_attempt = attempt + (1 if outcome.status == "failed" else 0)
-            if next_attempt > self.config.max_attempts:
-                letter = dead_letter(
-                    source,
-                    action["content_id"],
-                    json.dumps(action),
-                    f"enforce: action {action['action_id']}: the Content Service failed "
-                    f"{attempt} times ({outcome.error})",
-                    ts=action["ts"],
-                    error_class="transient_exhausted",
-                    operator="enforce",
-                    attempts=attempt,
-                )
-                yield Row(
-                    self.config.physical("moderation.dlq"),
-                    action["content_id"],
-                    letter.model_dump_json(),
-                )
-                return
-            due = int(time.time() * 1000) + outcome.retry_in_ms
-            self.waiting.put(
-                action["action_id"],
-                json.dumps(
-                    {"action": action, "attempt": next_attempt, "source": source, "at": due}
-                ),
-            )
-            ctx.timer_service().register_processing_time_timer(due)
-            return
-        # Applied, stale or already done: report what users can see now (idempotent; after a
-        # restart it re-sends what an aborted transaction may have lost).
-        yield from self._report(action, 1, source, ctx)
+        retry = enforcement.retry_after(outcome, attempt, self.config.max_attempts)
+        if retry is None:
+            # Applied, stale or already done: report what users can see now (idempotent; after
+            # a restart it re-sends what an aborted transaction may have lost).
+            yield from self._report(action, 1, source, ctx)
+        elif retry.exhausted:
+            yield self._exhausted(action, attempt, source, outcome)
+        else:
+            self._wait(action["action_id"], action, retry, source, ctx)
+
+    def _exhausted(
+        self, action: dict[str, Any], attempt: int, source: str, outcome: enforcement.Outcome
+    ) -> Row:
+        """The DLQ row (`transient_exhausted`) of an action the Content Service kept failing."""
+        letter = dead_letter(
+            source,
+            action["content_id"],
+            json.dumps(action),
+            f"enforce: action {action['action_id']}: the Content Service failed "
+            f"{attempt} times ({outcome.error})",
+            ts=action["ts"],
+            error_class="transient_exhausted",
+            operator="enforce",
+            attempts=attempt,
+        )
+        return Row(
+            self.config.physical("moderation.dlq"), action["content_id"], letter.model_dump_json()
+        )
+
+    def _wait(
+        self,
+        key: str,
+        action: dict[str, Any],
+        retry: enforcement.Retry,
+        source: str,
+        ctx: Any,
+        *,
+        heal: bool = False,
+    ) -> None:
+        """Keep the action in `waiting` for its next attempt, on a processing-time timer."""
+        due = int(time.time() * 1000) + retry.in_ms
+        entry: dict[str, Any] = {
+            "action": action,
+            "attempt": retry.attempt,
+            "source": source,
+            "at": due,
+        }
+        if heal:
+            entry["heal"] = True
+        self.waiting.put(key, json.dumps(entry))
+        ctx.timer_service().register_processing_time_timer(due)
 
     def _heal(self, action: dict[str, Any], attempt: int, source: str, ctx: Any) -> Iterator[Row]:
         """The file step or the purge failed after the fence: converge again, then report."""
@@ -256,11 +275,10 @@ class Enforce(KeyedProcessFunction):
                 content_id,
                 json.dumps(effective.record(), separators=(",", ":")),
             )
-        if attempt < self.config.max_attempts and self.service.unsettled(content_id):
-            due = int(time.time() * 1000) + enforcement.backoff_ms(attempt)
-            entry = {"action": action, "attempt": attempt + 1, "source": source, "at": due}
-            self.waiting.put(f"heal:{action['action_id']}", json.dumps({**entry, "heal": True}))
-            ctx.timer_service().register_processing_time_timer(due)
+        heals_left = enforcement.heals_left(attempt, self.config.max_attempts)
+        if heals_left and self.service.unsettled(content_id):
+            retry = enforcement.heal_retry(attempt)
+            self._wait(f"heal:{action['action_id']}", action, retry, source, ctx, heal=True)
 
 
 def _short(value: object) -> str:

@@ -7,8 +7,10 @@ For each action (or reconciler repair) the Action Service takes an intent in a s
   that died between apply and COMPLETED leaves PENDING behind, and the TTL frees it);
 - we own it: apply behind the Content Service's version and revision fences, then mark it
   COMPLETED (or STALE when a fence refused it), keeping a TTL; on failure delete the key and
-  retry with exponential backoff and jitter, up to a maximum of attempts. An intent store that
-  cannot be reached is a failed attempt too, retried the same way (never a crash).
+  retry with exponential backoff and jitter, up to a maximum of attempts (`retry_after`). An
+  intent store that cannot be reached is a failed attempt too, retried the same way (never a
+  crash). What is served but not decided (a failed purge) is healed on the same backoff, at most
+  as many times (`heals_left`, `heal_retry`).
 A retry after a crash re-applies at most what the fences allow, so nothing is applied twice.
 I/O comes in as two small interfaces; the Flink adapter (jobs/enforce.py) opens Redis.
 """
@@ -88,6 +90,38 @@ def backoff_ms(attempt: int, rng: random.Random | None = None) -> int:
     """Exponential backoff with full jitter: uniform in [base * 2^(attempt-1) / 2, that]."""
     ceiling = min(MAX_BACKOFF_MS, BASE_BACKOFF_MS * 2 ** max(0, attempt - 1))
     return int((rng or random).uniform(ceiling / 2, ceiling))
+
+
+@dataclass(frozen=True)
+class Retry:
+    """Another attempt at an action, or at healing what it served: its number, how long after
+    now it is due, and whether it is past the maximum (then the action is dead-lettered)."""
+
+    attempt: int
+    in_ms: int
+    exhausted: bool = False
+
+
+def retry_after(outcome: Outcome, attempt: int, max_attempts: int) -> Retry | None:
+    """What follows attempt `attempt`: None when the action is done (applied, stale or
+    acknowledged); else the next attempt when `outcome` says, one more after a failure and the
+    same number while another worker holds the intent (nothing failed), exhausted past
+    `max_attempts`."""
+    if outcome.retry_in_ms is None:
+        return None
+    next_attempt = attempt + (1 if outcome.status == "failed" else 0)
+    return Retry(next_attempt, outcome.retry_in_ms, exhausted=next_attempt > max_attempts)
+
+
+def heals_left(attempt: int, max_attempts: int) -> bool:
+    """Whether what an action serves may be healed again after attempt `attempt`: at most
+    `max_attempts` times, then the reconciler's repairs take over."""
+    return attempt < max_attempts
+
+
+def heal_retry(attempt: int, rng: random.Random | None = None) -> Retry:
+    """The next heal after attempt `attempt`, on the same backoff as a failed apply."""
+    return Retry(attempt + 1, backoff_ms(attempt, rng))
 
 
 def enforce(

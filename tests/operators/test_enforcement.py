@@ -11,8 +11,13 @@ import pytest
 from operators.enforcement import (
     BASE_BACKOFF_MS,
     MAX_BACKOFF_MS,
+    Outcome,
+    Retry,
     backoff_ms,
     enforce,
+    heal_retry,
+    heals_left,
+    retry_after,
     served_visibility,
 )
 from tests.conftest import T0
@@ -190,3 +195,23 @@ def test_visibility_comes_from_what_is_served(
         )
         == seen
     )
+
+
+@pytest.mark.parametrize(
+    ("outcome", "attempt", "expected"),
+    [
+        (Outcome("applied"), 1, None),
+        (Outcome("acknowledged"), 3, None),
+        (Outcome("failed", retry_in_ms=200), 1, Retry(2, 200)),
+        (Outcome("failed", retry_in_ms=200), 6, Retry(7, 200, exhausted=True)),
+        (Outcome("in_progress", retry_in_ms=30_000), 6, Retry(6, 30_000)),  # nothing failed
+    ],
+)
+def test_what_follows_an_attempt(outcome: Outcome, attempt: int, expected: Retry | None) -> None:
+    assert retry_after(outcome, attempt, max_attempts=6) == expected
+
+
+def test_what_is_served_heals_at_most_max_attempts_times_on_the_backoff() -> None:
+    assert [heals_left(attempt, 3) for attempt in (1, 2, 3)] == [True, True, False]
+    retry = heal_retry(2, random.Random(1))
+    assert retry.attempt == 3 and 200 <= retry.in_ms <= 400 and not retry.exhausted
