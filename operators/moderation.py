@@ -2,9 +2,9 @@
 human review, appeals, reports, deletes, and decisions that change only when they must.
 
 Pure Python over plain dict state (compact, JSON-serializable, no pickled objects): the Flink
-adapter (jobs/moderation.py) loads the state of a `(content_id, content_version)` key, calls
-`step` or `on_timer` with the input in event-time order and the policy resolution for its `ts`,
-stores the returned state, registers the returned timers and emits the returned outputs.
+adapter (jobs/moderation_moderate.py) loads the state of a `(content_id, content_version)` key,
+calls `step` or `on_timer` with the input in event-time order and the policy resolution for its
+`ts`, stores the returned state, registers the returned timers and emits the returned outputs.
 """
 
 from __future__ import annotations
