@@ -3,7 +3,7 @@ evidence under the current policy, without any new detector call.
 
 PyFlink has no `applyToKeyedState`, so re-evaluation goes through the job's input. This command
 reads `moderation.index` (compacted: one record per decided version, its latest decision and the
-facts selected by, operators/moderation.py `_index_entry`) as a stream, and keeps only the versions
+facts selected by, operators/records.py `index_entry`) as a stream, and keeps only the versions
 in scope: memory grows with the selection, never with the index or the decision history. It
 then produces `moderation.reevaluate` records at a bounded rate, so live traffic keeps priority,
 with a progress line on stderr. Event ids are deterministic (`reeval-<policy>-v<N>-<content>-

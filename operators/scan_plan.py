@@ -1,7 +1,8 @@
 """Scan planning: which detector requests a content version needs, and when (docs/scanning.md).
 
-Pure functions over the moderation step's state (operators/moderation.py), which calls them
-after it has decided; their outputs are `scan.requests.<modality>` records.
+Pure functions over the moderation step's state (operators/moderation.py): its handlers
+(operators/handlers.py) call them after deciding; their outputs are
+`scan.requests.<modality>` records.
 
 Cost order (docs/scanning.md, "Cost order"): an upload the fast gate already decided (a
 hash-bank match whose outcome is BLOCK, or a failed limit) gets no request at all; otherwise

@@ -36,7 +36,7 @@ KINDS = ("version", "reporter", "account", "retro")
 
 Document = dict[str, Any]
 
-# Fields the version document gained in issue 12, at their defaults (operators/moderation.py's
+# Fields the version document gained in issue 12, at their defaults (operators/version_state.py's
 # `new_state`): a deadline not waiting for the detectors, no provisional expiry tracked.
 _ISSUE_12_DEFAULTS: dict[str, Any] = {
     "deadline_timer": None,

@@ -1,0 +1,199 @@
+"""The records the moderation step emits for one content version: a decision revision, its
+action, the author's notification, the index entry, review tasks and the sanctions operator's
+input. Builders only: what to emit, and when, is operators/decide.py's.
+
+Ids are sha256 of the version, the revision and the record's kind (operators/scan_plan.py
+`sha256_hex`): one revision's records keep their ids when it is emitted again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from operators.policy import CompiledPolicy, Verdict
+from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
+from operators.scan_plan import sha256_hex
+from operators.verdict import Evaluation
+from operators.version_state import SANCTIONS, Output, State
+
+# What the author is told when the policy has no notice for the decision's reason.
+DEFAULT_NOTICES = {
+    "ALLOW": "Your content is visible.",
+    "PROVISIONAL_ALLOW": "Your content is visible while checks finish.",
+    "PENDING": "Your content is being checked and is not visible yet.",
+    "RESTRICT": "Your content is visible to a limited audience.",
+    "BLOCK": "Your content was removed because it breaks the rules.",
+}
+
+
+def decision_record(
+    state: State,
+    evaluation: Evaluation,
+    name: str,
+    trigger: str,
+    ts: int,
+    policy: CompiledPolicy | None,
+    revision: int | None = None,
+) -> dict[str, Any]:
+    """The moderation.decisions record of the revision just made (`state["rev"]`), or of a
+    shadow candidate's own `revision`."""
+    cid, ver = state["cid"], state["ver"]
+    revision = revision or state["rev"]
+    verdict = evaluation.verdict
+    record: dict[str, Any] = {
+        "decision_id": sha256_hex("decision", cid, ver, revision),
+        "content_id": cid,
+        "content_version": ver,
+        "decision_revision": revision,
+        "outcome": verdict.outcome,
+        "reasons": list(verdict.reasons),
+        "matched_rules": list(verdict.matched_rules),
+        "policy_id": policy.policy_id if policy else "none",
+        "policy_version": policy.version if policy else 0,
+        "evidence": evaluation.provenance,
+        "completeness": evaluation.completeness,
+        "trigger": trigger,
+        "state": name,
+        "ts": ts,
+    }
+    if verdict.restriction:
+        record["restriction"] = verdict.restriction
+    if verdict.expires_ts is not None:
+        record["expires_ts"] = verdict.expires_ts
+    return record
+
+
+def notification(
+    state: State, verdict: Verdict, policy: CompiledPolicy | None, trigger: str, ts: int
+) -> Output:
+    """What the author is told about a visible change: the policy's notice for the first
+    reason that has one (never evidence, scores or rule text), and whether an appeal is open."""
+    notices = policy.document.notices if policy is not None else {}
+    reason = next((r for r in verdict.reasons if r in notices), None)
+    reason_code = reason or (verdict.reasons[0] if verdict.reasons else verdict.outcome.lower())
+    message = notices[reason] if reason else DEFAULT_NOTICES[verdict.outcome]
+    record = {
+        "notification_id": sha256_hex("notification", state["cid"], state["ver"], state["rev"]),
+        "user_id": state["content"]["author_id"],
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": state["rev"],
+        "outcome": verdict.outcome,
+        "reason_code": reason_code,
+        "message": message,
+        "appeal_allowed": verdict.outcome in ("BLOCK", "RESTRICT") and trigger != "appeal",
+        "ts": ts,
+    }
+    return ("user.notifications", state["cid"], record)
+
+
+def sanction_input(
+    state: State, decision: dict[str, Any], policy: CompiledPolicy | None
+) -> list[Output]:
+    """The decision for the author's sanctions operator, when it can add or reverse a strike."""
+    strikes = policy.document.strikes if policy is not None else None
+    reasons = set(strikes.reasons) if strikes is not None else set()
+    offense = decision["outcome"] in VIOLATING_OUTCOMES and bool(reasons & set(decision["reasons"]))
+    overturn = decision["trigger"] in HUMAN_TRIGGERS
+    if decision["state"] == "deleted" or not (offense or overturn):
+        return []
+    return [
+        (
+            SANCTIONS,
+            state["content"]["author_id"],
+            {
+                "decision": decision,
+                "strikes": strikes.model_dump(mode="json") if strikes is not None else None,
+            },
+        )
+    ]
+
+
+def task(
+    state: State,
+    task_id: str,
+    kind: str,
+    queue: str,
+    priority: int,
+    reasons: Iterable[str],
+    provenance: list[dict[str, Any]],
+    policy: CompiledPolicy | None,
+    ts: int,
+) -> dict[str, Any]:
+    return {
+        "task_id": task_id,
+        "kind": kind,
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": max(state["rev"], 1),
+        "policy_version": policy.version if policy else 0,
+        "queue": queue,
+        "priority": priority,
+        "reasons": list(reasons),
+        "evidence": refs(provenance),
+        "ts": ts,
+    }
+
+
+def action(
+    state: State, verdict: Verdict, visibility: str, policy: CompiledPolicy | None, ts: int
+) -> Output:
+    """The moderation.actions record of the revision just made (`state["rev"]`)."""
+    cid, ver, revision = state["cid"], state["ver"], state["rev"]
+    action: dict[str, Any] = {
+        "action_id": sha256_hex(cid, ver, revision),
+        "content_id": cid,
+        "content_version": ver,
+        "decision_revision": revision,
+        "outcome": verdict.outcome,
+        "visibility": visibility,
+        "policy_version": policy.version if policy else 0,
+        "ts": ts,
+    }
+    if verdict.restriction:
+        action["restriction"] = verdict.restriction
+    return ("moderation.actions", cid, action)
+
+
+def refs(provenance: list[dict[str, Any]]) -> list[str]:
+    return [p["evidence_ref"] for p in provenance if p.get("evidence_ref")]
+
+
+def appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: int) -> Output:
+    """The appeal's review task carries the appealed decision's reason codes and evidence refs
+    (contract v1.1): the decision in force, the latest revision the author was told about."""
+    last = state["last"] or {}
+    reasons = last.get("reasons") or ["appeal"]
+    provenance = [{"evidence_ref": ref} for ref in last.get("refs", [])]
+    record = task(state, task_id, "appeal", "appeals", 1, reasons, provenance, policy, ts)
+    return ("review.tasks", state["cid"], record)
+
+
+def index_key(content_id: str, content_version: int) -> str:
+    """The `moderation.index` key: one compacted record per content version (the version's
+    digits first, so no content id can make two versions share a key)."""
+    return f"{content_version}:{content_id}"
+
+
+def index_entry(state: State, decision: dict[str, Any]) -> Output:
+    """The version's compact index record (docs/moderation.md, "Index"): its latest decision
+    and the facts re-evaluation selects by, one record per version after compaction."""
+    content = state["content"] or {}
+    record = {
+        "content_id": state["cid"],
+        "content_version": state["ver"],
+        "decision_revision": decision["decision_revision"],
+        "outcome": decision["outcome"],
+        "state": decision["state"],
+        "policy_id": decision["policy_id"],
+        "policy_version": decision["policy_version"],
+        "surface": content.get("surface"),
+        "region": content.get("region"),
+        "modality": content.get("modality"),
+        "detectors": sorted({e["detector"] for e in state["evidence"].values()}),
+        "human": state["human"] is not None,
+        "upload_ts": content.get("ts"),
+        "ts": decision["ts"],
+    }
+    return ("moderation.index", index_key(state["cid"], state["ver"]), record)

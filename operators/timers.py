@@ -1,0 +1,153 @@
+"""The time-driven rules of one content version, each with its arming and its firing: the
+deadline (and its wait for the detectors), the provisional expiry, the state TTL, retirement
+to a compact record and a deleted version's tombstone (docs/moderation.md, "Time" and
+"Retention"). operators/moderation.py `on_timer` fires them; the handlers arm them.
+"""
+
+from __future__ import annotations
+
+from operators.decide import decide
+from operators.policy import CompiledPolicy
+from operators.verdict import incomplete, read_evidence
+from operators.version_state import Context, Output, State, StepResult, new_state
+
+
+def arm_deadline(state: State, policy: CompiledPolicy | None) -> list[int]:
+    content = state["content"]
+    deadline = policy.deadline_ms(content["modality"]) if policy else None
+    if deadline is None:
+        return []
+    state["deadline"] = content["ts"] + deadline
+    return [state["deadline"]]
+
+
+def postponed(state: State, ctx: Context, ts: int) -> int | None:
+    """When event time reaches a deadline (`ts`: the deadline, or a postponed firing) with
+    evidence missing: the processing time to decide it at, or None to decide now.
+
+    A deadline fires only when the detectors had their full deadline to answer: `deadline_ms`
+    of real time since the job asked them (`asked_at`, when it read the upload and sent the scan
+    requests) plus `evidence_grace_ms` for an answer to reach the job (the scanner's and this
+    job's transactions). Reached while catching up (event time more than the live window behind
+    the clock), they get that again from now. Replay (no clock) never waits: its event time is
+    the input's alone. docs/moderation.md, "Time"."""
+    if ctx.clock_ms is None:
+        return None
+    policy = ctx.resolution.decide
+    # Evidence outstanding just before the deadline: asked and not answered (detectors cost
+    # ordering never asked are not waited for; a timeout or error is an answer).
+    view, _, _, _ = read_evidence(state, policy, state["deadline"] - 1, ctx.hash_matches)
+    deadline = policy.deadline_ms(state["content"]["modality"]) if policy else None
+    if deadline is None or not view.outstanding:
+        return None
+    wait = deadline + ctx.evidence_grace_ms
+    target = int(state.get("asked_at") or ctx.clock_ms) + wait
+    if ts < ctx.clock_ms - ctx.live_window_ms:
+        target = max(target, ctx.clock_ms + wait)
+    return target if target > ctx.clock_ms else None
+
+
+def decide_deadline(state: State, ctx: Context) -> list[Output]:
+    """The deadline decision, at the deadline's own event time, once it is no longer pending."""
+    state["deadline_timer"] = None
+    state["deadline_decided"] = True
+    return decide(state, ctx, state["deadline"], "deadline")
+
+
+def arm_expiry(state: State) -> list[int]:
+    """The timer for the provisional expiry in force: one armed at a time, as for the TTL. A
+    later expiry waits for the armed timer, which re-arms it when it fires (`on_timer`)."""
+    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if expiry is None or (armed is not None and armed <= expiry):
+        return []
+    state["expiry_timer"] = expiry
+    return [expiry]
+
+
+def expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
+    """The provisional expiry timer fired: decide again (contract v1.1, trigger `deadline`)
+    when the PROVISIONAL_ALLOW in force reached its `expires_ts` with evidence incomplete or
+    unknown; re-arm for a later `expires_ts`; else nothing (complete evidence is not touched).
+    `provisional_expired` is set once, so the chain ends with this firing."""
+    result = StepResult(state)
+    state["expiry_timer"] = None
+    expiry = state.get("expiry")
+    if expiry is None or state["deleted"] or state["content"] is None:
+        return result
+    if ts < expiry:
+        result.timers += arm_expiry(state)
+        return result
+    policy = ctx.resolution.decide
+    _, completeness, _, _ = read_evidence(state, policy, ts)
+    if state["human"] is not None or not incomplete(completeness):
+        state["expiry"] = None
+        return result
+    if ctx.clock_ms is not None and ts < ctx.clock_ms - ctx.live_window_ms:
+        # Reached while the job catches up on a backlog: the evidence it is reading may complete
+        # the version. Looked at again once event time is live (contract v1.1, "Quiet time": a
+        # backfill must not expire everything at once).
+        state["expiry_timer"] = ctx.clock_ms + ctx.evidence_grace_ms
+        result.timers.append(state["expiry_timer"])
+        return result
+    state["expiry"] = None
+    state["provisional_expired"] = True
+    result.outputs += decide(state, ctx, expiry, "deadline")
+    return result
+
+
+def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
+    """Keep the state until `ttl_ms` after the latest input. One timer is armed at a time
+    (not one per input: each firing loads the state); when it fires early it re-arms."""
+    state["ttl"] = ts + ttl_ms if replace else max(state["ttl"] or 0, ts + ttl_ms)
+    armed = state.get("ttl_timer")
+    if armed is None or state["ttl"] < armed:
+        state["ttl_timer"] = state["ttl"]
+        return [state["ttl"]]
+    return []
+
+
+# What a deleted version's tombstone keeps: its identity, the event ids that make late and
+# duplicate input a no-op, the revision and last decision (so nothing is decided twice), the
+# active appeal's id, and its TTL. Nothing that holds or derives from the content (facts,
+# hashes, evidence, scores, a reviewer's reason) survives the delete.
+TOMBSTONE_KEEPS = ("cid", "ver", "events", "rev", "last", "appeal", "deleted", "ttl", "ttl_timer")
+
+
+def compact_tombstone(state: State) -> None:
+    """A deleted version keeps only what ignores late input (`TOMBSTONE_KEEPS`)."""
+    kept = {key: state[key] for key in TOMBSTONE_KEEPS if key in state}
+    if kept.get("last"):  # reason codes and evidence refs go with the content
+        kept["last"] = {k: v for k, v in kept["last"].items() if k not in ("reasons", "refs")}
+    state.clear()
+    state.update(new_state(kept["cid"], kept["ver"]))
+    state.update(kept)
+
+
+# What a retired version keeps (`retire`): enough to apply a review or an appeal and decide it
+# again with the same revision numbers, the evidence it was decided on included. Input event
+# ids, reporters, shadow decisions and timers go.
+RETIRED_KEEPS = (
+    "cid", "ver", "content", "evidence", "report_weight", "human", "appeal", "rev", "last",
+    "tasks", "open_tasks", "provisional_expired",
+)  # fmt: skip
+
+
+def retire(state: State, ts: int, ctx: Context) -> StepResult:
+    """The full state's TTL passed: keep the compact record for `review_retention_ms`. It is
+    stored without the fields at their defaults (`expanded` restores them on load); the
+    content's hashes go (bank retroaction reaches retained full states only)."""
+    defaults = new_state(state["cid"], state["ver"])
+    record = {k: state[k] for k in RETIRED_KEEPS if state[k] != defaults[k] or k in ("cid", "ver")}
+    record["content"] = {
+        k: v for k, v in (state["content"] or {}).items() if k not in ("sha256", "phash")
+    }
+    ttl = ts + ctx.review_retention_ms
+    record.update(retired=True, ttl=ttl, ttl_timer=ttl)
+    return StepResult(record, timers=[ttl])
+
+
+def expanded(state: State | None) -> State | None:
+    """A retired record with its omitted fields back at their defaults."""
+    if state is None or not state.get("retired") or "events" in state:
+        return state
+    return {**new_state(state["cid"], state["ver"]), **state}

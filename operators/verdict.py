@@ -1,0 +1,248 @@
+"""What the policy says about one content version now: the evidence view (joined, complete or
+not, past its deadline or not), the evaluation under a policy, the state name a decision
+carries, and the floor a version keeps once its PROVISIONAL_ALLOW expired.
+
+Emits nothing: what a decision emits, and when, is operators/decide.py's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from operators import scan_plan
+from operators.policy import (
+    CompiledPolicy,
+    EvidenceView,
+    ReviewAsk,
+    Verdict,
+    most_severe,
+)
+from operators.scan_plan import required as _required
+from operators.scan_plan import segment as _segment
+from operators.version_state import Context, State
+
+HUMAN_STATE = {
+    "BLOCK": "blocked",
+    "RESTRICT": "restricted",
+    "ALLOW": "approved",
+    "PROVISIONAL_ALLOW": "approved",
+    "PENDING": "pending_review",
+}
+# A PROVISIONAL_ALLOW that reaches its `expires_ts` with evidence still incomplete or unknown
+# is decided again (contract v1.1) and a reviewer looks, in this queue at this priority.
+PROVISIONAL_QUEUE = "provisional"
+PROVISIONAL_PRIORITY = 2
+PROVISIONAL_REASON = "provisional_expired"
+
+
+def read_evidence(
+    state: State, policy: CompiledPolicy | None, ts: int, hash_matches: frozenset[str] = frozenset()
+) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
+    """The evidence view for `policy`, the completeness record, the provenance list, and
+    whether the deadline has passed with evidence still missing (state `expired`). Detectors
+    cost ordering never asked (operators/scan_plan.py) are not waited for: UNKNOWN at once."""
+    content = state["content"]
+    segments = content.get("segments", 1)
+    required = _required(policy, content)
+    wanted = {(d, s) for d in required for s in range(segments)}
+    received, failed, per_segment, provenance = _results(state, wanted, segments)
+    absent = {detector for detector, _ in wanted - received}
+    missing = absent - scan_plan.unasked(state)
+    unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
+    # applied after it, as a report batch at its window's end is, does not reopen scanning).
+    passed = state["deadline"] is not None and (
+        ts >= state["deadline"] or bool(state.get("deadline_decided"))
+    )
+    expired = (
+        bool(missing)
+        and passed
+        and state.get("deadline_timer") is None  # a deadline still waiting has not passed
+    )
+    view = EvidenceView.from_segments(
+        per_segment,
+        unknown=failed | unasked | (missing if expired else set()),
+        outstanding=bool(missing) and not expired,
+    )
+    completeness = {
+        "required": len(wanted),
+        "received": len(received),
+        "unknown": sorted(view.unknown),
+    }
+    return view, completeness, provenance, expired
+
+
+def _results(
+    state: State, wanted: set[tuple[str, int]], segments: int
+) -> tuple[
+    set[tuple[str, int]], set[str], dict[str, dict[Any, dict[str, Any]]], list[dict[str, Any]]
+]:
+    """The stored detector results in evidence-key order: the wanted (detector, segment) pairs
+    they answer, the detectors that failed, the scores of those that did not, and provenance."""
+    received: set[tuple[str, int]] = set()
+    failed: set[str] = set()
+    # Scores per (segment, model version): score() reads the highest, so two model versions of
+    # a detector never make content look safer than either says.
+    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    provenance = []
+    evidence = state["evidence"]
+    for key in sorted(evidence):
+        result = evidence[key]
+        detector = result["detector"]
+        segment = _segment(state, result["segment_id"])
+        if segment is None:
+            received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
+        elif (detector, segment) in wanted:
+            received.add((detector, segment))
+        if result["status"] != "ok":
+            failed.add(detector)
+        else:
+            per_segment.setdefault(detector, {})[(segment, result["model_version"])] = (
+                result["scores"] or {}
+            )
+        provenance.append(
+            {
+                "detector": detector,
+                "model_version": result["model_version"],
+                "segment_id": result["segment_id"],
+                "evidence_ref": result.get("evidence_ref"),
+            }
+        )
+    return received, failed, per_segment, provenance
+
+
+def state_name(state: State, verdict: Verdict, view: EvidenceView, expired: bool) -> str:
+    """The decision's `state`, the first that applies: a delete, a failed limit and a human
+    outcome before anything the evidence says."""
+    if state["deleted"]:
+        return "deleted"
+    if verdict.limit_failed:
+        return "failed"
+    if state["human"] is not None:
+        return HUMAN_STATE[verdict.outcome]
+    if expired:
+        return "expired"
+    if verdict.outcome == "BLOCK":
+        return "blocked"
+    if state["open_tasks"]:
+        return "pending_review"
+    if view.outstanding:
+        return "scanning"
+    return {"RESTRICT": "restricted", "PENDING": "pending_review"}.get(verdict.outcome, "approved")
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One policy's verdict on the version and the evidence view it was made on."""
+
+    verdict: Verdict
+    view: EvidenceView
+    completeness: dict[str, Any]
+    provenance: list[dict[str, Any]]
+    expired: bool
+
+
+def evaluate(
+    state: State, policy: CompiledPolicy | None, ctx: Context, ts: int, fast_gate: bool = False
+) -> Evaluation:
+    """The verdict of `policy` (the fast gate's on the upload alone, when `fast_gate`), with a
+    human's reasons and restriction, and the provisional floor once an expiry decided."""
+    view, completeness, provenance, expired = read_evidence(state, policy, ts, ctx.hash_matches)
+    facts = scan_plan.facts(state)
+    human = state["human"]
+    # The reviewer's free text never reaches the policy: `reasons` are built below.
+    human_outcome = (human["outcome"], None) if human else None
+    if policy is None:
+        verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
+    elif fast_gate:
+        # The gate waits for no model: the state is `scanning` unless the gate decided. It is
+        # made on the upload alone, so evidence read before it (stamped earlier) does not show:
+        # the same fast gate whichever was read first (`tests/integration/test_backlog.py`).
+        view = EvidenceView(outstanding=bool(completeness["required"]))
+        completeness = {**completeness, "received": 0, "unknown": []}
+        provenance = []
+        verdict = policy.fast_gate(
+            facts,
+            ts=ts,
+            hash_matches=ctx.hash_matches,
+            human_outcome=human_outcome,
+            paused=ctx.resolution.paused,
+        )
+    else:
+        verdict = policy.evaluate(
+            facts,
+            view,
+            ts=ts,
+            hash_matches=ctx.hash_matches,
+            human_outcome=human_outcome,
+            paused=ctx.resolution.paused,
+        )
+    if human is not None:
+        verdict = replace(
+            verdict,
+            restriction=_human_restriction(state, verdict),
+            reasons=_human_reasons(human["reason"], policy),
+        )
+    evaluation = Evaluation(
+        verdict, view, completeness, provenance, expired and not verdict.limit_failed
+    )
+    if state.get("provisional_expired") and not fast_gate:
+        evaluation = _provisional_floor(state, evaluation, policy)
+    return evaluation
+
+
+def _human_restriction(state: State, verdict: Verdict) -> str | None:
+    """A review record names no restriction: a reviewer's RESTRICT keeps the restriction in
+    force (an age gate confirmed stays an age gate), so nothing changes for the Content Service."""
+    last = state["last"] or {}
+    if verdict.outcome == "RESTRICT" and verdict.restriction is None:
+        return last.get("restriction") if last.get("outcome") == "RESTRICT" else None
+    return verdict.restriction
+
+
+def _human_reasons(reason: str | None, policy: CompiledPolicy | None) -> tuple[str, ...]:
+    """A human decision's reason codes (contract v1.1): `human_review`, plus the reviewer's
+    `reason` only when it is one of the policy's rule reasons. Anything else a reviewer writes
+    is free text: it never becomes a code, so it never reaches a notification either."""
+    rule_reasons = {rule.reason for rule in policy.document.rules} if policy else set()
+    if reason is not None and reason in rule_reasons and reason != "human_review":
+        return ("human_review", reason)
+    return ("human_review",)
+
+
+def incomplete(completeness: dict[str, Any]) -> bool:
+    return completeness["received"] < completeness["required"] or bool(completeness["unknown"])
+
+
+def _provisional_floor(
+    state: State, evaluation: Evaluation, policy: CompiledPolicy | None
+) -> Evaluation:
+    """After its PROVISIONAL_ALLOW expired, a version whose evidence is still incomplete or
+    unknown stays at the policy's `unknown.high_risk` outcome (or anything more severe the
+    policy now says), state `expired`, with a review in queue `provisional`: a later report or
+    re-evaluation must not publish it again on the same missing evidence. A human decision, a
+    failed limit or complete evidence decide as usual."""
+    verdict = evaluation.verdict
+    if (
+        policy is None
+        or state["human"] is not None
+        or verdict.limit_failed
+        or not incomplete(evaluation.completeness)
+    ):
+        return evaluation
+    floor = policy.document.unknown.high_risk
+    outcome = most_severe([floor, verdict.outcome]) or floor
+    kept = outcome == verdict.outcome
+    reasons = tuple(r for r in verdict.reasons if kept and r != PROVISIONAL_REASON)
+    ask = ReviewAsk(PROVISIONAL_QUEUE, PROVISIONAL_PRIORITY, PROVISIONAL_REASON)
+    floored = replace(
+        verdict,
+        outcome=outcome,
+        restriction=verdict.restriction if kept else None,
+        reasons=(*reasons, PROVISIONAL_REASON),
+        review=(*verdict.review, ask),
+        # `provisional_expired` keeps a floor of PROVISIONAL_ALLOW from ever re-arming.
+        expires_ts=verdict.expires_ts if outcome == "PROVISIONAL_ALLOW" else None,
+    )
+    return replace(evaluation, verdict=floored, expired=True)
