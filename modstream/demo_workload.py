@@ -76,7 +76,7 @@ def prepare(
 
 def shadow_record(policy: dict[str, Any], key: str, ts: int, run_id: str) -> dict[str, Any]:
     """A signed shadow candidate from the start: every decision is also made under it."""
-    from modstream.policy_cli import version_record
+    from modstream.policy_service import version_record
 
     shadow_base = dict(policy, version=policy["version"])  # the run's policy.rules is new
     candidate = dict(shadow_base, version=shadow_base["version"] + 1, default="PENDING")
