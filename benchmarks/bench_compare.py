@@ -158,15 +158,7 @@ def run_variant(
             processing_s = max((done - first) / 1000, 1e-3)
             latency = {}
             if variant != "floor" and args.latency_s > 0:
-                for fraction in LOADS:
-                    rate = max(1.0, round(fraction * args.versions / processing_s, 1))
-                    print(
-                        f"bench: {variant} at {fraction:.0%} load ({rate} versions/s)", flush=True
-                    )
-                    latency[f"{fraction:.0%}"] = steady_latency(
-                        bootstrap, topics, watcher, rate, args.latency_s, OUT_OF_ORDERNESS_MS,
-                        tag=f"live{int(fraction * 100)}", mix=BENCH_MIX,
-                    )  # fmt: skip
+                latency = latency_at_loads(variant, bootstrap, topics, watcher, args, processing_s)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=120)
@@ -175,14 +167,13 @@ def run_variant(
     job = "floor" if variant == "floor" else "moderation"
     logs = Settings.from_env().run_dir / "flink" / "logs"
     checkpoints = checkpoint_stats(next(logs.glob(f"flink-{job}-{process.pid}-*.log"), logs))
-    versions = args.versions
     return Result(
         variant=variant,
-        versions=versions,
+        versions=args.versions,
         events=events,
         startup_s=round((first - started) / 1000, 2),
         processing_s=round(processing_s, 2),
-        versions_per_s=round(versions / processing_s, 1),
+        versions_per_s=round(args.versions / processing_s, 1),
         events_per_s=round(events / processing_s, 1),
         cpu_s=round(cpu_s, 1),
         peak_rss_mib=round(peak_rss_kib / 1024, 1),
@@ -190,6 +181,26 @@ def run_variant(
         latency=latency,
         checkpoints=checkpoints,
     )
+
+
+def latency_at_loads(
+    variant: str,
+    bootstrap: str,
+    topics: dict[str, str],
+    watcher: ActionWatcher,
+    args: argparse.Namespace,
+    processing_s: float,
+) -> dict[str, Any]:
+    """Steady-rate latency at each of LOADS, a share of the variant's backlog pace."""
+    latency: dict[str, Any] = {}
+    for fraction in LOADS:
+        rate = max(1.0, round(fraction * args.versions / processing_s, 1))
+        print(f"bench: {variant} at {fraction:.0%} load ({rate} versions/s)", flush=True)
+        latency[f"{fraction:.0%}"] = steady_latency(
+            bootstrap, topics, watcher, rate, args.latency_s, OUT_OF_ORDERNESS_MS,
+            tag=f"live{int(fraction * 100)}", mix=BENCH_MIX,
+        )  # fmt: skip
+    return latency
 
 
 def checkpoint_stats(log: Path) -> dict[str, int]:

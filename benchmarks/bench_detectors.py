@@ -173,36 +173,8 @@ def scan_job(
         say=lambda _: None,
     )
     workdir = Path(tempfile.mkdtemp(prefix="bench-scan-"))
-    now = int(time.time() * 1000)
-    records: list[tuple[str | None, bytes | None]] = []
-    if modality == "text":
-        for index, sentence in enumerate(texts(count, seed=1)):
-            records.append(
-                (f"c{index}", json.dumps(_request(index, modality, now, text=sentence)).encode())
-            )
-    else:
-        for index, data in enumerate(images(count, seed=1)):
-            path = workdir / f"{index}.jpg"
-            path.write_bytes(data)
-            records.append(
-                (
-                    f"c{index}",
-                    json.dumps(_request(index, modality, now, media_ref=path.as_uri())).encode(),
-                )
-            )
-    args = [
-        "--modalities", modality,
-        "--max-batch", str(max_batch),
-        "--max-wait-ms", "20",
-        "--checkpoint-interval-ms", "1000",
-        "--checkpoint-dir", str(workdir / "ckpt"),
-        "--media-root", str(workdir),
-        "--transactional-id-prefix", prefix,
-        "--group-id", prefix,
-        *extra,
-    ]  # fmt: skip
-    for name, physical in topics.items():
-        args += ["--topic", f"{name}={physical}"]
+    records = _scan_requests(modality, count, int(time.time() * 1000), workdir)
+    args = _scan_job_args(modality, max_batch, workdir, prefix, topics, extra)
     produce_started = time.monotonic()
     kafkaio.produce(settings.bootstrap_servers, topics[f"scan.requests.{modality}"], records)
     produce_s = time.monotonic() - produce_started
@@ -235,6 +207,54 @@ def scan_job(
         # From the first committed result to the last (excludes start-up).
         "job_pace_per_s": rate(count, done - first_seen),
     }
+
+
+def _scan_requests(
+    modality: str, count: int, now: int, workdir: Path
+) -> list[tuple[str | None, bytes | None]]:
+    """`count` scan requests: seeded texts, or seeded images written under `workdir`."""
+    records: list[tuple[str | None, bytes | None]] = []
+    if modality == "text":
+        for index, sentence in enumerate(texts(count, seed=1)):
+            records.append(
+                (f"c{index}", json.dumps(_request(index, modality, now, text=sentence)).encode())
+            )
+    else:
+        for index, data in enumerate(images(count, seed=1)):
+            path = workdir / f"{index}.jpg"
+            path.write_bytes(data)
+            records.append(
+                (
+                    f"c{index}",
+                    json.dumps(_request(index, modality, now, media_ref=path.as_uri())).encode(),
+                )
+            )
+    return records
+
+
+def _scan_job_args(
+    modality: str,
+    max_batch: int,
+    workdir: Path,
+    prefix: str,
+    topics: dict[str, str],
+    extra: tuple[str, ...],
+) -> list[str]:
+    """The scan job's options on this run's topics, groups and checkpoints."""
+    args = [
+        "--modalities", modality,
+        "--max-batch", str(max_batch),
+        "--max-wait-ms", "20",
+        "--checkpoint-interval-ms", "1000",
+        "--checkpoint-dir", str(workdir / "ckpt"),
+        "--media-root", str(workdir),
+        "--transactional-id-prefix", prefix,
+        "--group-id", prefix,
+        *extra,
+    ]  # fmt: skip
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+    return args
 
 
 def committed_over_time(

@@ -22,6 +22,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -91,17 +92,7 @@ def percentile(values: list[int], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--versions", type=int, default=3000, help="backlog content versions")
-    parser.add_argument("--rate", type=float, default=100.0, help="latency phase versions/s")
-    parser.add_argument("--duration", type=float, default=30.0, help="latency phase seconds")
-    parser.add_argument("--parallelism", type=int, default=1)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
-    parser.add_argument("--out-of-orderness-ms", type=int, default=500)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     settings = Settings.from_env()
     bootstrap = settings.bootstrap_servers
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
@@ -113,32 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     run_dir = settings.run_dir / "bench" / prefix
     run_dir.mkdir(parents=True, exist_ok=True)
-    command = [
-        sys.executable,
-        "-m",
-        "jobs.moderation",
-        "--checkpoint-dir",
-        str(run_dir / "ckpt"),
-        "--checkpoint-interval-ms",
-        str(args.checkpoint_interval_ms),
-        "--transactional-id-prefix",
-        prefix,
-        "--group-id",
-        prefix,
-        "--parallelism",
-        str(args.parallelism),
-        "--out-of-orderness-ms",
-        str(args.out_of_orderness_ms),
-        "--idleness-ms",
-        "1000",
-        "--policy",
-        str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
-    ]
-    for name, physical in topics.items():
-        command += ["--topic", f"{name}={physical}"]
     log = open(run_dir / "job.log", "wb")  # noqa: SIM115 - open for the job's lifetime
     job = subprocess.Popen(
-        command, cwd=PROJECT_ROOT, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ)
+        _job_command(args, run_dir, prefix, topics),
+        cwd=PROJECT_ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ),
     )
     watcher = ActionWatcher(bootstrap, topics["moderation.actions"])
     watcher.start()
@@ -149,37 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2)
         time.sleep(3)  # the sources are assigned their splits
 
-        # Phase 1: backlog throughput.
-        # The whole backlog, markers included, lies in the past: the steady phase that follows
-        # must not start behind the watermark.
-        start_ts = now_ms() - args.versions * 200 - 300_000
-        backlog = generate(
-            seed=5, versions=args.versions, start_ts=start_ts, extras=False, malformed=False
-        )
-        last_ts = max(line["value"]["ts"] for line in backlog)
-        end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
-        events = len(backlog)
-        started = now_ms()
-        for topic, records in for_kafka(backlog + end, topics).items():
-            kafkaio.produce(bootstrap, topic, records)
-        produced_s = (now_ms() - started) / 1000
-        arrived = watcher.wait_for(end[0]["value"]["content_id"], timeout_s=900)
-        elapsed_s = (arrived - started) / 1000
-        # From the first committed action of the backlog to the marker's: the job's own pace,
-        # without the time the producer took (both ends rounded to a checkpoint).
-        first = min(when for when, action in watcher.seen if action["content_id"] != "")
-        processing_s = max((arrived - first) / 1000, 1e-3)
-        throughput = {
-            "versions": args.versions,
-            "events": events,
-            "seconds": round(elapsed_s, 2),
-            "produce_seconds": round(produced_s, 2),
-            "processing_seconds": round(processing_s, 2),
-            "versions_per_s": round(args.versions / elapsed_s, 1),
-            "events_per_s": round(events / elapsed_s, 1),
-            "processing_versions_per_s": round(args.versions / processing_s, 1),
-            "processing_events_per_s": round(events / processing_s, 1),
-        }
+        throughput = backlog_throughput(bootstrap, topics, watcher, args.versions)
         print(f"throughput: {json.dumps(throughput)}", flush=True)
 
         # Phase 2: steady rate, latency from event ts to committed action.
@@ -207,6 +149,84 @@ def main(argv: list[str] | None = None) -> int:
         if job.poll() is None:
             job.send_signal(signal.SIGTERM)
             job.wait(timeout=90)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--versions", type=int, default=3000, help="backlog content versions")
+    parser.add_argument("--rate", type=float, default=100.0, help="latency phase versions/s")
+    parser.add_argument("--duration", type=float, default=30.0, help="latency phase seconds")
+    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=1000)
+    parser.add_argument("--out-of-orderness-ms", type=int, default=500)
+    return parser
+
+
+def _job_command(
+    args: argparse.Namespace, run_dir: Path, prefix: str, topics: dict[str, str]
+) -> list[str]:
+    """The moderation job's argv on this run's topics, groups and checkpoints."""
+    command = [
+        sys.executable,
+        "-m",
+        "jobs.moderation",
+        "--checkpoint-dir",
+        str(run_dir / "ckpt"),
+        "--checkpoint-interval-ms",
+        str(args.checkpoint_interval_ms),
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+        "--parallelism",
+        str(args.parallelism),
+        "--out-of-orderness-ms",
+        str(args.out_of_orderness_ms),
+        "--idleness-ms",
+        "1000",
+        "--policy",
+        str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
+    ]
+    for name, physical in topics.items():
+        command += ["--topic", f"{name}={physical}"]
+    return command
+
+
+def backlog_throughput(
+    bootstrap: str, topics: dict[str, str], watcher: ActionWatcher, versions: int
+) -> dict[str, Any]:
+    """Phase 1: backlog throughput."""
+    # The whole backlog, markers included, lies in the past: the steady phase that follows
+    # must not start behind the watermark.
+    start_ts = now_ms() - versions * 200 - 300_000
+    backlog = generate(seed=5, versions=versions, start_ts=start_ts, extras=False, malformed=False)
+    last_ts = max(line["value"]["ts"] for line in backlog)
+    end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
+    events = len(backlog)
+    started = now_ms()
+    for topic, records in for_kafka(backlog + end, topics).items():
+        kafkaio.produce(bootstrap, topic, records)
+    produced_s = (now_ms() - started) / 1000
+    arrived = watcher.wait_for(end[0]["value"]["content_id"], timeout_s=900)
+    elapsed_s = (arrived - started) / 1000
+    # From the first committed action of the backlog to the marker's: the job's own pace,
+    # without the time the producer took (both ends rounded to a checkpoint).
+    first = min(when for when, action in watcher.seen if action["content_id"] != "")
+    processing_s = max((arrived - first) / 1000, 1e-3)
+    return {
+        "versions": versions,
+        "events": events,
+        "seconds": round(elapsed_s, 2),
+        "produce_seconds": round(produced_s, 2),
+        "processing_seconds": round(processing_s, 2),
+        "versions_per_s": round(versions / elapsed_s, 1),
+        "events_per_s": round(events / elapsed_s, 1),
+        "processing_versions_per_s": round(versions / processing_s, 1),
+        "processing_events_per_s": round(events / processing_s, 1),
+    }
 
 
 def steady_latency(

@@ -85,8 +85,27 @@ def up(
             say(f"flink cluster: already up at {address}")
             return address
         raise StackError(f"port {rest_port} is in use by something that is not a Flink cluster")
-    source = pyflink_home()
     run = home(settings)
+    _build_home(run, pyflink_home())
+    (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
+    (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
+    (run / "conf" / "config.yaml").write_text(
+        _overridden(_configuration(settings, rest_port, rpc_port, slots), conf or {})
+    )
+    _script(run, "start-cluster.sh", check=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        overview = _overview(address)
+        if overview is not None and overview.get("taskmanagers", 0) >= 1:
+            say(f"flink cluster: up at {address} ({overview['slots-total']} slot(s), home {run})")
+            return address
+        time.sleep(1)
+    raise StackError(f"the Flink cluster did not come up; logs in {run / 'log'}")
+
+
+def _build_home(run: Path, source: Path) -> None:
+    """A Flink home at `run` from the wheel's (`source`): its scripts copied, its jars linked
+    (flink-python in lib/ too), its logging configuration copied; an earlier one's replaced."""
     if run.exists():
         shutil.rmtree(run / "bin", ignore_errors=True)
         shutil.rmtree(run / "lib", ignore_errors=True)
@@ -106,20 +125,6 @@ def up(
     ):
         if (source / "conf" / name).exists():
             shutil.copy(source / "conf" / name, run / "conf" / name)
-    (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
-    (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
-    (run / "conf" / "config.yaml").write_text(
-        _overridden(_configuration(settings, rest_port, rpc_port, slots), conf or {})
-    )
-    _script(run, "start-cluster.sh", check=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        overview = _overview(address)
-        if overview is not None and overview.get("taskmanagers", 0) >= 1:
-            say(f"flink cluster: up at {address} ({overview['slots-total']} slot(s), home {run})")
-            return address
-        time.sleep(1)
-    raise StackError(f"the Flink cluster did not come up; logs in {run / 'log'}")
 
 
 def _overridden(configuration: str, conf: dict[str, str]) -> str:

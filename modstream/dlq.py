@@ -132,12 +132,7 @@ def replay(
         verdict = recheck(letter, state, prefix, keyring)
         counts[verdict.reason] = counts.get(verdict.reason, 0) + 1
         if verdict.reason == "not_an_input_topic":
-            say(
-                f"dlq replay: refused a record from {str(letter.get('source_topic'))[:300]!r}: "
-                f"replay writes only to the contract's input topics"
-                + (f" of prefix {prefix!r}" if prefix else "")
-                + f" ({', '.join(INPUT_TOPICS)})"
-            )
+            say(_refusal(letter, prefix))
             continue
         if verdict.replay:
             kafkaio.produce(
@@ -146,19 +141,34 @@ def replay(
                 [(letter.get("key"), (letter.get("raw") or "").encode("utf-8"))],
             )
         elif verdict.reason not in ("still_invalid", "bad_signature"):
-            note = dead_letter(
-                letter["source_topic"],
-                letter.get("key"),
-                letter.get("raw"),
-                f"dlq replay: not replayed ({verdict.reason})",
-                ts=int(letter.get("ts") or 0),
-                error_class="stale",
-                attempts=int(letter.get("attempts") or 1) + 1,
-                operator="dlq-replay",
-            )
-            stale.append((letter.get("key"), note.model_dump_json().encode("utf-8")))
+            stale.append(_stale_note(letter, verdict.reason))
         if verdict.reason not in ("still_invalid", "bad_signature"):
             client.sadd(REPLAYED_KEY, key)
     if stale:
         kafkaio.produce(bootstrap_servers, dlq_topic, stale)
     return counts
+
+
+def _refusal(letter: dict[str, Any], prefix: str) -> str:
+    """What `say` hears when a letter's source topic is not one replay may write to."""
+    return (
+        f"dlq replay: refused a record from {str(letter.get('source_topic'))[:300]!r}: "
+        f"replay writes only to the contract's input topics"
+        + (f" of prefix {prefix!r}" if prefix else "")
+        + f" ({', '.join(INPUT_TOPICS)})"
+    )
+
+
+def _stale_note(letter: dict[str, Any], reason: str) -> tuple[str | None, bytes]:
+    """A `stale` dead letter saying why `letter` was not replayed (never replayed itself)."""
+    note = dead_letter(
+        letter["source_topic"],
+        letter.get("key"),
+        letter.get("raw"),
+        f"dlq replay: not replayed ({reason})",
+        ts=int(letter.get("ts") or 0),
+        error_class="stale",
+        attempts=int(letter.get("attempts") or 1) + 1,
+        operator="dlq-replay",
+    )
+    return letter.get("key"), note.model_dump_json().encode("utf-8")

@@ -1,12 +1,10 @@
 """`modstream policy …`: what policy authors run to validate, sign, approve, push and operate
 policies on the policy.rules topic.
 
-Keys: the deployment key that signs policy records comes from MODSTREAM_POLICY_KEY (UTF-8).
-People's own keys (for approvals) come from MODSTREAM_KEY_<NAME> or a JSON keys file
-(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}), then
-from the deployment's keyring (operators/signing.py: MODSTREAM_SIGNING_KEYS_FILE, the dev
-secret). The moderation job checks an active version's approval itself (PolicyStore.apply);
-this command reads the topic the same way, so what it shows is what the job accepted.
+This module parses and prints; the keys, documents, signed records and the store rebuilt from
+the topic are in modstream/policy_service.py (which keys: its docstring). The moderation job
+checks an active version's approval itself (PolicyStore.apply); this command reads the topic
+the same way, so what it shows is what the job accepted.
 """
 
 from __future__ import annotations
@@ -15,172 +13,30 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
-import time
-import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from modstream.config import PROJECT_ROOT, Settings
-from operators import signing
+from modstream.policy_service import (
+    PolicyCliError,
+    control_record,
+    load_store,
+    now_ms,
+    person_key,
+    policy_key,
+    read_document,
+    require_approval_default,
+    valid_approvals,
+    version_record,
+)
 from operators.policy import PolicyError, load_policy, warnings
 from operators.policy_diff import diff
-from operators.policy_store import PolicyStore, Rejected, Snapshot, sign
-from operators.signing import Keyring, approval_record
-from schemas import SchemaError
+from operators.policy_store import Rejected, Snapshot
+from operators.signing import approval_record
 
 APPROVALS_DIR = PROJECT_ROOT / "policy_rules" / "approvals"
 Say = Callable[[str], None]
-
-
-class PolicyCliError(RuntimeError):
-    """A refusal with a message for the author; exit code 1."""
-
-
-# Keys and approvals.
-def policy_key(env: Mapping[str, str] = os.environ) -> bytes:
-    key = env.get("MODSTREAM_POLICY_KEY")
-    if not key:
-        raise PolicyCliError(
-            "MODSTREAM_POLICY_KEY is not set: it holds the deployment's policy signing key"
-        )
-    return key.encode("utf-8")
-
-
-def people_keys(env: Mapping[str, str] = os.environ) -> dict[str, bytes]:
-    """The person's keys file (MODSTREAM_KEYS_FILE), or nothing when there is none."""
-    path = signing.person_keys_path(env)
-    if not path.exists():
-        return {}
-    try:
-        return signing.read_keys_file(path, signing.PERSON_KEYS_VARIABLE)
-    except ValueError as error:
-        raise PolicyCliError(str(error)) from None
-
-
-def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
-    """The deployment's keyring as the job builds it, plus the person's keys file: the keys
-    this command checks approvals with."""
-    try:
-        keyring = Keyring.from_env(env)
-    except ValueError as error:
-        raise PolicyCliError(str(error)) from None
-    return replace(keyring, keys={**keyring.keys, **people_keys(env)})
-
-
-def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
-    """MODSTREAM_KEY_<NAME>, else the keys file, else the deployment keyring's key for name."""
-    variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-    if env.get(variable):
-        return env[variable].encode("utf-8")
-    return cli_keyring(env).key_for(name)
-
-
-def valid_approvals(
-    document: Mapping[str, Any], author: str, directory: Path, env: Mapping[str, str] = os.environ
-) -> list[dict[str, Any]]:
-    """Approvals in `directory` of exactly this document, by someone other than its author,
-    whose signature verifies with the approver's own key (the rule the job applies too)."""
-    approvals = []
-    pattern = f"{document['policy_id']}-v{document['version']}-*.json"
-    for path in sorted(directory.glob(pattern)):
-        try:
-            approvals.append(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            continue
-    return signing.valid_approvals(document, author, approvals, lambda name: person_key(name, env))
-
-
-def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
-    return env.get("MODSTREAM_REQUIRE_APPROVAL", "1").lower() not in ("0", "false", "no")
-
-
-# Documents and records.
-def read_document(path: Path) -> dict[str, Any]:
-    try:
-        document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as error:
-        raise PolicyCliError(f"{path}: cannot read YAML: {error}") from None
-    if not isinstance(document, dict):
-        raise PolicyCliError(f"{path}: a policy document must be a mapping")
-    return document
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def version_record(
-    document: dict[str, Any],
-    *,
-    mode: str,
-    author: str,
-    ts: int,
-    parent_version: int | None,
-    key: bytes,
-    percent: float | None = None,
-    approvals: list[dict[str, Any]] | None = None,
-    event_id: str | None = None,
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "event_id": event_id
-        or f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
-        "policy_id": document["policy_id"],
-        "version": document["version"],
-        "parent_version": parent_version,
-        "mode": mode,
-        "author": author,
-        "ts": ts,
-        "document": document,
-    }
-    if mode == "canary":
-        record["canary_percent"] = percent
-    if approvals:
-        record["approvals"] = approvals
-    record["signature"] = sign(record, key)
-    return record
-
-
-def control_record(
-    policy_id: str,
-    command: str,
-    *,
-    ts: int,
-    key: bytes,
-    version: int | None = None,
-    event_id: str | None = None,
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "event_id": event_id or f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
-        "policy_id": policy_id,
-        "command": command,
-        "ts": ts,
-    }
-    if version is not None:
-        record["version"] = version
-    record["signature"] = sign(record, key)
-    return record
-
-
-def load_store(
-    bootstrap: str, topic: str, key: bytes, keyring: Keyring | None = None
-) -> tuple[PolicyStore, list[str]]:
-    """Rebuild the store from the topic as the moderation job would (approvals checked with
-    `keyring`, default `cli_keyring()`); list what it rejected."""
-    from modstream import kafkaio
-
-    store = PolicyStore(cli_keyring() if keyring is None else keyring)
-    rejected = []
-    for message in kafkaio.read_to_end(bootstrap, topic):
-        try:
-            store.apply(message.value, key)
-        except (Rejected, SchemaError) as error:
-            rejected.append(f"offset {message.offset}: {error}")
-    return store, rejected
 
 
 def describe(snapshot: Snapshot | None, policy_id: str) -> str:
@@ -392,6 +248,9 @@ def cmd_show(args: argparse.Namespace, say: Say) -> int:
     return 0
 
 
+Action = Callable[..., argparse.ArgumentParser]  # (name, handler, help_text, broker=False)
+
+
 def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
     """Register `modstream policy` and its sub-commands on the main CLI."""
     policy = commands.add_parser(
@@ -414,6 +273,12 @@ def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
         return sub
 
     author = os.environ.get("MODSTREAM_POLICY_AUTHOR") or os.environ.get("USER") or "unknown"
+    _add_authoring_parsers(action, author)
+    _add_publishing_parsers(action, author)
+
+
+def _add_authoring_parsers(action: Action, author: str) -> None:
+    """validate, diff, sign, approve: files only, no broker."""
     sub = action("validate", cmd_validate, "check policy files; every problem names its rule")
     sub.add_argument("files", type=Path, nargs="+")
     sub = action("diff", cmd_diff, "rule-level differences: added, removed, changed thresholds")
@@ -431,6 +296,10 @@ def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
     sub.add_argument("--approver", required=True)
     sub.add_argument("--file", type=Path, default=PROJECT_ROOT / "policy_rules" / "global.yaml")
     sub.add_argument("--approvals", type=Path, default=APPROVALS_DIR)
+
+
+def _add_publishing_parsers(action: Action, author: str) -> None:
+    """push, rollback, pause, resume, show: on the policy.rules topic."""
     sub = action("push", cmd_push, "validate, check, sign and produce a version", broker=True)
     sub.add_argument("file", type=Path)
     sub.add_argument("--mode", choices=["active", "shadow", "canary"], default="active")

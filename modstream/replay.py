@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,6 +25,10 @@ from modstream.config import Settings
 from modstream.limits import Limits
 from operators.moderation import OUTPUT_TOPICS
 from operators.signing import Keyring
+
+if TYPE_CHECKING:
+    from jobs.moderation_config import ModerationConfig
+    from jobs.runtime import JobConfig
 
 SCAN_REQUESTS = "scan.requests."
 REPLAY_TOPICS = tuple(topic for topic in OUTPUT_TOPICS if not topic.startswith(SCAN_REQUESTS))
@@ -138,60 +142,16 @@ def run(
     *,
     scan_requests: bool = False,
 ) -> int:
-    from pyflink.common import Row, Types
-
     from jobs import runtime
     from jobs.moderation import build
-    from jobs.moderation_config import ModerationConfig
 
     settings = Settings.from_env()
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
-    config = ModerationConfig(
-        policy_id=str(policy.get("policy_id", "global")) if isinstance(policy, dict) else "global",
-        out_of_orderness_ms=REPLAY_OUT_OF_ORDERNESS_MS,
-        idleness_ms=3_600_000,
-        policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
-        trusted_policy=policy,
-        limits=Limits.from_env(),
-        keyring=Keyring.from_env(),
-        # The processing clock is fixed at the start (admission of future-stamped input does
-        # not depend on how long the run takes) and event time follows the file alone.
-        now_ms=int(time.time() * 1000),
-        wall_clock=False,
-    )
-    job = runtime.JobConfig(
-        name="replay",
-        bootstrap_servers="",
-        checkpoint_dir=Path(tempfile.mkdtemp()),
-        transactional_id_prefix="replay",
-        group_id="replay",
-        parallelism=parallelism,
-        checkpoint_interval_ms=3_600_000,
-        restart_strategy="none",
-    )
-    env = runtime.create_env(job, settings)
+    config = _moderation_config(policy)
+    env = runtime.create_env(_job_config(parallelism), settings)
     env.set_parallelism(parallelism)
     rows = _rows(input_path)
-    # The file's order is the stream's order: one source and everything before key_by at
-    # parallelism 1, and each row carries its line number, so records with equal ts are
-    # applied in file order even when they reach their key by different paths (reports go
-    # through the reporter gate first).
-    source = env.from_collection(
-        [
-            Row(topic, key, text, ts, REPLAY_LANE, line)
-            for line, (topic, key, text, ts) in enumerate(rows)
-        ],
-        type_info=Types.ROW(
-            [
-                Types.STRING(),
-                Types.STRING(),
-                Types.STRING(),
-                Types.LONG(),
-                Types.STRING(),
-                Types.LONG(),
-            ]
-        ),
-    ).set_parallelism(1)
+    source = _source(env, rows)
     out_dir.mkdir(parents=True, exist_ok=True)
     for topic in REPLAY_TOPICS:
         (out_dir / f"{topic}.jsonl").write_text("", encoding="utf-8")
@@ -207,3 +167,65 @@ def run(
         file=sys.stderr,
     )
     return 0
+
+
+def _moderation_config(policy: Any) -> ModerationConfig:
+    """The moderation job's configuration for a replay: `policy` trusted, event time from the
+    file alone."""
+    from jobs.moderation_config import ModerationConfig
+
+    return ModerationConfig(
+        policy_id=str(policy.get("policy_id", "global")) if isinstance(policy, dict) else "global",
+        out_of_orderness_ms=REPLAY_OUT_OF_ORDERNESS_MS,
+        idleness_ms=3_600_000,
+        policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
+        trusted_policy=policy,
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
+        # The processing clock is fixed at the start (admission of future-stamped input does
+        # not depend on how long the run takes) and event time follows the file alone.
+        now_ms=int(time.time() * 1000),
+        wall_clock=False,
+    )
+
+
+def _job_config(parallelism: int) -> JobConfig:
+    """No broker, a throwaway checkpoint directory, no restarts."""
+    from jobs import runtime
+
+    return runtime.JobConfig(
+        name="replay",
+        bootstrap_servers="",
+        checkpoint_dir=Path(tempfile.mkdtemp()),
+        transactional_id_prefix="replay",
+        group_id="replay",
+        parallelism=parallelism,
+        checkpoint_interval_ms=3_600_000,
+        restart_strategy="none",
+    )
+
+
+def _source(env: Any, rows: list[tuple[str, str | None, str, int]]) -> Any:
+    """The rows as one stream, in file order."""
+    from pyflink.common import Row, Types
+
+    # The file's order is the stream's order: one source and everything before key_by at
+    # parallelism 1, and each row carries its line number, so records with equal ts are
+    # applied in file order even when they reach their key by different paths (reports go
+    # through the reporter gate first).
+    return env.from_collection(
+        [
+            Row(topic, key, text, ts, REPLAY_LANE, line)
+            for line, (topic, key, text, ts) in enumerate(rows)
+        ],
+        type_info=Types.ROW(
+            [
+                Types.STRING(),
+                Types.STRING(),
+                Types.STRING(),
+                Types.LONG(),
+                Types.STRING(),
+                Types.LONG(),
+            ]
+        ),
+    ).set_parallelism(1)

@@ -4,7 +4,8 @@ Content versions of every modality (video with segments), evidence per required 
 segment with realistic delays, duplicates, evidence that carries an earlier `ts` than its
 upsert, missing and timed-out evidence (deadlines), edits, deletes, reports, a review, an
 appeal, a re-evaluation, a hash-bank entry with a matching upload, a signed policy version
-and malformed records. Same seed, same records.
+and malformed records (the fixed scenario after the versions: modstream/workload_extras.py).
+Same seed, same records.
 
 Authority records (detector results, reviews, appeals, bank entries) are generated unsigned and
 signed where they leave: `for_kafka` / `produce` and `write` sign each with its producer's key
@@ -20,7 +21,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from operators.signing import AUTHORITY_TOPICS, Keyring, sign, signed
+from modstream.workload_extras import Emit, add_extras
+from operators.signing import AUTHORITY_TOPICS, Keyring, signed
 
 T0 = 1_764_460_800_000
 REQUIRED = {
@@ -95,76 +97,97 @@ def generate(
 
     uploads: list[dict[str, Any]] = []
     for index in range(versions):
-        modality = rng.choice(mix.modalities)
-        ts = start_ts + index * 200 + rng.randrange(0, 150)
-        content_id = f"{prefix}c{seed}-{index}"
-        segments = _segments(rng, mix) if modality == "video" else 1
-        upsert: dict[str, Any] = {
-            "event_id": f"up-{content_id}-1",
-            "type": "upsert",
-            "content_id": content_id,
-            "content_version": 1,
-            "ts": ts,
-            "author_id": f"u{rng.randrange(40)}",
-            "modality": modality,
-            "surface": rng.choice(["public_post", "comment", "comment", "profile", "dm"]),
-            "region": rng.choice(["DE", "US", "BR", "IN"]),
-            "audience": rng.choice(["all", "all", "adult", "minor"]),
-            "account_risk": round(rng.random(), 3),
-            "size_bytes": rng.randrange(100, 900_000),
-            "mime_type": MIME[modality],
-            "sha256": f"{rng.getrandbits(256):064x}",
-            "segments": segments,
-        }
-        if modality == "text":
-            upsert["text"] = f"generated text {index}"
-            upsert["size_bytes"] = rng.randrange(10, 4000)
+        upsert = _upsert(rng, mix, f"{prefix}c{seed}-{index}", index, start_ts)
         uploads.append(upsert)
-        emit("content.versions", upsert, ts)
-        missing = rng.random() < 0.05
-        for detector in REQUIRED[modality]:
-            for segment in range(segments):
-                if missing and detector == REQUIRED[modality][-1] and segment == 0:
-                    continue  # never arrives: the deadline decides
-                early = rng.random() < mix.out_of_order
-                delay = -rng.randrange(1, 50) if early else rng.randrange(50, 8_000)
-                status = "timeout" if rng.random() < 0.02 else "ok"
-                event_id = f"ev-{content_id}-{detector}-{segment}"
-                result: dict[str, Any] = {
-                    "event_id": event_id,
-                    "content_id": content_id,
-                    "content_version": 1,
-                    "detector": detector,
-                    "model_version": f"{detector}-1",
-                    "status": status,
-                    "ts": ts + delay,
-                    "segment_id": segment if segments > 1 else None,
-                    "scores": {LABELS[detector]: _score(rng)} if status == "ok" else None,
-                    "evidence_ref": f"evidence://{content_id}/{detector}/{segment}",
-                }
-                # Early evidence is delivered right after its upsert, carrying its earlier ts.
-                emit("detector.results", result, ts if early else ts + delay)
-                if rng.random() < mix.duplicate:
-                    emit(
-                        "detector.results",
-                        dict(result, event_id=event_id + "-dup"),
-                        ts + max(delay, 0) + 10,
-                    )
+        emit("content.versions", upsert, upsert["ts"])
+        _evidence(rng, mix, upsert, emit)
         _human(rng, mix, upsert, emit)
 
+    after = start_ts + versions * 200  # past every generated upload
     if extras and uploads:
-        _extras(rng, uploads, emit, start_ts + versions * 200, policy_document, policy_key, prefix)
+        add_extras(rng, uploads, emit, after, policy_document, policy_key, prefix)
     if malformed:
-        end = start_ts + versions * 200 + 5_000
-        emit("content.versions", {"event_id": f"{prefix}bad-1", "type": "upsert"}, end)
-        emit(
-            "content.versions",
-            dict(uploads[0], event_id=f"{prefix}bad-2", modality="hologram"),
-            end,
-        )
-        emit("detector.results", dict(uploads[0], event_id=f"{prefix}bad-3"), end)
-        emit("moderation.reports", f"not json at all {prefix}", end)
+        _malformed(uploads, emit, after + 5_000, prefix)
     return [line for _, _, line in sorted(timed, key=lambda item: (item[0], item[1]))]
+
+
+def _upsert(
+    rng: random.Random, mix: Mix, content_id: str, index: int, start_ts: int
+) -> dict[str, Any]:
+    """Version 1 of the `index`th content: its modality, ts and attributes drawn from `rng`."""
+    modality = rng.choice(mix.modalities)
+    ts = start_ts + index * 200 + rng.randrange(0, 150)
+    segments = _segments(rng, mix) if modality == "video" else 1
+    upsert: dict[str, Any] = {
+        "event_id": f"up-{content_id}-1",
+        "type": "upsert",
+        "content_id": content_id,
+        "content_version": 1,
+        "ts": ts,
+        "author_id": f"u{rng.randrange(40)}",
+        "modality": modality,
+        "surface": rng.choice(["public_post", "comment", "comment", "profile", "dm"]),
+        "region": rng.choice(["DE", "US", "BR", "IN"]),
+        "audience": rng.choice(["all", "all", "adult", "minor"]),
+        "account_risk": round(rng.random(), 3),
+        "size_bytes": rng.randrange(100, 900_000),
+        "mime_type": MIME[modality],
+        "sha256": f"{rng.getrandbits(256):064x}",
+        "segments": segments,
+    }
+    if modality == "text":
+        upsert["text"] = f"generated text {index}"
+        upsert["size_bytes"] = rng.randrange(10, 4000)
+    return upsert
+
+
+def _evidence(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Emit) -> None:
+    """A result per required detector and segment, with its delay; some duplicated, some
+    stamped before the upsert, and now and then one that never arrives (the deadline decides)."""
+    content_id, ts, modality = upsert["content_id"], upsert["ts"], upsert["modality"]
+    segments = upsert["segments"]
+    missing = rng.random() < 0.05
+    for detector in REQUIRED[modality]:
+        for segment in range(segments):
+            if missing and detector == REQUIRED[modality][-1] and segment == 0:
+                continue  # never arrives: the deadline decides
+            early = rng.random() < mix.out_of_order
+            delay = -rng.randrange(1, 50) if early else rng.randrange(50, 8_000)
+            status = "timeout" if rng.random() < 0.02 else "ok"
+            event_id = f"ev-{content_id}-{detector}-{segment}"
+            result: dict[str, Any] = {
+                "event_id": event_id,
+                "content_id": content_id,
+                "content_version": 1,
+                "detector": detector,
+                "model_version": f"{detector}-1",
+                "status": status,
+                "ts": ts + delay,
+                "segment_id": segment if segments > 1 else None,
+                "scores": {LABELS[detector]: _score(rng)} if status == "ok" else None,
+                "evidence_ref": f"evidence://{content_id}/{detector}/{segment}",
+            }
+            # Early evidence is delivered right after its upsert, carrying its earlier ts.
+            emit("detector.results", result, ts if early else ts + delay)
+            if rng.random() < mix.duplicate:
+                emit(
+                    "detector.results",
+                    dict(result, event_id=event_id + "-dup"),
+                    ts + max(delay, 0) + 10,
+                )
+
+
+def _malformed(uploads: list[dict[str, Any]], emit: Emit, end: int, prefix: str) -> None:
+    """Records the jobs must dead-letter: a bare upsert, an unknown modality, an upsert sent as
+    a detector result and a value that is not JSON."""
+    emit("content.versions", {"event_id": f"{prefix}bad-1", "type": "upsert"}, end)
+    emit(
+        "content.versions",
+        dict(uploads[0], event_id=f"{prefix}bad-2", modality="hologram"),
+        end,
+    )
+    emit("detector.results", dict(uploads[0], event_id=f"{prefix}bad-3"), end)
+    emit("moderation.reports", f"not json at all {prefix}", end)
 
 
 def _segments(rng: random.Random, mix: Mix) -> int:
@@ -172,7 +195,7 @@ def _segments(rng: random.Random, mix: Mix) -> int:
     return low if low == high else rng.randint(low, high)
 
 
-def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Any) -> None:
+def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Emit) -> None:
     """The mix's report and review decision for one version, each by its chance (none drawn
     when the chance is 0, so the default mix's sequence is unchanged)."""
     content_id, ts = upsert["content_id"], upsert["ts"]
@@ -192,183 +215,6 @@ def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Any) -> N
             "outcome": rng.choice(["ALLOW", "BLOCK"]), "reason": "reviewed", "ts": at,
         }  # fmt: skip
         emit("review.decisions", review, at)
-
-
-def _extras(
-    rng: random.Random,
-    uploads: list[dict[str, Any]],
-    emit: Any,
-    ts: int,
-    policy_document: dict[str, Any] | None,
-    policy_key: bytes | None,
-    prefix: str = "",
-) -> None:
-    # A known-bad hash, then an upload that matches it.
-    banked = f"{rng.getrandbits(256):064x}"
-    emit(
-        "hash.bank",
-        {
-            "event_id": f"{prefix}hb-1",
-            "bank": "known_bad",
-            "hash_type": "sha256",
-            "hash": banked,
-            "op": "add",
-            "ts": ts,
-        },
-        ts,
-    )
-    emit(
-        "content.versions",
-        dict(
-            uploads[1],
-            event_id="up-banked",
-            content_id=f"{prefix}banked-1",
-            sha256=banked,
-            ts=ts + 100,
-        ),
-        ts + 100,
-    )
-
-    def report(reporter: str, content: dict[str, Any], at: int, tag: str) -> None:
-        emit(
-            "moderation.reports",
-            {
-                "event_id": f"{prefix}rep-{tag}",
-                "report_id": f"{prefix}rep-{tag}",
-                "content_id": content["content_id"],
-                "content_version": 1,
-                "reporter_id": f"{prefix}{reporter}",
-                "reason": "spam",
-                "ts": at,
-            },
-            at,
-        )
-
-    # Established reporters: their first reports came two days earlier.
-    for index, reporter in enumerate(["r1", "r2", "r3", "r4", "flooder"]):
-        report(reporter, uploads[7], ts - 2 * 86_400_000 + index, f"early-{reporter}")
-    # Three established reporters (one reports twice): a review task in queue `reports`.
-    for index, reporter in enumerate(["r1", "r2", "r2", "r3"]):
-        report(reporter, uploads[2], ts + 200 + index, f"target-{index}")
-    # A burst of brand-new reporters on another item: flagged as possible brigading.
-    for index in range(4):
-        report(f"new{index}", uploads[8], ts + 250 + index, f"burst-{index}")
-    # A flooder beyond the hourly limit (10): its later reports are not counted, so the item
-    # below stays one report short of the threshold.
-    for index in range(12):
-        report(
-            "flooder",
-            uploads[10 + index % max(1, len(uploads) - 10)],
-            ts + 260 + index,
-            f"flood-{index}",
-        )
-    report("r4", uploads[9], ts + 280, "short-1")
-    report("r3", uploads[9], ts + 281, "short-2")
-    report("flooder", uploads[9], ts + 282, "short-3")
-    # A review, then an appeal and the review that closes it.
-    reviewed = uploads[3]
-    emit(
-        "review.decisions",
-        {
-            "event_id": "rv-1",
-            "task_id": "external",
-            "content_id": reviewed["content_id"],
-            "content_version": 1,
-            "reviewer_id": "mod-1",
-            "outcome": "BLOCK",
-            "reason": "sexual_content",
-            "ts": ts + 300,
-        },
-        ts + 300,
-    )
-    emit(
-        "moderation.appeals",
-        {
-            "event_id": "ap-1",
-            "appeal_id": "a1",
-            "content_id": reviewed["content_id"],
-            "content_version": 1,
-            "decision_revision": 1,
-            "user_id": reviewed["author_id"],
-            "ts": ts + 400,
-        },
-        ts + 400,
-    )
-    emit(
-        "moderation.appeals",
-        {
-            "event_id": "ap-2",
-            "appeal_id": "a2",
-            "content_id": reviewed["content_id"],
-            "content_version": 1,
-            "decision_revision": 1,
-            "user_id": reviewed["author_id"],
-            "ts": ts + 450,
-        },
-        ts + 450,
-    )
-    emit(
-        "review.decisions",
-        {
-            "event_id": "rv-2",
-            "task_id": "appeal-a1",
-            "content_id": reviewed["content_id"],
-            "content_version": 1,
-            "reviewer_id": "mod-2",
-            "outcome": "ALLOW",
-            "reason": "appeal_granted",
-            "ts": ts + 500,
-        },
-        ts + 500,
-    )
-    # An edit (version 2) and a delete.
-    edited = uploads[4]
-    emit(
-        "content.versions",
-        dict(edited, event_id="up-edit", content_version=2, ts=ts + 600),
-        ts + 600,
-    )
-    deleted = uploads[5]
-    emit(
-        "content.versions",
-        {
-            "event_id": "del-1",
-            "type": "delete",
-            "content_id": deleted["content_id"],
-            "content_version": 1,
-            "ts": ts + 700,
-        },
-        ts + 700,
-    )
-    emit(
-        "moderation.reevaluate",
-        {
-            "event_id": "re-1",
-            "content_id": uploads[6]["content_id"],
-            "content_version": 1,
-            "reason": "policy v2",
-            "ts": ts + 800,
-        },
-        ts + 800,
-    )
-    if policy_document is not None and policy_key is not None:
-        document = dict(
-            policy_document,
-            version=int(policy_document["version"]) + 1,
-            default="PROVISIONAL_ALLOW",
-        )
-        record = {
-            "event_id": f"{prefix}pol-next",
-            "policy_id": document["policy_id"],
-            "version": document["version"],
-            "parent_version": policy_document["version"],
-            "mode": "shadow",
-            "author": "workload",
-            "ts": ts + 900,
-            "document": document,
-        }
-        record["signature"] = sign(record, policy_key)
-        emit("policy.rules", record, ts + 900)
 
 
 def sign_lines(lines: list[Line], keyring: Keyring | None = None) -> list[Line]:

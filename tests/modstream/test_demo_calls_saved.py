@@ -1,5 +1,5 @@
-"""The demo summary's "model calls saved" line (modstream/demo.py), from what the run's topics
-hold, without the stack."""
+"""The demo summary's "model calls saved" line (modstream/demo_summary.py), from what the run's
+topics hold, without the stack."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream import demo
+from modstream import demo_summary
 from tests.operators.policy_builders import GLOBAL_YAML
 
 
@@ -27,7 +27,7 @@ def test_the_demo_counts_required_calls_neither_requested_nor_answered(
         ],
         "p.detector.results": [],
     }
-    monkeypatch.setattr(demo, "_mine", lambda _settings, topic, _run: topics.get(topic, []))
+    monkeypatch.setattr(demo_summary, "mine", lambda _settings, topic, _run: topics.get(topic, []))
     names = {
         name: f"p.{name}"
         for name in ("scan.requests.text", "scan.requests.image", "scan.requests.video",
@@ -35,5 +35,5 @@ def test_the_demo_counts_required_calls_neither_requested_nor_answered(
     }  # fmt: skip
     decided = {("r-banked", 1), ("r-ok", 1)}  # r-never was never decided: not counted
     policy = yaml.safe_load(GLOBAL_YAML.read_text())
-    saved = demo._scan_calls_saved(None, names, "r-", lines, decided, policy)  # type: ignore[arg-type]
+    saved = demo_summary.scan_calls_saved(None, names, "r-", lines, decided, policy)  # type: ignore[arg-type]
     assert saved == {"required": 4, "models": 1, "checks": 1}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from modstream.cli import main
-from modstream.policy_cli import valid_approvals
+from modstream.policy_service import valid_approvals
 from operators.policy_store import verify
 from tests.operators.policy_builders import GLOBAL_YAML, global_document
 

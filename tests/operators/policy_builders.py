@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from modstream.policy_cli import control_record
+from modstream.policy_service import control_record
 from operators.policy_store import sign
 from operators.signing import approval_record
 from tests.conftest import T0, TEST_KEYRING

@@ -1,0 +1,267 @@
+"""What each `modstream` sub-command does with its parsed arguments (modstream/cli.py parses
+them): call the service that does the work, print what it did, return the exit code."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from modstream.config import Settings
+
+
+def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    stack.up(settings)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    stack.down(settings)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    print(f"run directory {settings.run_dir}")
+    states = stack.status(settings)
+    for state in states:
+        print(state.line())
+    return 0 if all(state.healthy for state in states) else 3
+
+
+def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import topics
+
+    if args.action == "create":
+        created = topics.create_topics(settings.bootstrap_servers)
+        print(f"topics: {len(created)} created, {len(topics.TOPICS) - len(created)} already there")
+    else:
+        for spec in topics.TOPICS:
+            print(
+                f"{spec.name:<26} {spec.partitions:>2}  {spec.config.get('cleanup.policy'):<8}"
+                f" {spec.purpose}"
+            )
+    return 0
+
+
+def cmd_schemas(args: argparse.Namespace, settings: Settings) -> int:
+    from schemas import export
+
+    if args.action == "export":
+        for path in export.export():
+            print(f"wrote {path.relative_to(settings.project_root)}")
+        return 0
+    problems = export.stale()
+    for problem in problems:
+        print(f"stale: {problem}")
+    if problems:
+        print("run `modstream schemas export` and commit schemas/json/")
+        return 1
+    print("schemas/json/ matches the models")
+    return 0
+
+
+def cmd_job(args: argparse.Namespace, settings: Settings) -> int:
+    if args.job == "ingest-check":
+        from jobs import ingest_check
+
+        return ingest_check.main(args.job_args)
+    if args.job == "moderation":
+        from jobs import moderation
+
+        return moderation.main(args.job_args)
+    if args.job == "enforce":
+        from jobs import enforce
+
+        return enforce.main(args.job_args)
+    if args.job == "scan":
+        from jobs import scan
+
+        return scan.main(args.job_args)
+    if args.job == "reconciler":
+        from jobs import reconciler
+
+        return reconciler.main(args.job_args)
+    raise AssertionError(args.job)
+
+
+def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import cluster
+
+    if args.action == "up":
+        cluster.up(settings, rest_port=args.rest_port, rpc_port=args.rpc_port, slots=args.slots)
+    else:
+        cluster.down(settings)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
+    job_args = args.job_args
+    if args.jobmanager is None:
+        from jobs import moderation
+
+        return moderation.main(job_args)
+    from modstream import cluster
+
+    return cluster.submit("moderation", args.jobmanager, job_args, flink_home=args.flink_home)
+
+
+def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
+    from benchmarks import bench_compare
+
+    return bench_compare.main([])  # reached only through build_parser(); main() passes options
+
+
+def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import replay
+
+    return replay.run(
+        args.input,
+        args.policy,
+        args.out,
+        parallelism=args.parallelism,
+        scan_requests=args.scan_requests,
+    )
+
+
+def cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
+    import time
+
+    from modstream import reevaluate
+
+    selection = reevaluate.Selection(
+        args.policy_id,
+        args.policy_version,
+        since_ts=args.since,
+        until_ts=args.until,
+        time_field=args.time,
+        surface=args.surface,
+        region=args.region,
+        modality=args.modality,
+    )
+
+    def topic(name: str) -> str:
+        return f"{args.prefix}.{name}" if args.prefix else name
+
+    return reevaluate.run(
+        args.bootstrap_servers or settings.bootstrap_servers,
+        selection,
+        rate_per_s=args.rate,
+        ts=args.ts or int(time.time() * 1000),
+        index_topic=topic("moderation.index"),
+        target_topic=topic("moderation.reevaluate"),
+        dry_run=args.dry_run,
+        sample=args.sample,
+        read_timeout_s=args.read_timeout,
+    )
+
+
+def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+
+    import redis
+
+    from modstream import dlq
+
+    servers = args.bootstrap_servers or settings.bootstrap_servers
+    topic = args.topic or (f"{args.prefix}.moderation.dlq" if args.prefix else "moderation.dlq")
+    if args.action == "list":
+        letters = dlq.list_letters(servers, topic, args.error_class)
+        for letter in letters:
+            print(json.dumps(letter, ensure_ascii=False))
+        print(f"dlq: {len(letters)} records on {topic}", file=sys.stderr)
+        return 0
+    client = redis.Redis.from_url(settings.redis_url)
+    counts = dlq.replay(
+        servers, topic, client, error_class=args.error_class, prefix=args.prefix, say=print
+    )
+    print("dlq replay: " + (", ".join(f"{k} {v}" for k, v in sorted(counts.items())) or "nothing"))
+    return 0
+
+
+def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
+    import json
+    import time
+
+    import redis
+
+    from modstream import kafkaio
+    from modstream.review import Reviewer, ReviewError, ReviewQueue, Roles
+
+    roles_file = Path(
+        os.environ.get("MODSTREAM_REVIEW_ROLES")
+        or settings.project_root / "policy_rules" / "reviewers.yaml"
+    )
+    queue = ReviewQueue(redis.Redis.from_url(settings.redis_url), Roles.load(roles_file))
+    servers = args.bootstrap_servers or settings.bootstrap_servers
+
+    def topic(name: str) -> str:
+        return f"{args.prefix}.{name}" if args.prefix else name
+
+    now = int(time.time() * 1000)
+    try:
+        if args.action == "feed":
+            records = kafkaio.read_to_end(servers, topic("review.tasks"), committed=True)
+            # A malformed record is skipped and counted, never the end of the feed.
+            tasks, skipped = kafkaio.decode_values(records, "review.tasks")
+            fed = sum(queue.feed(task) for task in tasks)
+            print(
+                f"review feed: {fed} new tasks of {len(records)}"
+                + (f"; skipped {skipped} malformed" if skipped else "")
+            )
+        elif args.action == "claim":
+            task = queue.claim(args.queue, Reviewer.from_env().reviewer_id)
+            print(json.dumps(task) if task else f"review claim: queue {args.queue} is empty")
+        elif args.action == "show":
+            print(json.dumps(queue.show(args.task, Reviewer.from_env().reviewer_id), indent=2))
+        elif args.action == "decide":
+            # Who decides is whoever's key signs: the one entry of the reviewer's keys file.
+            record = queue.decide(args.task, Reviewer.from_env(), args.outcome, args.reason, now)
+            kafkaio.produce(
+                servers,
+                topic("review.decisions"),
+                [(record["content_id"], json.dumps(record).encode("utf-8"))],
+            )
+            print(json.dumps(record))
+        else:
+            print(json.dumps(queue.backlog(now), indent=2))
+    except ReviewError as error:
+        print(f"modstream review {args.action}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_detect(args: argparse.Namespace, settings: Settings) -> int:
+    from udfs import detect_cli
+
+    return detect_cli.run(args.detector, args.input)
+
+
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import demo
+
+    return demo.run(
+        settings, count=args.count, seed=args.seed, as_json=args.json, detectors=args.detectors
+    )
+
+
+def policy_handler(
+    handler: Callable[[argparse.Namespace, Callable[[str], None]], int],
+) -> Callable[[argparse.Namespace, Settings], int]:
+    def run(args: argparse.Namespace, settings: Settings) -> int:
+        from modstream.policy_service import PolicyCliError
+
+        try:
+            return handler(args, print)
+        except PolicyCliError as error:
+            print(f"modstream policy {args.policy_command}: {error}", file=sys.stderr)
+            return 1
+
+    return run

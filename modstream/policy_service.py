@@ -1,0 +1,175 @@
+"""What `modstream policy` does, apart from its command line (modstream/policy_cli.py): the
+keys that sign and check policy records and approvals, reading a policy document, the signed
+policy.rules records, and the policy store rebuilt from the topic as the moderation job builds it.
+
+Keys: the deployment key that signs policy records comes from MODSTREAM_POLICY_KEY (UTF-8).
+People's own keys (for approvals) come from MODSTREAM_KEY_<NAME> or a JSON keys file
+(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}), then
+from the deployment's keyring (operators/signing.py: MODSTREAM_SIGNING_KEYS_FILE, the dev
+secret).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from operators import signing
+from operators.policy_store import PolicyStore, Rejected, sign
+from operators.signing import Keyring
+from schemas import SchemaError
+
+
+class PolicyCliError(RuntimeError):
+    """A refusal with a message for the author; exit code 1."""
+
+
+# Keys and approvals.
+def policy_key(env: Mapping[str, str] = os.environ) -> bytes:
+    key = env.get("MODSTREAM_POLICY_KEY")
+    if not key:
+        raise PolicyCliError(
+            "MODSTREAM_POLICY_KEY is not set: it holds the deployment's policy signing key"
+        )
+    return key.encode("utf-8")
+
+
+def people_keys(env: Mapping[str, str] = os.environ) -> dict[str, bytes]:
+    """The person's keys file (MODSTREAM_KEYS_FILE), or nothing when there is none."""
+    path = signing.person_keys_path(env)
+    if not path.exists():
+        return {}
+    try:
+        return signing.read_keys_file(path, signing.PERSON_KEYS_VARIABLE)
+    except ValueError as error:
+        raise PolicyCliError(str(error)) from None
+
+
+def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
+    """The deployment's keyring as the job builds it, plus the person's keys file: the keys
+    this command checks approvals with."""
+    try:
+        keyring = Keyring.from_env(env)
+    except ValueError as error:
+        raise PolicyCliError(str(error)) from None
+    return replace(keyring, keys={**keyring.keys, **people_keys(env)})
+
+
+def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
+    """MODSTREAM_KEY_<NAME>, else the keys file, else the deployment keyring's key for name."""
+    variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+    if env.get(variable):
+        return env[variable].encode("utf-8")
+    return cli_keyring(env).key_for(name)
+
+
+def valid_approvals(
+    document: Mapping[str, Any], author: str, directory: Path, env: Mapping[str, str] = os.environ
+) -> list[dict[str, Any]]:
+    """Approvals in `directory` of exactly this document, by someone other than its author,
+    whose signature verifies with the approver's own key (the rule the job applies too)."""
+    approvals = []
+    pattern = f"{document['policy_id']}-v{document['version']}-*.json"
+    for path in sorted(directory.glob(pattern)):
+        try:
+            approvals.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return signing.valid_approvals(document, author, approvals, lambda name: person_key(name, env))
+
+
+def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
+    return env.get("MODSTREAM_REQUIRE_APPROVAL", "1").lower() not in ("0", "false", "no")
+
+
+# Documents and records.
+def read_document(path: Path) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as error:
+        raise PolicyCliError(f"{path}: cannot read YAML: {error}") from None
+    if not isinstance(document, dict):
+        raise PolicyCliError(f"{path}: a policy document must be a mapping")
+    return document
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def version_record(
+    document: dict[str, Any],
+    *,
+    mode: str,
+    author: str,
+    ts: int,
+    parent_version: int | None,
+    key: bytes,
+    percent: float | None = None,
+    approvals: list[dict[str, Any]] | None = None,
+    event_id: str | None = None,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": event_id
+        or f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
+        "policy_id": document["policy_id"],
+        "version": document["version"],
+        "parent_version": parent_version,
+        "mode": mode,
+        "author": author,
+        "ts": ts,
+        "document": document,
+    }
+    if mode == "canary":
+        record["canary_percent"] = percent
+    if approvals:
+        record["approvals"] = approvals
+    record["signature"] = sign(record, key)
+    return record
+
+
+def control_record(
+    policy_id: str,
+    command: str,
+    *,
+    ts: int,
+    key: bytes,
+    version: int | None = None,
+    event_id: str | None = None,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "event_id": event_id or f"{policy_id}-{command}-{uuid.uuid4().hex[:12]}",
+        "policy_id": policy_id,
+        "command": command,
+        "ts": ts,
+    }
+    if version is not None:
+        record["version"] = version
+    record["signature"] = sign(record, key)
+    return record
+
+
+def load_store(
+    bootstrap: str, topic: str, key: bytes, keyring: Keyring | None = None
+) -> tuple[PolicyStore, list[str]]:
+    """Rebuild the store from the topic as the moderation job would (approvals checked with
+    `keyring`, default `cli_keyring()`); list what it rejected."""
+    from modstream import kafkaio
+
+    store = PolicyStore(cli_keyring() if keyring is None else keyring)
+    rejected = []
+    for message in kafkaio.read_to_end(bootstrap, topic):
+        try:
+            store.apply(message.value, key)
+        except (Rejected, SchemaError) as error:
+            rejected.append(f"offset {message.offset}: {error}")
+    return store, rejected

@@ -1,0 +1,211 @@
+"""The fixed scenario a generated workload ends with (modstream/workload.py, `extras=True`).
+
+After the generated versions, at one ts: a known-bad hash and an upload that matches it;
+reports from established reporters, a burst of new ones and a flooder past its hourly limit; a
+review, an appeal (and a conflicting second one) and the review that closes it; an edit, a
+delete, a re-evaluation; and, given a policy document and key, a signed shadow policy version.
+Only the banked hash draws from the generator's random sequence, first, so the records stay
+the same for the same seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from operators.signing import sign
+
+Emit = Callable[[str, Any, int], None]  # (topic, value, delivery ts): one line of the workload
+
+
+def add_extras(
+    rng: random.Random,
+    uploads: list[dict[str, Any]],
+    emit: Emit,
+    ts: int,
+    policy_document: dict[str, Any] | None,
+    policy_key: bytes | None,
+    prefix: str = "",
+) -> None:
+    """Emit the scenario at `ts`, in this order (records with equal ts keep it)."""
+    _bank_match(rng, uploads, emit, ts, prefix)
+    _reports(uploads, emit, ts, prefix)
+    _review_and_appeals(uploads[3], emit, ts)
+    _edit_delete_reevaluate(uploads, emit, ts)
+    if policy_document is not None and policy_key is not None:
+        _shadow_policy(policy_document, policy_key, emit, ts, prefix)
+
+
+def _bank_match(
+    rng: random.Random, uploads: list[dict[str, Any]], emit: Emit, ts: int, prefix: str
+) -> None:
+    """A known-bad hash, then an upload that matches it."""
+    banked = f"{rng.getrandbits(256):064x}"
+    emit(
+        "hash.bank",
+        {
+            "event_id": f"{prefix}hb-1",
+            "bank": "known_bad",
+            "hash_type": "sha256",
+            "hash": banked,
+            "op": "add",
+            "ts": ts,
+        },
+        ts,
+    )
+    emit(
+        "content.versions",
+        dict(
+            uploads[1],
+            event_id="up-banked",
+            content_id=f"{prefix}banked-1",
+            sha256=banked,
+            ts=ts + 100,
+        ),
+        ts + 100,
+    )
+
+
+def _reports(uploads: list[dict[str, Any]], emit: Emit, ts: int, prefix: str) -> None:
+    """Reports that exercise the reporter gate: established reporters, a brigading burst and
+    a flooder beyond its hourly limit."""
+
+    def report(reporter: str, content: dict[str, Any], at: int, tag: str) -> None:
+        emit(
+            "moderation.reports",
+            {
+                "event_id": f"{prefix}rep-{tag}",
+                "report_id": f"{prefix}rep-{tag}",
+                "content_id": content["content_id"],
+                "content_version": 1,
+                "reporter_id": f"{prefix}{reporter}",
+                "reason": "spam",
+                "ts": at,
+            },
+            at,
+        )
+
+    # Established reporters: their first reports came two days earlier.
+    for index, reporter in enumerate(["r1", "r2", "r3", "r4", "flooder"]):
+        report(reporter, uploads[7], ts - 2 * 86_400_000 + index, f"early-{reporter}")
+    # Three established reporters (one reports twice): a review task in queue `reports`.
+    for index, reporter in enumerate(["r1", "r2", "r2", "r3"]):
+        report(reporter, uploads[2], ts + 200 + index, f"target-{index}")
+    # A burst of brand-new reporters on another item: flagged as possible brigading.
+    for index in range(4):
+        report(f"new{index}", uploads[8], ts + 250 + index, f"burst-{index}")
+    # A flooder beyond the hourly limit (10): its later reports are not counted, so the item
+    # below stays one report short of the threshold.
+    for index in range(12):
+        report(
+            "flooder",
+            uploads[10 + index % max(1, len(uploads) - 10)],
+            ts + 260 + index,
+            f"flood-{index}",
+        )
+    report("r4", uploads[9], ts + 280, "short-1")
+    report("r3", uploads[9], ts + 281, "short-2")
+    report("flooder", uploads[9], ts + 282, "short-3")
+
+
+def _review_and_appeals(reviewed: dict[str, Any], emit: Emit, ts: int) -> None:
+    """A review, then an appeal (and a conflicting second one) and the review that closes it."""
+    emit(
+        "review.decisions",
+        {
+            "event_id": "rv-1",
+            "task_id": "external",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "reviewer_id": "mod-1",
+            "outcome": "BLOCK",
+            "reason": "sexual_content",
+            "ts": ts + 300,
+        },
+        ts + 300,
+    )
+    for event_id, appeal_id, at in (("ap-1", "a1", ts + 400), ("ap-2", "a2", ts + 450)):
+        emit(
+            "moderation.appeals",
+            {
+                "event_id": event_id,
+                "appeal_id": appeal_id,
+                "content_id": reviewed["content_id"],
+                "content_version": 1,
+                "decision_revision": 1,
+                "user_id": reviewed["author_id"],
+                "ts": at,
+            },
+            at,
+        )
+    emit(
+        "review.decisions",
+        {
+            "event_id": "rv-2",
+            "task_id": "appeal-a1",
+            "content_id": reviewed["content_id"],
+            "content_version": 1,
+            "reviewer_id": "mod-2",
+            "outcome": "ALLOW",
+            "reason": "appeal_granted",
+            "ts": ts + 500,
+        },
+        ts + 500,
+    )
+
+
+def _edit_delete_reevaluate(uploads: list[dict[str, Any]], emit: Emit, ts: int) -> None:
+    """An edit (version 2), a delete and a re-evaluation request."""
+    edited = uploads[4]
+    emit(
+        "content.versions",
+        dict(edited, event_id="up-edit", content_version=2, ts=ts + 600),
+        ts + 600,
+    )
+    deleted = uploads[5]
+    emit(
+        "content.versions",
+        {
+            "event_id": "del-1",
+            "type": "delete",
+            "content_id": deleted["content_id"],
+            "content_version": 1,
+            "ts": ts + 700,
+        },
+        ts + 700,
+    )
+    emit(
+        "moderation.reevaluate",
+        {
+            "event_id": "re-1",
+            "content_id": uploads[6]["content_id"],
+            "content_version": 1,
+            "reason": "policy v2",
+            "ts": ts + 800,
+        },
+        ts + 800,
+    )
+
+
+def _shadow_policy(
+    policy_document: dict[str, Any], policy_key: bytes, emit: Emit, ts: int, prefix: str
+) -> None:
+    """The next version of `policy_document` in shadow mode, signed with `policy_key`."""
+    document = dict(
+        policy_document,
+        version=int(policy_document["version"]) + 1,
+        default="PROVISIONAL_ALLOW",
+    )
+    record = {
+        "event_id": f"{prefix}pol-next",
+        "policy_id": document["policy_id"],
+        "version": document["version"],
+        "parent_version": policy_document["version"],
+        "mode": "shadow",
+        "author": "workload",
+        "ts": ts + 900,
+        "document": document,
+    }
+    record["signature"] = sign(record, policy_key)
+    emit("policy.rules", record, ts + 900)
