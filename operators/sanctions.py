@@ -98,76 +98,97 @@ def on_decision(
     if violation and strikes is not None:
         action_id = strike_id(user_id, cid, decision["policy_id"], ts)
         if standing is None and action_id not in state["seen"]:
-            state["seen"].append(action_id)
-            state["strikes"].append(
-                {
-                    "id": action_id,
-                    "content_id": cid,
-                    "content_version": decision["content_version"],
-                    "ts": ts,
-                    "reason": strike_reasons[0],
-                    "active": True,
-                }
-            )
-            count = len(_active(state, ts, window_ms))
-            result.outputs.append(
-                _record(action_id, user_id, "strike", decision, strike_reasons[0], count)
-            )
-            for sanction in strikes.get("sanctions", []):
-                if count != sanction["at"]:
-                    continue
-                duration = sanction.get("duration_ms")
-                expires = ts + duration if duration else None
-                sanction_id = _sha256(action_id, sanction["sanction"], sanction["at"])
-                state["sanctions"][sanction["sanction"]] = {
-                    "id": sanction_id,
-                    "at": sanction["at"],
-                    "expires": expires,
-                }
-                result.outputs.append(
-                    _record(
-                        sanction_id,
-                        user_id,
-                        sanction["sanction"],
-                        decision,
-                        strike_reasons[0],
-                        count,
-                        expires,
-                    )
-                )
+            _strike(result, user_id, decision, action_id, strike_reasons[0], strikes, window_ms)
     elif (
         standing is not None
         and decision["trigger"] in HUMAN_TRIGGERS
         and decision["content_version"] == standing["content_version"]
         and not violation
     ):
-        standing["active"] = False
-        count = len(_active(state, ts, window_ms))
-        result.outputs.append(
-            _record(
-                _sha256(standing["id"], "strike_reversed"),
-                user_id,
-                "strike_reversed",
-                decision,
-                standing["reason"],
-                count,
-            )
-        )
-        for name, sanction in sorted(state["sanctions"].items()):
-            in_force = sanction["expires"] is None or sanction["expires"] > ts
-            if in_force and count < sanction["at"]:
-                del state["sanctions"][name]
-                result.outputs.append(
-                    _record(
-                        _sha256(sanction["id"], "sanction_lifted"),
-                        user_id,
-                        "sanction_lifted",
-                        decision,
-                        "strike_reversed",
-                        count,
-                    )
-                )
+        _reverse(result, user_id, decision, standing, window_ms)
     return _expire(result, ts, window_ms)
+
+
+def _strike(
+    result: SanctionResult,
+    user_id: str,
+    decision: dict[str, Any],
+    action_id: str,
+    reason: str,
+    strikes: dict[str, Any],
+    window_ms: int,
+) -> None:
+    """A new offense: one strike, and the sanction whose threshold its count reaches."""
+    state = result.state
+    assert state is not None
+    ts = int(decision["ts"])
+    state["seen"].append(action_id)
+    state["strikes"].append(
+        {
+            "id": action_id,
+            "content_id": decision["content_id"],
+            "content_version": decision["content_version"],
+            "ts": ts,
+            "reason": reason,
+            "active": True,
+        }
+    )
+    count = len(_active(state, ts, window_ms))
+    result.outputs.append(_record(action_id, user_id, "strike", decision, reason, count))
+    for sanction in strikes.get("sanctions", []):
+        if count != sanction["at"]:
+            continue
+        duration = sanction.get("duration_ms")
+        expires = ts + duration if duration else None
+        sanction_id = _sha256(action_id, sanction["sanction"], sanction["at"])
+        state["sanctions"][sanction["sanction"]] = {
+            "id": sanction_id,
+            "at": sanction["at"],
+            "expires": expires,
+        }
+        result.outputs.append(
+            _record(sanction_id, user_id, sanction["sanction"], decision, reason, count, expires)
+        )
+
+
+def _reverse(
+    result: SanctionResult,
+    user_id: str,
+    decision: dict[str, Any],
+    standing: dict[str, Any],
+    window_ms: int,
+) -> None:
+    """A human overturned the decision behind `standing`: the strike is reversed, and each
+    sanction in force that the remaining count no longer reaches is lifted."""
+    state = result.state
+    assert state is not None
+    ts = int(decision["ts"])
+    standing["active"] = False
+    count = len(_active(state, ts, window_ms))
+    result.outputs.append(
+        _record(
+            _sha256(standing["id"], "strike_reversed"),
+            user_id,
+            "strike_reversed",
+            decision,
+            standing["reason"],
+            count,
+        )
+    )
+    for name, sanction in sorted(state["sanctions"].items()):
+        in_force = sanction["expires"] is None or sanction["expires"] > ts
+        if in_force and count < sanction["at"]:
+            del state["sanctions"][name]
+            result.outputs.append(
+                _record(
+                    _sha256(sanction["id"], "sanction_lifted"),
+                    user_id,
+                    "sanction_lifted",
+                    decision,
+                    "strike_reversed",
+                    count,
+                )
+            )
 
 
 def _expire(result: SanctionResult, ts: int, window_ms: int) -> SanctionResult:
