@@ -155,16 +155,6 @@ class _Tally:
         self.review: list[ReviewAsk] = []
         self.restriction: str | None = None
 
-    def add_rule(self, rule: Rule) -> None:
-        self.matched.append(rule.id)
-        self.outcomes.append(rule.outcome)
-        if rule.reason and rule.reason not in self.reasons:
-            self.reasons.append(rule.reason)
-        if rule.restriction and self.restriction is None:
-            self.restriction = rule.restriction
-        if rule.review is not None:
-            self.review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
-
 
 class CompiledPolicy:
     """One policy version, compiled once: rules indexed by the cheap conditions they need."""
@@ -303,6 +293,7 @@ class CompiledPolicy:
     def _tally_rules(self, context: EvalContext, tally: _Tally) -> None:
         """The candidate rules that match, in rule order; a rule whose condition throws makes
         the version PENDING (`rule_error`) instead of being skipped silently."""
+        outcomes, reasons, matched = tally.outcomes, tally.reasons, tally.matched
         errored = False
         for index in self.candidates(context):
             compiled = self.rules[index]
@@ -311,30 +302,41 @@ class CompiledPolicy:
             except Exception:
                 errored = True
                 continue
-            if hit:
-                tally.add_rule(compiled.rule)
+            if not hit:
+                continue
+            rule = compiled.rule
+            matched.append(rule.id)
+            outcomes.append(rule.outcome)
+            if rule.reason and rule.reason not in reasons:
+                reasons.append(rule.reason)
+            if rule.restriction and tally.restriction is None:
+                tally.restriction = rule.restriction
+            if rule.review is not None:
+                tally.review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
         if errored:
-            tally.outcomes.append("PENDING")
-            tally.reasons.append("rule_error")
+            outcomes.append("PENDING")
+            reasons.append("rule_error")
 
     def _tally_floor(
         self, facts: ContentFacts, outstanding: bool, context: EvalContext, tally: _Tally
     ) -> None:
         """The floor while evidence is outstanding or unknown (a hash-bank match decides
         without waiting for detectors); the policy's default when nothing else spoke."""
+        document = self.document
+        floor: OutcomeBySurface | None = None
         if context.hash_matches:
             pass
         elif outstanding:
-            self._add_floor(self.document.scanning, facts.surface, "scanning", tally)
+            floor, reason = document.scanning, "scanning"
         elif context.unknown:
-            self._add_floor(self.document.unknown, facts.surface, "evidence_unknown", tally)
+            floor, reason = document.unknown, "evidence_unknown"
+        if floor is not None:
+            high_risk = facts.surface in self._high_risk
+            tally.outcomes.append(floor.high_risk if high_risk else floor.default)
+            if not tally.matched:
+                tally.reasons.append(reason)
         if not tally.outcomes:
-            tally.outcomes.append(self.document.default)
-
-    def _add_floor(self, floor: OutcomeBySurface, surface: str, reason: str, tally: _Tally) -> None:
-        tally.outcomes.append(floor.high_risk if self.is_high_risk(surface) else floor.default)
-        if not tally.matched:
-            tally.reasons.append(reason)
+            tally.outcomes.append(document.default)
 
     def fast_gate(
         self,
