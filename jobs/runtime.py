@@ -87,24 +87,18 @@ class JobConfig:
 def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     """The options every modstream job takes (README, `modstream job NAME -- --help`)."""
     parser = argparse.ArgumentParser(prog=name, description=description)
+    _kafka_options(parser)
+    _checkpoint_options(parser, name)
+    _execution_options(parser)
+    return parser
+
+
+def _kafka_options(parser: argparse.ArgumentParser) -> None:
+    """Where the job reads and writes: the broker, the sink's transactions, topic names."""
     parser.add_argument(
         "--bootstrap-servers",
         default=None,
         help="Kafka bootstrap servers (default: the local stack's)",
-    )
-    parser.add_argument(
-        "--checkpoint-dir",
-        type=Path,
-        default=None,
-        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
-    )
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
-    parser.add_argument(
-        "--restore-from",
-        default="auto",
-        help="auto (default): the newest checkpoint in --checkpoint-dir whose outputs the broker"
-        " still holds, or empty state when there is none; latest: the same, but fail without"
-        " one; none: empty state even where checkpoints exist; or a checkpoint path",
     )
     parser.add_argument(
         "--transactional-id-prefix",
@@ -122,6 +116,35 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--group-id", default=None, help="consumer group (default: as the transactional ids)"
     )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="CONTRACT=PHYSICAL",
+        help="map a contract topic to another physical topic (repeatable)",
+    )
+
+
+def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
+    """Where checkpoints go, how often, and which one the job starts from."""
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
+    )
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--restore-from",
+        default="auto",
+        help="auto (default): the newest checkpoint in --checkpoint-dir whose outputs the broker"
+        " still holds, or empty state when there is none; latest: the same, but fail without"
+        " one; none: empty state even where checkpoints exist; or a checkpoint path",
+    )
+
+
+def _execution_options(parser: argparse.ArgumentParser) -> None:
+    """How Flink runs the job: parallelism, detached, restarts, any other option."""
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument(
         "--detached",
@@ -135,13 +158,6 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
         help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
     )
     parser.add_argument(
-        "--topic",
-        action="append",
-        default=[],
-        metavar="CONTRACT=PHYSICAL",
-        help="map a contract topic to another physical topic (repeatable)",
-    )
-    parser.add_argument(
         "--flink-conf",
         action="append",
         default=[],
@@ -149,7 +165,6 @@ def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
         help="any Flink configuration option, after modstream's own (repeatable), e.g."
         " state.changelog.enabled=true",
     )
-    return parser
 
 
 def job_config(

@@ -13,18 +13,21 @@ than declared; udfs/media.py) is answered `error` plus a DLQ record of class `pe
 so is a request whose handling throws anything else: one record never stops the job, and a
 batch restored from a checkpoint that fails again fails per request. Results and DLQ rows go
 through one exactly-once sink.
+
+This module is the wiring and the Flink adapter (`Scan`); what happens to a batch's rows
+(decoding, media loading, model calls, results, DLQ rows, retries) is operators/scan_batch.py.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
-import functools
 import json
 import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,12 +42,17 @@ from pyflink.java_gateway import get_gateway
 from jobs import runtime
 from modstream.config import Settings
 from modstream.limits import Limits
-from operators import signing
+from operators.scan_batch import (
+    Handled,
+    error_kind,
+    handle_safely,
+    refuse,
+    scan_requests,
+    unforeseen,
+)
 from operators.signing import Keyring
-from schemas import SchemaError, dead_letter, parse
 from udfs import scan
-from udfs.detector import Detector, Item, MediaError
-from udfs.media import read_media
+from udfs.detector import Detector
 from udfs.registry import detector
 
 LOG = logging.getLogger("modstream.scan")
@@ -68,224 +76,6 @@ class ScanConfig(runtime.TopicNames):
     limits: Limits = field(default_factory=Limits.from_env)
     # Keys the results are signed with (contract v1.1, the detector's own key).
     keyring: Keyring = field(default_factory=Keyring)
-
-
-def load_media(
-    request: dict[str, Any],
-    root: Path | str,
-    limits: Limits,
-    read: Callable[[str, Path, Limits, int | None], bytes] = read_media,
-) -> Item:
-    """The request's text, or its `file://` media read within bounds (udfs/media.py): a
-    hostile reference or a version over `max_segments` is a MediaError (permanent), an
-    ordinary I/O failure an OSError (retried)."""
-    segments = int(request.get("segments") or 1)
-    segment = request.get("segment_id")
-    if segments > limits.max_segments:
-        raise MediaError(f"segments: {segments}, over the {limits.max_segments} limit")
-    if segment is not None and segment >= segments:
-        raise MediaError(f"segment_id: {segment} of {segments}")
-    if request.get("text") is not None:
-        return Item(text=request["text"], mime_type=request.get("mime_type"))
-    ref = request.get("media_ref")
-    if not ref:
-        raise MediaError("no text and no media_ref")
-    data = read(ref, Path(root), limits, request.get("size_bytes"))
-    return Item(
-        data=data,
-        mime_type=request.get("mime_type"),
-        ref=ref,
-        segment=segment,
-        segments=segments,
-    )
-
-
-@dataclass
-class Handled:
-    """What one batch (or one round of due retries) produced: sink rows, and the requests to
-    try again at a processing time."""
-
-    topics: list[str] = field(default_factory=list)
-    keys: list[str | None] = field(default_factory=list)
-    values: list[str] = field(default_factory=list)
-    retries: list[tuple[dict[str, Any], int]] = field(default_factory=list)
-
-    def emit(self, topic: str, key: str | None, value: str) -> None:
-        self.topics.append(topic)
-        self.keys.append(key)
-        self.values.append(value)
-
-    def extend(self, other: Handled) -> None:
-        self.topics += other.topics
-        self.keys += other.keys
-        self.values += other.values
-        self.retries += other.retries
-
-
-def handle_batch(
-    config: ScanConfig,
-    entries: Iterable[tuple[str, str | None, str | None]],
-    now: int,
-    scanners: Callable[[str], Detector] = detector,
-) -> Handled:
-    """A batch of raw rows `(physical topic, key, value)`: invalid ones dead-lettered, the rest
-    scanned. Touches no Flink API, so it runs in a model worker thread."""
-    handled = Handled()
-    requests: list[dict[str, Any]] = []
-    for physical, key, raw in entries:
-        request = decode_row(config, physical, key, raw, now, handled)
-        if request is not None:
-            requests.append(request)
-    scan_requests(config, requests, now, handled, scanners)
-    return handled
-
-
-def decode_row(
-    config: ScanConfig, physical: str, key: str | None, raw: str | None, now: int, handled: Handled
-) -> dict[str, Any] | None:
-    """One row as a validated request, or None and a DLQ row `schema`: whatever the row is
-    (not JSON, nested deep, wrong types), decoding it never throws."""
-    try:
-        record = parse(config.contract(physical), raw or "")
-        request: dict[str, Any] = record.model_dump()
-        return request
-    except Exception as error:  # SchemaError, or anything the validator did not foresee
-        reason: Any = error if isinstance(error, SchemaError) else _unforeseen(error)
-        letter = dead_letter(physical, key, raw, reason, ts=now, operator="scan")
-        handled.emit(config.physical("moderation.dlq"), key, letter.model_dump_json())
-        return None
-
-
-def handle_safely(
-    config: ScanConfig,
-    entries: Sequence[tuple[str, str | None, str | None]],
-    now: int,
-    scanners: Callable[[str], Detector] = detector,
-) -> Handled:
-    """`handle_batch`, and if it throws, each row alone; a request that throws alone is
-    answered `error` and dead-lettered `permanent` (`refuse`). So a batch (a fresh one, or one
-    a restored checkpoint held in flight) never fails the operator and never sends the job
-    into a restart loop: it fails per request."""
-    try:
-        return handle_batch(config, entries, now, scanners)
-    except Exception as error:
-        LOG.warning(
-            "scan: a batch of %d failed (%s): one row at a time", len(entries), _kind(error)
-        )
-    handled = Handled()
-    for physical, key, raw in entries:
-        try:
-            one = handle_batch(config, [(physical, key, raw)], now, scanners)
-        except Exception as error:
-            one = Handled()
-            request = decode_row(config, physical, key, raw, now, one)
-            if request is not None:
-                refuse(config, request, _unforeseen(error), now, one, scanners)
-        handled.extend(one)
-    return handled
-
-
-class Refusing:
-    """Stands in for a detector on a request whose handling threw: answers `error` for it,
-    citing the real detector's model_version, without touching its media again."""
-
-    def __init__(self, real: Detector, why: str) -> None:
-        self.name, self.model_version = real.name, real.model_version
-        self.modalities, self.labels = real.modalities, real.labels
-        self.why = why
-
-    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
-        return [MediaError(self.why) for _ in items]
-
-
-def refuse(
-    config: ScanConfig,
-    request: dict[str, Any],
-    why: str,
-    now: int,
-    handled: Handled,
-    scanners: Callable[[str], Detector] = detector,
-) -> None:
-    """A valid request whose handling threw even alone: answered `error` (its version need not
-    wait for the deadline) with a DLQ row `permanent`, through the path every result takes;
-    if even that throws, the DLQ row alone."""
-    one = Handled()
-    try:
-        scan_requests(
-            config, [request], now, one, lambda name: Refusing(scanners(name), why),
-            load=lambda _request: Item(),
-        )  # fmt: skip
-    except Exception:
-        one = Handled()
-        raw = json.dumps({k: v for k, v in request.items() if k != "text"})
-        physical = config.physical(f"scan.requests.{request.get('modality')}")
-        letter = dead_letter(
-            physical, request.get("content_id"), raw, why, ts=now, error_class="permanent",
-            operator="scan",
-        )  # fmt: skip
-        one.emit(config.physical("moderation.dlq"), letter.key, letter.model_dump_json())
-    handled.extend(one)
-
-
-def _kind(error: BaseException) -> str:
-    return type(error).__name__
-
-
-def _unforeseen(error: BaseException) -> str:
-    """A message for an exception nobody raised on purpose: its kind, never its text (which
-    may quote the input)."""
-    return f"scan: cannot handle this record ({_kind(error)})"
-
-
-def scan_requests(
-    config: ScanConfig,
-    requests: list[dict[str, Any]],
-    now: int,
-    handled: Handled,
-    scanners: Callable[[str], Detector] = detector,
-    load: Callable[[dict[str, Any]], Item] | None = None,
-) -> None:
-    """Valid requests, grouped by their own detector (a batch is keyed by a detector hint
-    only), one model call per group: results, DLQ rows and retries into `handled`. A file is
-    read once per batch, however many of its requests (segments, detectors) the batch holds."""
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for request in requests:
-        groups.setdefault(request["detector"], []).append(request)
-    results = config.physical("detector.results")
-    if load is None:
-        read = functools.lru_cache(maxsize=8)(read_media)
-        load = functools.partial(
-            load_media, root=config.media_root, limits=config.limits, read=read
-        )
-    for name, group in groups.items():
-        group = scan.order(group)
-        try:
-            scanner = scanners(name)
-        except Exception as error:  # a detector this job does not serve, or cannot build
-            why = str(error) if isinstance(error, KeyError) else _unforeseen(error)
-            outcome = scan.ScanOutcome(permanent=[(r, why) for r in group])
-        else:
-            outcome = scan.scan_batch(
-                scanner, group, load, now, max_attempts=config.max_attempts, clock=_now
-            )
-        handled.retries.extend(outcome.retries)
-        for record in outcome.results:
-            record = signing.signed("detector.results", record, config.keyring)
-            handled.emit(results, record["content_id"], json.dumps(record, separators=(",", ":")))
-        for request, why in outcome.permanent:
-            letter = dead_letter(
-                config.physical(f"scan.requests.{request['modality']}"),
-                request["content_id"],
-                json.dumps({k: v for k, v in request.items() if k != "text"}),
-                f"scan: {request['detector']} cannot scan this media ({why})",
-                ts=request["ts"],
-                error_class="permanent",
-                attempts=int(request.get("attempt", 1)),
-                operator="scan",
-            )
-            handled.emit(
-                config.physical("moderation.dlq"), request["content_id"], letter.model_dump_json()
-            )
 
 
 @dataclass
@@ -334,7 +124,7 @@ class Scan(KeyedProcessFunction):
         return detector(name, intra_op_threads=self.config.onnx_threads, limits=self.config.limits)
 
     def _handle(self, rows: list[tuple[str, str | None, str | None]], now: int) -> Handled:
-        return handle_safely(self.config, rows, now, self._scanner)
+        return handle_safely(self.config, rows, now, self._scanner, clock=_now)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         now = _now()
@@ -376,18 +166,18 @@ class Scan(KeyedProcessFunction):
         `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
         handled = Handled()
         try:
-            scan_requests(self.config, due, _now(), handled, self._scanner)
+            scan_requests(self.config, due, _now(), handled, self._scanner, clock=_now)
             return handled
         except Exception as error:
-            LOG.warning("scan: %d retries failed (%s): one at a time", len(due), _kind(error))
+            LOG.warning("scan: %d retries failed (%s): one at a time", len(due), error_kind(error))
         handled = Handled()
         for request in due:
             one = Handled()
             try:
-                scan_requests(self.config, [request], _now(), one, self._scanner)
+                scan_requests(self.config, [request], _now(), one, self._scanner, clock=_now)
             except Exception as error:
                 one = Handled()
-                refuse(self.config, request, _unforeseen(error), _now(), one, self._scanner)
+                refuse(self.config, request, unforeseen(error), _now(), one, self._scanner, _now)
             handled.extend(one)
         return handled
 
@@ -463,6 +253,26 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
+    unknown = sorted(set(modalities) - set(MODALITIES))
+    if unknown:
+        parser.error(f"unknown modalities: {', '.join(unknown)}")
+    settings = Settings.from_env()
+    job = _job_config(args, settings, modalities)
+    config = _scan_config(args, job, settings, modalities)
+    return runtime.run_on_kafka(
+        job,
+        settings,
+        [f"scan.requests.{m}" for m in modalities],
+        lambda env, source, sink: build(env, source, sink, config),
+        detached=args.detached,
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    """Every job's options (jobs/runtime.py) and the scan job's own."""
     parser = runtime.job_parser("scan", __doc__)
     parser.add_argument("--modalities", default="text,image", help="comma-separated")
     parser.add_argument(
@@ -492,31 +302,38 @@ def main(argv: list[str] | None = None) -> int:
         help="the only folder media references may point into "
         "(default: MODSTREAM_MEDIA_ROOT, else RUN_DIR/media)",
     )
-    args = parser.parse_args(argv)
-    modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
-    unknown = sorted(set(modalities) - set(MODALITIES))
-    if unknown:
-        parser.error(f"unknown modalities: {', '.join(unknown)}")
-    settings = Settings.from_env()
-    # One job per group of modalities: each its own deployment (checkpoint directory, and with
-    # it its transactional ids and group).
+    return parser
+
+
+def _job_config(
+    args: argparse.Namespace, settings: Settings, modalities: list[str]
+) -> runtime.JobConfig:
+    """One job per group of modalities: each its own deployment (checkpoint directory, and with
+    it its transactional ids and group)."""
     slug = "-".join(modalities)
     if args.checkpoint_dir is None:
         args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
     job = runtime.job_config("scan", args, settings)
-    if modalities != ["text"]:
-        # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
-        # with them, every commit of the exactly-once sink: let barriers overtake buffers.
-        job = dataclasses.replace(
-            job,
-            flink_conf={
-                "execution.checkpointing.unaligned.enabled": "true",
-                "taskmanager.network.memory.buffer-debloat.enabled": "true",
-            },
-        )
-    max_batch = args.max_batch or (256 if modalities == ["text"] else 4)
-    config = ScanConfig(
-        max_batch=max_batch,
+    if modalities == ["text"]:
+        return job
+    # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
+    # with them, every commit of the exactly-once sink: let barriers overtake buffers.
+    return dataclasses.replace(
+        job,
+        flink_conf={
+            "execution.checkpointing.unaligned.enabled": "true",
+            "taskmanager.network.memory.buffer-debloat.enabled": "true",
+        },
+    )
+
+
+def _scan_config(
+    args: argparse.Namespace, job: runtime.JobConfig, settings: Settings, modalities: list[str]
+) -> ScanConfig:
+    """Batch size by modality (large for text, small for media), model workers sharing the
+    cores among subtasks, and 8 batching keys per subtask above parallelism 1."""
+    return ScanConfig(
+        max_batch=args.max_batch or (256 if modalities == ["text"] else 4),
         max_wait_ms=args.max_wait_ms,
         max_attempts=args.max_attempts,
         model_workers=max(1, args.model_workers or (os.cpu_count() or 1) // job.parallelism),
@@ -526,13 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         limits=Limits.from_env(),
         topics=job.topics,
         keyring=Keyring.from_env(),
-    )
-    return runtime.run_on_kafka(
-        job,
-        settings,
-        [f"scan.requests.{m}" for m in modalities],
-        lambda env, source, sink: build(env, source, sink, config),
-        detached=args.detached,
     )
 
 

@@ -8,8 +8,9 @@ through a band index (multi-index hashing). The 64-bit phash is split into `BAND
 of 8 bits; two hashes within distance <= 7 differ in at most 7 bands, so by pigeonhole they
 agree exactly on at least one. A query reads the 8 buckets its own bands name and verifies
 those candidates by full popcount (vectorized), never the whole bank. Distances above
-`PHASH_MAX_DISTANCE` are refused by policy validation (operators/policy.py): the index could
-not guarantee them without a scan, and a scan of a large bank per input is what this avoids.
+`PHASH_MAX_DISTANCE` are refused by policy validation (operators/policy_document.py): the index
+could not guarantee them without a scan, and a scan of a large bank per input is what this
+avoids.
 
 Duplicates need no set of event ids: an entry identical to one already held for the same hash
 (`ts`, `op`, `bank`) changes nothing, so a redelivered record is a no-op. Entries of one hash

@@ -1,8 +1,10 @@
-"""Policy documents: validation, compilation (once per version) and evaluation.
+"""Policy evaluation, per decision, over a policy compiled once per version.
 
 `load_policy` turns a document (YAML or JSON, already parsed) into a `CompiledPolicy` or raises
-`PolicyError` listing every problem, each naming its rule and position. `CompiledPolicy.evaluate`
-is total: whatever the evidence (NaN, missing labels, unknown detectors) it returns a `Verdict`.
+`PolicyError` listing every problem, each naming its rule and position (the document and its
+validation: operators/policy_document.py; conditions compiled and rules indexed:
+operators/policy_compile.py). `CompiledPolicy.evaluate` is total: whatever the evidence (NaN,
+missing labels, unknown detectors) it returns a `Verdict`.
 """
 
 from __future__ import annotations
@@ -11,198 +13,35 @@ import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Self
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
+from operators.policy_compile import CompiledRule, compile_rules, index_rules
+from operators.policy_document import (
+    DetectorRequirement,
+    HashBankRule,
+    Limit,
+    OutcomeBySurface,
+    PolicyDocument,
+    PolicyError,
+    ReportsPolicy,
+    ReviewRequest,
+    Rule,
+    Sanction,
+    Strikes,
+    validate_document,
+    warnings,
 )
-
-from operators.hashbank import PHASH_MAX_DISTANCE
-from operators.policy_expr import (
-    CompiledExpression,
-    EvalContext,
-    ExpressionError,
-    compile_expression,
-)
-from schemas.common import OUTCOME_SEVERITY, Modality, Outcome
+from operators.policy_expr import EvalContext
+from schemas.common import OUTCOME_SEVERITY
 
 SEVERITY_RANK: dict[str, int] = {
     outcome: len(OUTCOME_SEVERITY) - i for i, outcome in enumerate(OUTCOME_SEVERITY)
 }
-Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
 def most_severe(outcomes: Iterable[str]) -> str | None:
     """The most severe outcome (BLOCK > PENDING > RESTRICT > PROVISIONAL_ALLOW > ALLOW)."""
     return max(outcomes, key=SEVERITY_RANK.__getitem__, default=None)
-
-
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class DetectorRequirement(_Section):
-    """`gate`: the required detectors that run first (cheap, deterministic checks such as
-    `media_check`); the other required detectors (the models) are asked only for media that
-    passed them (docs/scanning.md, "Cost order")."""
-
-    required: list[Name] = Field(min_length=1)
-    deadline_ms: Annotated[int, Field(gt=0)]
-    gate: list[Name] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _gate_is_required(self) -> Self:
-        extra = [name for name in self.gate if name not in self.required]
-        if extra:
-            raise ValueError(f"gate detectors must also be required: {', '.join(extra)}")
-        return self
-
-
-class Limit(_Section):
-    max_bytes: Annotated[int, Field(gt=0)] | None = None
-    mime_types: list[Annotated[str, Field(min_length=1)]] | None = None
-
-
-def _not_allow(outcome: str) -> str:
-    """Contract v1.1: a version is never ALLOW while its evidence is incomplete, so the
-    scanning, unknown and hash-bank outcomes refuse it (PROVISIONAL_ALLOW is the way to publish
-    before the evidence is in)."""
-    if outcome == "ALLOW":
-        raise ValueError(
-            "ALLOW is refused here: a version is never ALLOW while its evidence is incomplete"
-            " (use PROVISIONAL_ALLOW, RESTRICT, PENDING or BLOCK)"
-        )
-    return outcome
-
-
-class OutcomeBySurface(_Section):
-    """The floor while evidence is outstanding (`scanning`) or unknown (`unknown`)."""
-
-    high_risk: Outcome = "PENDING"
-    default: Outcome = "PENDING"
-
-    @field_validator("high_risk", "default")
-    @classmethod
-    def _refuse_allow(cls, outcome: str) -> str:
-        return _not_allow(outcome)
-
-
-class HashBankRule(_Section):
-    outcome: Outcome
-    reason: Name
-    restriction: Name | None = None
-
-    @field_validator("outcome")
-    @classmethod
-    def _refuse_allow(cls, outcome: str) -> str:
-        return _not_allow(outcome)
-
-
-class ReportsPolicy(_Section):
-    review_threshold: Annotated[int, Field(ge=1)]
-    reporter_hourly_limit: Annotated[int, Field(ge=1)] = 10
-    queue: Name = "reports"
-    priority: Annotated[int, Field(ge=0)] = 3
-
-
-class Sanction(_Section):
-    at: Annotated[int, Field(ge=1)]
-    sanction: Literal["posting_suspended", "account_suspended"]
-    duration_ms: Annotated[int, Field(gt=0)] | None = None
-
-
-class Strikes(_Section):
-    reasons: list[Name] = Field(min_length=1)
-    window_days: Annotated[int, Field(ge=1, le=3650)]
-    sanctions: list[Sanction] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _ascending(self) -> Self:
-        thresholds = [sanction.at for sanction in self.sanctions]
-        if thresholds != sorted(set(thresholds)):
-            raise ValueError("sanctions must be in ascending, distinct `at` order")
-        return self
-
-
-class ReviewRequest(_Section):
-    queue: Name
-    priority: Annotated[int, Field(ge=0)] = 3
-
-
-class Rule(_Section):
-    id: Name
-    when: Annotated[str, Field(min_length=1, max_length=4000)]
-    outcome: Outcome
-    reason: Name | None = None
-    restriction: Name | None = None
-    review: ReviewRequest | None = None
-
-    @model_validator(mode="after")
-    def _restriction_only_with_restrict(self) -> Self:
-        if self.restriction is not None and self.outcome != "RESTRICT":
-            raise ValueError("restriction is only allowed with outcome RESTRICT")
-        if self.outcome == "RESTRICT" and self.restriction is None:
-            raise ValueError("outcome RESTRICT needs a restriction (e.g. age_gate)")
-        return self
-
-
-class PolicyDocument(_Section):
-    """The rule set a policy author writes (CONTRACT.md, "Policy document")."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    policy_id: Name
-    version: Annotated[int, Field(ge=1)]
-    description: str | None = None
-    detectors: dict[Modality, DetectorRequirement]
-    limits: dict[Modality, Limit] = Field(default_factory=dict)
-    high_risk_surfaces: list[Name] = Field(default_factory=list)
-    scanning: OutcomeBySurface = Field(default_factory=OutcomeBySurface)
-    unknown: OutcomeBySurface = Field(default_factory=OutcomeBySurface)
-    provisional_ttl_ms: Annotated[int, Field(gt=0)] | None = None
-    hash_banks: dict[Name, HashBankRule] = Field(default_factory=dict)
-    phash_max_distance: Annotated[int, Field(ge=0)] = 0
-    reports: ReportsPolicy | None = None
-    strikes: Strikes | None = None
-    notices: dict[Name, Annotated[str, Field(min_length=1, max_length=1000)]] = Field(
-        default_factory=dict
-    )
-    rules: list[Rule]
-    default: Outcome
-
-    @field_validator("phash_max_distance")
-    @classmethod
-    def _indexed_distance(cls, distance: int) -> int:
-        """The hash-bank band index (operators/hashbank.py) finds every phash within 7 bits
-        without scanning the bank; a larger distance would need a scan per input."""
-        if distance > PHASH_MAX_DISTANCE:
-            raise ValueError(
-                f"phash_max_distance {distance} is above {PHASH_MAX_DISTANCE}, the largest "
-                "distance the hash-bank index matches without scanning the whole bank"
-            )
-        return distance
-
-    @model_validator(mode="after")
-    def _no_text_gate(self) -> Self:
-        """Text is not kept in the moderation state, so models gated on a text check could
-        never be asked afterwards: the text request is the one that carries it."""
-        text = self.detectors.get("text")
-        if text is not None and text.gate:
-            raise ValueError("detectors.text.gate: text detectors cannot be gated")
-        return self
-
-
-class PolicyError(ValueError):
-    """Every problem of a policy document, one line each, naming the rule or section."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("; ".join(problems))
-        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -279,13 +118,6 @@ class Verdict:
     limit_failed: bool = False
 
 
-@dataclass(frozen=True)
-class CompiledRule:
-    index: int
-    rule: Rule
-    condition: CompiledExpression
-
-
 def _clean_scores(
     scores: Mapping[tuple[str, str], Any],
 ) -> tuple[dict[tuple[str, str], float], set[str]]:
@@ -310,6 +142,20 @@ def _is_score(value: Any) -> bool:
     )
 
 
+class _Tally:
+    """What one evaluation has found so far: outcomes (the most severe wins), reasons, matched
+    rule ids, review asks and the first restriction."""
+
+    __slots__ = ("matched", "outcomes", "reasons", "restriction", "review")
+
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+        self.reasons: list[str] = []
+        self.matched: list[str] = []
+        self.review: list[ReviewAsk] = []
+        self.restriction: str | None = None
+
+
 class CompiledPolicy:
     """One policy version, compiled once: rules indexed by the cheap conditions they need."""
 
@@ -324,26 +170,7 @@ class CompiledPolicy:
             modality: (tuple(req.required), tuple(req.gate), req.deadline_ms)
             for modality, req in document.detectors.items()
         }
-        self._always: list[int] = []
-        self._by_modality: dict[str, list[int]] = {}
-        self._by_bank: dict[str, list[int]] = {}
-        thresholds: dict[tuple[str, str], list[tuple[float, int]]] = {}
-        for compiled in rules:
-            guards = compiled.condition.guards
-            if guards is None:
-                self._always.append(compiled.index)
-                continue
-            for guard in guards:
-                if guard[0] == "score":
-                    thresholds.setdefault(guard[1], []).append((guard[2], compiled.index))
-                elif guard[0] == "modality":
-                    self._by_modality.setdefault(guard[1], []).append(compiled.index)
-                else:
-                    self._by_bank.setdefault(guard[1], []).append(compiled.index)
-        self._by_score = {
-            key: ([t for t, _ in sorted(entries)], [i for _, i in sorted(entries)])
-            for key, entries in thresholds.items()
-        }
+        self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
 
     def required_detectors(self, modality: str) -> tuple[str, ...]:
         requirement = self._requirements.get(modality)
@@ -399,25 +226,48 @@ class CompiledPolicy:
         human_outcome: tuple[str, str | None] | None = None,
         paused: bool = False,
     ) -> Verdict:
-        """Decide one content version. Never raises on any evidence."""
-        document = self.document
+        """Decide one content version. Never raises on any evidence. In order: a reviewer's
+        outcome, failed limits, then hash banks, rules and the evidence floor together."""
         if human_outcome is not None:
             # A reviewer's outcome overrides rules and is sticky (CONTRACT.md, Outcomes).
             outcome, reason = human_outcome
             return self._finish(outcome, None, (reason or "human_review",), (), (), ts, paused)
-
         failures = self.limit_failures(facts)
         if failures:
             return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
+        context = self._context(facts, evidence, hash_matches)
+        tally = _Tally()
+        if context.hash_matches:
+            self._tally_banks(context.hash_matches, tally)
+        self._tally_rules(context, tally)
+        self._tally_floor(facts, evidence.outstanding, context, tally)
+        reports = self.document.reports
+        if reports is not None and facts.report_count >= reports.review_threshold:
+            tally.review.append(ReviewAsk(reports.queue, reports.priority, "reports"))
+        outcome = most_severe(tally.outcomes) or "PENDING"
+        restriction = tally.restriction if outcome == "RESTRICT" else None
+        return self._finish(
+            outcome,
+            restriction,
+            tuple(tally.reasons),
+            tuple(tally.matched),
+            tuple(tally.review),
+            ts,
+            paused,
+        )
 
+    def _context(
+        self, facts: ContentFacts, evidence: EvidenceView, hash_matches: Iterable[str]
+    ) -> EvalContext:
+        """What conditions read: checked scores (a detector with a bad score is unknown) and
+        only the hash-bank matches this policy knows."""
         broken: set[str]
         if evidence.checked:
             scores, broken = dict(evidence.scores), set()
         else:
             scores, broken = _clean_scores(evidence.scores)
-        unknown = frozenset(evidence.unknown) | broken
-        banks = frozenset(bank for bank in hash_matches if bank in document.hash_banks)
-        context = EvalContext(
+        known_banks = self.document.hash_banks
+        return EvalContext(
             modality=facts.modality,
             surface=facts.surface,
             region=facts.region,
@@ -427,20 +277,23 @@ class CompiledPolicy:
             size_bytes=facts.size_bytes,
             report_count=facts.report_count,
             scores=scores,
-            unknown=unknown,
-            hash_matches=banks,
+            unknown=frozenset(evidence.unknown) | broken,
+            hash_matches=frozenset(bank for bank in hash_matches if bank in known_banks),
         )
-        outcomes: list[str] = []
-        reasons: list[str] = []
-        matched: list[str] = []
-        review: list[ReviewAsk] = []
-        restriction: str | None = None
+
+    def _tally_banks(self, banks: Iterable[str], tally: _Tally) -> None:
+        """Each matched bank's outcome and reason, in bank-name order."""
         for bank in sorted(banks):
-            bank_rule = document.hash_banks[bank]
-            outcomes.append(bank_rule.outcome)
-            reasons.append(bank_rule.reason)
-            matched.append(f"hash_bank:{bank}")
-            restriction = restriction or bank_rule.restriction
+            bank_rule = self.document.hash_banks[bank]
+            tally.outcomes.append(bank_rule.outcome)
+            tally.reasons.append(bank_rule.reason)
+            tally.matched.append(f"hash_bank:{bank}")
+            tally.restriction = tally.restriction or bank_rule.restriction
+
+    def _tally_rules(self, context: EvalContext, tally: _Tally) -> None:
+        """The candidate rules that match, in rule order; a rule whose condition throws makes
+        the version PENDING (`rule_error`) instead of being skipped silently."""
+        outcomes, reasons, matched = tally.outcomes, tally.reasons, tally.matched
         errored = False
         for index in self.candidates(context):
             compiled = self.rules[index]
@@ -456,38 +309,34 @@ class CompiledPolicy:
             outcomes.append(rule.outcome)
             if rule.reason and rule.reason not in reasons:
                 reasons.append(rule.reason)
-            if rule.restriction and restriction is None:
-                restriction = rule.restriction
+            if rule.restriction and tally.restriction is None:
+                tally.restriction = rule.restriction
             if rule.review is not None:
-                review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
+                tally.review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
         if errored:
             outcomes.append("PENDING")
             reasons.append("rule_error")
 
-        high_risk = self.is_high_risk(facts.surface)
-        if banks:
-            pass  # a hash-bank match decides without waiting for detectors
-        elif evidence.outstanding:
-            floor = document.scanning.high_risk if high_risk else document.scanning.default
-            outcomes.append(floor)
-            if not matched:
-                reasons.append("scanning")
-        elif unknown:
-            floor = document.unknown.high_risk if high_risk else document.unknown.default
-            outcomes.append(floor)
-            if not matched:
-                reasons.append("evidence_unknown")
-        if not outcomes:
-            outcomes.append(document.default)
-        reports = document.reports
-        if reports is not None and facts.report_count >= reports.review_threshold:
-            review.append(ReviewAsk(reports.queue, reports.priority, "reports"))
-        outcome = most_severe(outcomes) or "PENDING"
-        if outcome != "RESTRICT":
-            restriction = None
-        return self._finish(
-            outcome, restriction, tuple(reasons), tuple(matched), tuple(review), ts, paused
-        )
+    def _tally_floor(
+        self, facts: ContentFacts, outstanding: bool, context: EvalContext, tally: _Tally
+    ) -> None:
+        """The floor while evidence is outstanding or unknown (a hash-bank match decides
+        without waiting for detectors); the policy's default when nothing else spoke."""
+        document = self.document
+        floor: OutcomeBySurface | None = None
+        if context.hash_matches:
+            pass
+        elif outstanding:
+            floor, reason = document.scanning, "scanning"
+        elif context.unknown:
+            floor, reason = document.unknown, "evidence_unknown"
+        if floor is not None:
+            high_risk = facts.surface in self._high_risk
+            tally.outcomes.append(floor.high_risk if high_risk else floor.default)
+            if not tally.matched:
+                tally.reasons.append(reason)
+        if not tally.outcomes:
+            tally.outcomes.append(document.default)
 
     def fast_gate(
         self,
@@ -550,81 +399,32 @@ def _finite(value: float) -> float:
     return value if isinstance(value, int | float) and math.isfinite(value) else 0.0
 
 
-def _location(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
-    """`rule 'nsfw-block' (rules[0]).outcome` for errors inside a rule, else the dotted path."""
-    if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
-        rules = raw.get("rules")
-        rule_id = None
-        if isinstance(rules, list) and loc[1] < len(rules) and isinstance(rules[loc[1]], dict):
-            rule_id = rules[loc[1]].get("id")
-        rest = ".".join(str(part) for part in loc[2:])
-        head = f"rule {rule_id!r} (rules[{loc[1]}])" if rule_id else f"rules[{loc[1]}]"
-        return f"{head}{'.' + rest if rest else ''}"
-    return ".".join(str(part) for part in loc) or "<document>"
-
-
 def load_policy(raw: Any) -> CompiledPolicy:
     """Validate a parsed policy document and compile it; PolicyError lists every problem."""
-    if not isinstance(raw, Mapping):
-        raise PolicyError(["<document>: a policy document must be a mapping"])
-    try:
-        document = PolicyDocument.model_validate(dict(raw))
-    except ValidationError as error:
-        found = [
-            f"{_location(tuple(e['loc']), raw)}: {e['msg']}"
-            for e in error.errors(include_url=False)
-        ]
-        # Rules that did validate may still have bad conditions: report those too.
-        found += _condition_problems(raw)
-        raise PolicyError(found) from None
-
-    problems: list[str] = []
-    seen: set[str] = set()
-    compiled: list[CompiledRule] = []
-    for index, rule in enumerate(document.rules):
-        where = f"rule {rule.id!r} (rules[{index}])"
-        if rule.id in seen:
-            problems.append(f"{where}: duplicate rule id")
-        seen.add(rule.id)
-        try:
-            condition = compile_expression(rule.when, known_banks=document.hash_banks.keys())
-        except ExpressionError as error:
-            problems.append(f"{where}.when: {error}")
-            continue
-        compiled.append(CompiledRule(index, rule, condition))
-    if problems:
-        raise PolicyError(problems)
-    return CompiledPolicy(document, compiled)
+    document = validate_document(raw)
+    return CompiledPolicy(document, compile_rules(document))
 
 
-def warnings(document: PolicyDocument) -> list[str]:
-    """Things that are valid but probably not meant: shown by `modstream policy validate`."""
-    found = []
-    reasons = {rule.reason for rule in document.rules if rule.reason}
-    reasons |= {bank.reason for bank in document.hash_banks.values()}
-    if document.strikes is not None:
-        for reason in document.strikes.reasons:
-            if reason not in reasons:
-                found.append(f"strikes.reasons: no rule or hash bank gives reason {reason!r}")
-    for reason in sorted(reasons - set(document.notices)):
-        found.append(f"notices: no notice for reason {reason!r} (authors get a generic message)")
-    for modality in document.detectors:
-        if modality not in document.limits:
-            found.append(f"limits: none for {modality}")
-    return found
-
-
-def _condition_problems(raw: Mapping[str, Any]) -> list[str]:
-    rules = raw.get("rules")
-    if not isinstance(rules, list):
-        return []
-    banks = raw.get("hash_banks")
-    known = banks.keys() if isinstance(banks, Mapping) else ()
-    problems = []
-    for index, rule in enumerate(rules):
-        if isinstance(rule, Mapping) and isinstance(rule.get("when"), str):
-            try:
-                compile_expression(rule["when"], known_banks=known)
-            except ExpressionError as error:
-                problems.append(f"{_location(('rules', index), raw)}.when: {error}")
-    return problems
+__all__ = [
+    "SEVERITY_RANK",
+    "CompiledPolicy",
+    "CompiledRule",
+    "ContentFacts",
+    "DetectorRequirement",
+    "EvidenceView",
+    "HashBankRule",
+    "Limit",
+    "OutcomeBySurface",
+    "PolicyDocument",
+    "PolicyError",
+    "ReportsPolicy",
+    "ReviewAsk",
+    "ReviewRequest",
+    "Rule",
+    "Sanction",
+    "Strikes",
+    "Verdict",
+    "load_policy",
+    "most_severe",
+    "warnings",
+]

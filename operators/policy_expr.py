@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from operators.policy_guards import Guard, guards_of, score_key
+
 MAX_EXPRESSION_CHARS = 4_000
 MAX_NODES = 400
 
@@ -119,11 +121,6 @@ class ExpressionError(ValueError):
         self.line = line
         self.column = column
         self.detail = message
-
-
-# A guard is a cheap necessary condition for a rule to match, used to index rules:
-# ("score", (detector, label), threshold) | ("modality", value) | ("bank", name).
-Guard = tuple[Any, ...]
 
 
 @dataclass(frozen=True)
@@ -280,16 +277,36 @@ class _Compiler:
         if any(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
             raise _fail(node, "`is` / `is not` are not allowed (use == / !=)")
         if any(isinstance(op, ast.In | ast.NotIn) for op in node.ops):
-            if len(node.ops) != 1:
-                raise _fail(node, "`in` / `not in` cannot be chained with other comparisons")
-            left, left_kind = self.compile(node.left)
-            members = self._members(node.comparators[0], left_kind)
-            if isinstance(node.ops[0], ast.In):
-                return (lambda c: left(c) in members), BOOL
-            return (lambda c: left(c) not in members), BOOL
+            return self._membership(node)
         left, left_kind = self.compile(node.left)
+        steps, constants = self._steps(node, left_kind)
+        if len(steps) == 1 and constants[0] is not None:
+            # The common shape, `score(d, l) >= 0.9` or `surface == 'dm'`: one closure, no calls
+            # for the constant side.
+            compare, value = steps[0][0], constants[0][0]
+            key = score_key(node.left)
+            if key is not None:
+                return (lambda c: compare(c.scores.get(key, 0.0), value)), BOOL
+            return (lambda c: compare(left(c), value)), BOOL
+        return _chain(left, steps), BOOL
+
+    def _membership(self, node: ast.Compare) -> tuple[Evaluator, str]:
+        """`x in (...)` / `x not in (...)`, alone (never chained)."""
+        if len(node.ops) != 1:
+            raise _fail(node, "`in` / `not in` cannot be chained with other comparisons")
+        left, left_kind = self.compile(node.left)
+        members = self._members(node.comparators[0], left_kind)
+        if isinstance(node.ops[0], ast.In):
+            return (lambda c: left(c) in members), BOOL
+        return (lambda c: left(c) not in members), BOOL
+
+    def _steps(
+        self, node: ast.Compare, left_kind: str
+    ) -> tuple[list[tuple[Callable[[Any, Any], bool], Evaluator]], list[tuple[Any] | None]]:
+        """Each comparison of a (possibly chained) compare, type-checked: its operator and
+        right side, and the right side's literal value where it is one."""
         steps: list[tuple[Callable[[Any, Any], bool], Evaluator]] = []
-        constants: list[Any] = []
+        constants: list[tuple[Any] | None] = []
         for op, comparator in zip(node.ops, node.comparators, strict=True):
             right, right_kind = self.compile(comparator)
             if left_kind != right_kind:
@@ -304,15 +321,7 @@ class _Compiler:
                 steps.append((_EQUALITY_OPS[type(op)], right))
             constants.append(_literal(comparator))
             left_kind = right_kind
-        if len(steps) == 1 and constants[0] is not None:
-            # The common shape, `score(d, l) >= 0.9` or `surface == 'dm'`: one closure, no calls
-            # for the constant side.
-            compare, value = steps[0][0], constants[0][0]
-            key = _score_key(node.left)
-            if key is not None:
-                return (lambda c: compare(c.scores.get(key, 0.0), value)), BOOL
-            return (lambda c: compare(left(c), value)), BOOL
-        return _chain(left, steps), BOOL
+        return steps, constants
 
     def _members(self, node: ast.expr, kind: str) -> frozenset[Any]:
         if not isinstance(node, ast.Tuple):
@@ -355,80 +364,6 @@ def _chain(left: Evaluator, steps: list[tuple[Callable[[Any, Any], bool], Evalua
     return evaluate
 
 
-def _score_key(node: ast.expr) -> tuple[str, str] | None:
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "score"
-        and len(node.args) == 2
-        and all(isinstance(a, ast.Constant) for a in node.args)
-    ):
-        return (node.args[0].value, node.args[1].value)  # type: ignore[attr-defined]
-    return None
-
-
-def _number(node: ast.expr) -> float | None:
-    if (
-        isinstance(node, ast.Constant)
-        and isinstance(node.value, int | float)
-        and not isinstance(node.value, bool)
-    ):
-        return float(node.value)
-    return None
-
-
-def _guards(node: ast.expr) -> tuple[Guard, ...] | None:
-    """Alternatives, one of which must hold for `node` to be true; None when there are none."""
-    if isinstance(node, ast.BoolOp):
-        parts = [_guards(value) for value in node.values]
-        if isinstance(node.op, ast.Or):
-            if any(part is None for part in parts):
-                return None
-            return tuple(g for part in parts for g in part)  # type: ignore[union-attr]
-        known = [part for part in parts if part is not None]
-        if not known:
-            return None
-        # The most selective conjunct: fewest alternatives, then the highest score threshold.
-        return min(
-            known,
-            key=lambda gs: (len(gs), -max((g[2] for g in gs if g[0] == "score"), default=0.0)),
-        )
-    if isinstance(node, ast.Compare) and len(node.ops) == 1:
-        left, right = node.left, node.comparators[0]
-        op: ast.cmpop = node.ops[0]
-        key, number = _score_key(left), _number(right)
-        if key is None:  # threshold on the left: 0.9 <= score(...)
-            key, number = _score_key(right), _number(left)
-            mirrored: dict[type[ast.cmpop], ast.cmpop] = {
-                ast.LtE: ast.GtE(),
-                ast.Lt: ast.Gt(),
-                ast.GtE: ast.LtE(),  # 1 >= score(...) is an upper bound: no guard
-                ast.Gt: ast.Lt(),
-            }
-            op = mirrored.get(type(op), op)
-        if key is not None and number is not None:
-            if (isinstance(op, ast.GtE) and number > 0) or (isinstance(op, ast.Gt) and number >= 0):
-                return (("score", key, number),)
-            return None
-        if isinstance(left, ast.Name) and left.id == "modality":
-            if isinstance(op, ast.Eq) and isinstance(right, ast.Constant):
-                return (("modality", right.value),)
-            if isinstance(op, ast.In) and isinstance(right, ast.Tuple):
-                values = tuple(
-                    ("modality", e.value) for e in right.elts if isinstance(e, ast.Constant)
-                )
-                return values or None
-        return None
-    if (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name)
-        and node.func.id == "hash_match"
-        and node.args
-    ):
-        return (("bank", node.args[0].value),)  # type: ignore[attr-defined]
-    return None
-
-
 def compile_expression(text: str, known_banks: Collection[str] | None = None) -> CompiledExpression:
     """Parse, check and compile one `when`; raise ExpressionError naming the position."""
     if not isinstance(text, str) or not text.strip():
@@ -450,7 +385,7 @@ def compile_expression(text: str, known_banks: Collection[str] | None = None) ->
     compiler = _Compiler(known_banks)
     try:
         evaluate, kind = compiler.compile(tree.body)
-        guards = _guards(tree.body)
+        guards = guards_of(tree.body)
     except RecursionError:
         raise ExpressionError("expression too deeply nested") from None
     if kind != BOOL:

@@ -203,16 +203,7 @@ class PolicyStore:
     def apply(self, raw: bytes | str | Mapping[str, Any], key: bytes | None) -> bool:
         """Apply one policy.rules record. True when it changed the store, False for a duplicate
         event_id. Raises SchemaError (DLQ class schema) or Rejected (signature / policy)."""
-        if isinstance(raw, Mapping):
-            record = dict(raw)
-            text = json.dumps(record)
-        else:
-            text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
-            record = None
-        parsed = parse("policy.rules", text)
-        if record is None:
-            record = json.loads(text)
-        assert isinstance(parsed, PolicyVersion | PolicyControl)
+        record, parsed = _read(raw)
         if parsed.event_id in self._event_ids:
             return False
         if key is None or not verify(record, key):
@@ -225,43 +216,11 @@ class PolicyStore:
         current = policy.latest() if policy else None
         active = current.active if current else None
         if isinstance(parsed, PolicyControl):
-            if parsed.command == "rollback":
-                assert parsed.version is not None
-                if policy is None or parsed.version not in policy.versions:
-                    raise Rejected(
-                        "policy",
-                        f"rollback of {parsed.policy_id} to version "
-                        f"{parsed.version}, which was never seen",
-                    )
-                if active is not None and parsed.version >= active:
-                    raise Rejected(
-                        "policy",
-                        f"rollback of {parsed.policy_id} to version "
-                        f"{parsed.version}: not older than active {active}",
-                    )
+            _check_control(parsed, policy, active)
             self._accept(record, None)
             return True
-        try:
-            compiled = _compile(parsed.document)
-        except PolicyError as error:
-            raise Rejected(
-                "policy",
-                f"policy {parsed.policy_id} v{parsed.version}: {'; '.join(error.problems)[:700]}",
-            ) from None
-        if (compiled.policy_id, compiled.version) != (parsed.policy_id, parsed.version):
-            raise Rejected(
-                "policy",
-                f"record says {parsed.policy_id} v{parsed.version} but its "
-                f"document says {compiled.policy_id} v{compiled.version}",
-            )
-        if policy is not None and parsed.version in policy.versions:
-            raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} was already seen")
-        if active is not None and parsed.version <= active:
-            raise Rejected(
-                "policy",
-                f"{parsed.policy_id} v{parsed.version} is not greater than "
-                f"the active version {active}",
-            )
+        compiled = _compile_version(parsed)
+        _check_version(parsed, policy, active)
         if parsed.mode == "active" and self.keyring.require_approval:
             self._check_approval(record, parsed)
         self._accept(record, compiled)
@@ -320,6 +279,70 @@ class PolicyStore:
             compiled = _compile(record["document"]) if "document" in record else None
             store._accept(dict(record), compiled)
         return store
+
+
+def _read(
+    raw: bytes | str | Mapping[str, Any],
+) -> tuple[dict[str, Any], PolicyVersion | PolicyControl]:
+    """The record as a dict (what the signature covers) and as validated by the contract."""
+    if isinstance(raw, Mapping):
+        record = dict(raw)
+        text = json.dumps(record)
+    else:
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        record = None
+    parsed = parse("policy.rules", text)
+    if record is None:
+        record = json.loads(text)
+    assert isinstance(parsed, PolicyVersion | PolicyControl)
+    return record, parsed
+
+
+def _check_control(parsed: PolicyControl, policy: _Policy | None, active: int | None) -> None:
+    """A rollback goes to a version seen before and older than the active one."""
+    if parsed.command != "rollback":
+        return
+    assert parsed.version is not None
+    if policy is None or parsed.version not in policy.versions:
+        raise Rejected(
+            "policy",
+            f"rollback of {parsed.policy_id} to version {parsed.version}, which was never seen",
+        )
+    if active is not None and parsed.version >= active:
+        raise Rejected(
+            "policy",
+            f"rollback of {parsed.policy_id} to version "
+            f"{parsed.version}: not older than active {active}",
+        )
+
+
+def _compile_version(parsed: PolicyVersion) -> CompiledPolicy:
+    """The record's document compiled; it must be the version the record says it is."""
+    try:
+        compiled = _compile(parsed.document)
+    except PolicyError as error:
+        raise Rejected(
+            "policy",
+            f"policy {parsed.policy_id} v{parsed.version}: {'; '.join(error.problems)[:700]}",
+        ) from None
+    if (compiled.policy_id, compiled.version) != (parsed.policy_id, parsed.version):
+        raise Rejected(
+            "policy",
+            f"record says {parsed.policy_id} v{parsed.version} but its "
+            f"document says {compiled.policy_id} v{compiled.version}",
+        )
+    return compiled
+
+
+def _check_version(parsed: PolicyVersion, policy: _Policy | None, active: int | None) -> None:
+    """A version is new and greater than the active one (versions only go forward)."""
+    if policy is not None and parsed.version in policy.versions:
+        raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} was already seen")
+    if active is not None and parsed.version <= active:
+        raise Rejected(
+            "policy",
+            f"{parsed.policy_id} v{parsed.version} is not greater than the active version {active}",
+        )
 
 
 def _compile(document: Mapping[str, Any]) -> CompiledPolicy:

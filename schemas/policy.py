@@ -1,7 +1,7 @@
 """policy.rules: signed policy versions and control records (rollback, pause, resume).
 
-The rule document itself is validated by the policy engine (operators/policy.py, issue 3);
-here it is only required to be a JSON object.
+The rule document itself is validated by the policy engine (operators/policy_document.py,
+issue 3); here it is only required to be a JSON object.
 """
 
 from __future__ import annotations

@@ -101,6 +101,33 @@ def load_json(topic: str, raw: str | bytes, limits: Limits = DEFAULT_LIMITS) -> 
     at most `max_json_depth`, no duplicated field name at any depth (the field the watermark
     sees and the one validated must be the same), no NaN or infinity, integers within a signed
     64-bit long (what the JVM side carries). Never raises anything else, whatever `raw` is."""
+    text = _text(topic, raw, limits)
+    _check_depth(topic, text, limits.max_json_depth)
+    try:
+        document = json.loads(
+            text,
+            object_pairs_hook=_unique_fields,
+            parse_constant=_no_constant,
+            parse_int=_long,
+            parse_float=_finite,
+        )
+        if _SURROGATE_ESCAPE.search(text) and not _encodable(
+            json.dumps(document, ensure_ascii=False)
+        ):
+            raise _Refused("a string holds a lone surrogate (no UTF-8 text can)")
+        return document
+    except _Refused as refusal:
+        raise SchemaError(topic, f"<record>: {refusal}") from None
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno} column {error.colno}"
+        raise SchemaError(topic, f"<record>: Invalid JSON at {where}") from None
+    except (ValueError, RecursionError, MemoryError) as error:
+        raise SchemaError(topic, f"<record>: unreadable JSON ({type(error).__name__})") from None
+
+
+def _text(topic: str, raw: str | bytes, limits: Limits) -> str:
+    """The record as UTF-8 text within `max_record_bytes`, or SchemaError: bytes are decoded,
+    and a text the Kafka source marked as not UTF-8 (`NOT_UTF8`) is refused by its digest."""
     if isinstance(raw, bytes):
         if len(raw) > limits.max_record_bytes:
             raise _too_large(topic, len(raw), limits)
@@ -117,27 +144,7 @@ def load_json(topic: str, raw: str | bytes, limits: Limits = DEFAULT_LIMITS) -> 
             raise _too_large(topic, size, limits)
     if not raw.isascii() and not _encodable(raw):
         raise SchemaError(topic, "<record>: not UTF-8 (a lone surrogate)")
-    _check_depth(topic, raw, limits.max_json_depth)
-    try:
-        document = json.loads(
-            raw,
-            object_pairs_hook=_unique_fields,
-            parse_constant=_no_constant,
-            parse_int=_long,
-            parse_float=_finite,
-        )
-        if _SURROGATE_ESCAPE.search(raw) and not _encodable(
-            json.dumps(document, ensure_ascii=False)
-        ):
-            raise _Refused("a string holds a lone surrogate (no UTF-8 text can)")
-        return document
-    except _Refused as refusal:
-        raise SchemaError(topic, f"<record>: {refusal}") from None
-    except json.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        raise SchemaError(topic, f"<record>: Invalid JSON at {where}") from None
-    except (ValueError, RecursionError, MemoryError) as error:
-        raise SchemaError(topic, f"<record>: unreadable JSON ({type(error).__name__})") from None
+    return raw
 
 
 class _Refused(ValueError):

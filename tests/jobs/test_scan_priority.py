@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from jobs.scan import Handled, ScanConfig, scan_requests
+from jobs.scan import ScanConfig
+from operators.scan_batch import Handled, scan_requests
 from tests.conftest import T0
 from tests.udfs.test_scan import loader, request
 from udfs.detector import Item, MediaError

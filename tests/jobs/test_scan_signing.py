@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from jobs.scan import ScanConfig, handle_batch
+from jobs.scan import ScanConfig
+from operators.scan_batch import handle_batch
 from operators.signing import AUTHORITY_TOPICS, Keyring, check
 from tests.udfs.test_scan import Counting, request
 

@@ -2,9 +2,9 @@
 
 Every file is generated here from a seed or a Hypothesis strategy (nothing is downloaded) and
 written under a media root; scan requests for `nsfw_image` and `media_check` go through
-`jobs.scan.handle_safely`, exactly what a model worker runs. Whatever the file, every request
-gets exactly one answer (`ok`, or `error` with one DLQ row `permanent`) and nothing is raised.
-The number of cases tried per class is printed at the end (`pytest -s`), for
+`operators.scan_batch.handle_safely`, exactly what a model worker runs. Whatever the file, every
+request gets exactly one answer (`ok`, or `error` with one DLQ row `permanent`) and nothing is
+raised. The number of cases tried per class is printed at the end (`pytest -s`), for
 docs/reliability/scan.md.
 """
 
@@ -26,8 +26,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from jobs.scan import ScanConfig, handle_safely
+from jobs.scan import ScanConfig
 from modstream.limits import Limits
+from operators.scan_batch import handle_safely
 from tests.conftest import T0
 from tests.udfs.frames import background, flagged
 from tests.udfs.test_media import bomb_png

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from jobs.scan import ScanConfig, handle_batch, load_media
+from jobs.scan import ScanConfig
 from modstream.limits import Limits
+from operators.scan_batch import handle_batch, load_media
 from tests.conftest import T0
 from udfs.detector import Item, MediaError
 from udfs.scan import order, scan_batch

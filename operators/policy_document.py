@@ -1,0 +1,249 @@
+"""Policy documents as authors write them (CONTRACT.md, "Policy document"): the sections, their
+validation, and the problems `load_policy` (operators/policy.py) reports, each naming its rule
+and position. Kept apart from evaluation, which reads only the compiled form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from operators.hashbank import PHASH_MAX_DISTANCE
+from operators.policy_expr import ExpressionError, compile_expression
+from schemas.common import Modality, Outcome
+
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class DetectorRequirement(_Section):
+    """`gate`: the required detectors that run first (cheap, deterministic checks such as
+    `media_check`); the other required detectors (the models) are asked only for media that
+    passed them (docs/scanning.md, "Cost order")."""
+
+    required: list[Name] = Field(min_length=1)
+    deadline_ms: Annotated[int, Field(gt=0)]
+    gate: list[Name] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _gate_is_required(self) -> Self:
+        extra = [name for name in self.gate if name not in self.required]
+        if extra:
+            raise ValueError(f"gate detectors must also be required: {', '.join(extra)}")
+        return self
+
+
+class Limit(_Section):
+    max_bytes: Annotated[int, Field(gt=0)] | None = None
+    mime_types: list[Annotated[str, Field(min_length=1)]] | None = None
+
+
+def _not_allow(outcome: str) -> str:
+    """Contract v1.1: a version is never ALLOW while its evidence is incomplete, so the
+    scanning, unknown and hash-bank outcomes refuse it (PROVISIONAL_ALLOW is the way to publish
+    before the evidence is in)."""
+    if outcome == "ALLOW":
+        raise ValueError(
+            "ALLOW is refused here: a version is never ALLOW while its evidence is incomplete"
+            " (use PROVISIONAL_ALLOW, RESTRICT, PENDING or BLOCK)"
+        )
+    return outcome
+
+
+class OutcomeBySurface(_Section):
+    """The floor while evidence is outstanding (`scanning`) or unknown (`unknown`)."""
+
+    high_risk: Outcome = "PENDING"
+    default: Outcome = "PENDING"
+
+    @field_validator("high_risk", "default")
+    @classmethod
+    def _refuse_allow(cls, outcome: str) -> str:
+        return _not_allow(outcome)
+
+
+class HashBankRule(_Section):
+    outcome: Outcome
+    reason: Name
+    restriction: Name | None = None
+
+    @field_validator("outcome")
+    @classmethod
+    def _refuse_allow(cls, outcome: str) -> str:
+        return _not_allow(outcome)
+
+
+class ReportsPolicy(_Section):
+    review_threshold: Annotated[int, Field(ge=1)]
+    reporter_hourly_limit: Annotated[int, Field(ge=1)] = 10
+    queue: Name = "reports"
+    priority: Annotated[int, Field(ge=0)] = 3
+
+
+class Sanction(_Section):
+    at: Annotated[int, Field(ge=1)]
+    sanction: Literal["posting_suspended", "account_suspended"]
+    duration_ms: Annotated[int, Field(gt=0)] | None = None
+
+
+class Strikes(_Section):
+    reasons: list[Name] = Field(min_length=1)
+    window_days: Annotated[int, Field(ge=1, le=3650)]
+    sanctions: list[Sanction] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _ascending(self) -> Self:
+        thresholds = [sanction.at for sanction in self.sanctions]
+        if thresholds != sorted(set(thresholds)):
+            raise ValueError("sanctions must be in ascending, distinct `at` order")
+        return self
+
+
+class ReviewRequest(_Section):
+    queue: Name
+    priority: Annotated[int, Field(ge=0)] = 3
+
+
+class Rule(_Section):
+    id: Name
+    when: Annotated[str, Field(min_length=1, max_length=4000)]
+    outcome: Outcome
+    reason: Name | None = None
+    restriction: Name | None = None
+    review: ReviewRequest | None = None
+
+    @model_validator(mode="after")
+    def _restriction_only_with_restrict(self) -> Self:
+        if self.restriction is not None and self.outcome != "RESTRICT":
+            raise ValueError("restriction is only allowed with outcome RESTRICT")
+        if self.outcome == "RESTRICT" and self.restriction is None:
+            raise ValueError("outcome RESTRICT needs a restriction (e.g. age_gate)")
+        return self
+
+
+class PolicyDocument(_Section):
+    """The rule set a policy author writes (CONTRACT.md, "Policy document")."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    policy_id: Name
+    version: Annotated[int, Field(ge=1)]
+    description: str | None = None
+    detectors: dict[Modality, DetectorRequirement]
+    limits: dict[Modality, Limit] = Field(default_factory=dict)
+    high_risk_surfaces: list[Name] = Field(default_factory=list)
+    scanning: OutcomeBySurface = Field(default_factory=OutcomeBySurface)
+    unknown: OutcomeBySurface = Field(default_factory=OutcomeBySurface)
+    provisional_ttl_ms: Annotated[int, Field(gt=0)] | None = None
+    hash_banks: dict[Name, HashBankRule] = Field(default_factory=dict)
+    phash_max_distance: Annotated[int, Field(ge=0)] = 0
+    reports: ReportsPolicy | None = None
+    strikes: Strikes | None = None
+    notices: dict[Name, Annotated[str, Field(min_length=1, max_length=1000)]] = Field(
+        default_factory=dict
+    )
+    rules: list[Rule]
+    default: Outcome
+
+    @field_validator("phash_max_distance")
+    @classmethod
+    def _indexed_distance(cls, distance: int) -> int:
+        """The hash-bank band index (operators/hashbank.py) finds every phash within 7 bits
+        without scanning the bank; a larger distance would need a scan per input."""
+        if distance > PHASH_MAX_DISTANCE:
+            raise ValueError(
+                f"phash_max_distance {distance} is above {PHASH_MAX_DISTANCE}, the largest "
+                "distance the hash-bank index matches without scanning the whole bank"
+            )
+        return distance
+
+    @model_validator(mode="after")
+    def _no_text_gate(self) -> Self:
+        """Text is not kept in the moderation state, so models gated on a text check could
+        never be asked afterwards: the text request is the one that carries it."""
+        text = self.detectors.get("text")
+        if text is not None and text.gate:
+            raise ValueError("detectors.text.gate: text detectors cannot be gated")
+        return self
+
+
+class PolicyError(ValueError):
+    """Every problem of a policy document, one line each, naming the rule or section."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def validate_document(raw: Any) -> PolicyDocument:
+    """The validated document, or PolicyError listing every problem: rules that did validate
+    may still have bad conditions, so those are reported along with the schema's findings."""
+    if not isinstance(raw, Mapping):
+        raise PolicyError(["<document>: a policy document must be a mapping"])
+    try:
+        return PolicyDocument.model_validate(dict(raw))
+    except ValidationError as error:
+        found = [
+            f"{_location(tuple(e['loc']), raw)}: {e['msg']}"
+            for e in error.errors(include_url=False)
+        ]
+        found += _condition_problems(raw)
+        raise PolicyError(found) from None
+
+
+def _location(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:
+    """`rule 'nsfw-block' (rules[0]).outcome` for errors inside a rule, else the dotted path."""
+    if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
+        rules = raw.get("rules")
+        rule_id = None
+        if isinstance(rules, list) and loc[1] < len(rules) and isinstance(rules[loc[1]], dict):
+            rule_id = rules[loc[1]].get("id")
+        rest = ".".join(str(part) for part in loc[2:])
+        head = f"rule {rule_id!r} (rules[{loc[1]}])" if rule_id else f"rules[{loc[1]}]"
+        return f"{head}{'.' + rest if rest else ''}"
+    return ".".join(str(part) for part in loc) or "<document>"
+
+
+def warnings(document: PolicyDocument) -> list[str]:
+    """Things that are valid but probably not meant: shown by `modstream policy validate`."""
+    found = []
+    reasons = {rule.reason for rule in document.rules if rule.reason}
+    reasons |= {bank.reason for bank in document.hash_banks.values()}
+    if document.strikes is not None:
+        for reason in document.strikes.reasons:
+            if reason not in reasons:
+                found.append(f"strikes.reasons: no rule or hash bank gives reason {reason!r}")
+    for reason in sorted(reasons - set(document.notices)):
+        found.append(f"notices: no notice for reason {reason!r} (authors get a generic message)")
+    for modality in document.detectors:
+        if modality not in document.limits:
+            found.append(f"limits: none for {modality}")
+    return found
+
+
+def _condition_problems(raw: Mapping[str, Any]) -> list[str]:
+    rules = raw.get("rules")
+    if not isinstance(rules, list):
+        return []
+    banks = raw.get("hash_banks")
+    known = banks.keys() if isinstance(banks, Mapping) else ()
+    problems = []
+    for index, rule in enumerate(rules):
+        if isinstance(rule, Mapping) and isinstance(rule.get("when"), str):
+            try:
+                compile_expression(rule["when"], known_banks=known)
+            except ExpressionError as error:
+                problems.append(f"{_location(('rules', index), raw)}.when: {error}")
+    return problems
