@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ class EnforceConfig(runtime.TopicNames):
     # A drill and test option (make test-faults): this share of cache purges fails.
     purge_failure_rate: float = 0.0
     purge_failure_seed: int = 0
+    clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
 
 
 def failing_purge(rate: float, seed: int = 0) -> Purge:
@@ -247,7 +247,7 @@ class Enforce(KeyedProcessFunction):
         heal: bool = False,
     ) -> None:
         """Keep the action in `waiting` for its next attempt, on a processing-time timer."""
-        due = int(time.time() * 1000) + retry.in_ms
+        due = self.config.clock() + retry.in_ms
         entry: dict[str, Any] = {
             "action": action,
             "attempt": retry.attempt,
@@ -268,7 +268,7 @@ class Enforce(KeyedProcessFunction):
         """What users can see now; while it is not what was decided (a failed purge), heal
         again with backoff, at most `max_attempts` times (then the reconciler's repairs)."""
         content_id = action["content_id"]
-        effective = self.service.effective(content_id, int(time.time() * 1000))
+        effective = self.service.effective(content_id, self.config.clock())
         if effective is not None:
             yield Row(
                 self.config.physical("content.visibility"),

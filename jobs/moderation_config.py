@@ -6,7 +6,6 @@ and the wiring share them without importing each other.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,4 +101,4 @@ class ModerationConfig(runtime.TopicNames):
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
-        return self.now_ms if self.now_ms is not None else int(time.time() * 1000)
+        return self.now_ms if self.now_ms is not None else runtime.wall_clock_ms()

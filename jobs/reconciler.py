@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +53,7 @@ class ReconcilerConfig(runtime.TopicNames):
     redis_url: str | None = None
     media_dir: str | None = None
     namespace: str = "content"
+    clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
 
 
 class Reconcile(KeyedProcessFunction):
@@ -89,7 +89,7 @@ class Reconcile(KeyedProcessFunction):
             yield self._letter(physical, key, raw, error, record_ts, "schema")
             return
         try:
-            now = int(time.time() * 1000)
+            now = self.config.clock()
             stored = self.state.value()
             state = json.loads(stored) if stored else None
             step = reconcile.on_action if topic == "moderation.actions" else reconcile.on_visibility
@@ -109,7 +109,7 @@ class Reconcile(KeyedProcessFunction):
         if not stored:
             return
         try:
-            now, state = int(time.time() * 1000), json.loads(stored)
+            now, state = self.config.clock(), json.loads(stored)
             rows = []
             if self.content is not None and reconcile.audit_due(state, now):
                 served = self._served(str(ctx.get_current_key()), now)

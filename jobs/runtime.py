@@ -366,6 +366,11 @@ def write_files(stream: DataStream, out_dir: Path, skip_prefix: str = "") -> Non
     ).setParallelism(1).name("end")
 
 
+def wall_clock_ms() -> int:
+    """The processing-time adapters' default clock (each config's `clock`; tests inject one)."""
+    return int(time.time() * 1000)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TopicNames:
     """Contract topic <-> physical topic for a job's adapters (`--topic CONTRACT=PHYSICAL`)."""

@@ -25,7 +25,6 @@ import dataclasses
 import json
 import logging
 import os
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -76,6 +75,7 @@ class ScanConfig(runtime.TopicNames):
     limits: Limits = field(default_factory=Limits.from_env)
     # Keys the results are signed with (contract v1.1, the detector's own key).
     keyring: Keyring = field(default_factory=Keyring)
+    clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
 
 
 @dataclass
@@ -124,10 +124,10 @@ class Scan(KeyedProcessFunction):
         return detector(name, intra_op_threads=self.config.onnx_threads, limits=self.config.limits)
 
     def _handle(self, rows: list[tuple[str, str | None, str | None]], now: int) -> Handled:
-        return handle_safely(self.config, rows, now, self._scanner, clock=_now)
+        return handle_safely(self.config, rows, now, self._scanner, clock=self.config.clock)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        now = _now()
+        now = self.config.clock()
         handled = Handled()
         flying = self._flying(ctx, handled)
         topics, keys, values = list(value[0]), list(value[1]), list(value[2])
@@ -166,7 +166,14 @@ class Scan(KeyedProcessFunction):
         `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
         handled = Handled()
         try:
-            scan_requests(self.config, due, _now(), handled, self._scanner, clock=_now)
+            scan_requests(
+                self.config,
+                due,
+                self.config.clock(),
+                handled,
+                self._scanner,
+                clock=self.config.clock,
+            )
             return handled
         except Exception as error:
             LOG.warning("scan: %d retries failed (%s): one at a time", len(due), error_kind(error))
@@ -174,10 +181,25 @@ class Scan(KeyedProcessFunction):
         for request in due:
             one = Handled()
             try:
-                scan_requests(self.config, [request], _now(), one, self._scanner, clock=_now)
+                scan_requests(
+                    self.config,
+                    [request],
+                    self.config.clock(),
+                    one,
+                    self._scanner,
+                    clock=self.config.clock,
+                )
             except Exception as error:
                 one = Handled()
-                refuse(self.config, request, unforeseen(error), _now(), one, self._scanner, _now)
+                refuse(
+                    self.config,
+                    request,
+                    unforeseen(error),
+                    self.config.clock(),
+                    one,
+                    self._scanner,
+                    self.config.clock,
+                )
             handled.extend(one)
         return handled
 
@@ -200,7 +222,7 @@ class Scan(KeyedProcessFunction):
                 self.inflight_state.clear()
                 for topics, keys, values in json.loads(held):
                     rows = list(zip(topics, keys, values, strict=True))
-                    handled.extend(self._handle(rows, _now()))
+                    handled.extend(self._handle(rows, self.config.clock()))
         return self.inflight.setdefault(key, deque())
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
@@ -209,10 +231,6 @@ class Scan(KeyedProcessFunction):
             ctx.timer_service().register_processing_time_timer(due)
         if handled.topics:
             yield Row(handled.topics, handled.keys, handled.values)
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 # Row(topics[], keys[], values[]): a batch of rows in one Java <-> Python crossing (the

@@ -70,8 +70,14 @@ class FakeService(MemoryContent):
     def converge(self, content_id: str) -> None: ...
 
 
+CLOCK_MS = 1_700_000_000_000  # the adapter's processing clock, fixed
+
+
 def adapter(service: FakeService | None = None) -> tuple[Enforce, FakeMapState]:
-    enforce = Enforce(EnforceConfig(redis_url="redis://unused", media_dir="/nonexistent"))
+    config = EnforceConfig(
+        redis_url="redis://unused", media_dir="/nonexistent", clock=lambda: CLOCK_MS
+    )
+    enforce = Enforce(config)
     waiting = FakeMapState()
     enforce.attach(service or FakeService(), MemoryIntents(), waiting)
     return enforce, waiting
@@ -170,6 +176,9 @@ def test_a_failed_apply_waits_for_its_timer_and_a_corrupt_retry_entry_is_dropped
     assert list(enforce.process_element(row(VALID), ctx)) == []
     first = action(1)["action_id"]
     assert set(waiting) == {first} and len(ctx.timers.processing) == 1
+    # The retry's timer is on the injected clock: one backoff (100–200 ms at attempt 1) after it.
+    [timer] = ctx.timers.processing
+    assert CLOCK_MS + 100 <= timer <= CLOCK_MS + 200
     waiting.put("garbage", "{not json")
     waiting.put("wrong-shape", json.dumps({"at": 0, "attempt": 1, "source": "x", "action": []}))
     due = json.loads(waiting[first])["at"]

@@ -90,16 +90,28 @@ def answered(outputs: list[Row]) -> list[str]:
 
 @pytest.fixture
 def gated(monkeypatch: pytest.MonkeyPatch) -> Gated:
-    """The gated detector for every name, and a clock that moves 5 ms per reading."""
+    """The gated detector for every name."""
     detector = Gated()
     monkeypatch.setattr(jobs.scan, "detector", lambda name, **_: detector)
-    clock = iter(range(T0, T0 + 10_000_000, 5))
-    monkeypatch.setattr(jobs.scan, "_now", lambda: next(clock))
     return detector
 
 
+_readings = iter(range(0))
+
+
+def clock() -> int:
+    """The operators' processing clock: 5 ms later at every reading, from T0 in each test."""
+    return next(_readings)
+
+
+@pytest.fixture(autouse=True)
+def _clock_from_t0() -> None:
+    global _readings
+    _readings = iter(range(T0, T0 + 10_000_000, 5))
+
+
 def operator(runtime: Runtime, workers: int = 2) -> Scan:
-    scan = Scan(ScanConfig(model_workers=workers, max_wait_ms=20))
+    scan = Scan(ScanConfig(model_workers=workers, max_wait_ms=20, clock=clock))
     scan.open(runtime)  # type: ignore[arg-type]
     return scan
 
@@ -213,8 +225,6 @@ def outputs_of(outputs: list[Row], topic: str) -> list[dict[str, Any]]:
 def poisoned(monkeypatch: pytest.MonkeyPatch) -> Poisoned:
     detector = Poisoned()
     monkeypatch.setattr(jobs.scan, "detector", lambda name, **_: detector)
-    clock = iter(range(T0, T0 + 10_000_000, 5))
-    monkeypatch.setattr(jobs.scan, "_now", lambda: next(clock))
     return detector
 
 
