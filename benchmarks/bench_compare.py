@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
-from modstream.topics import TopicSpec, create_topics
+from modstream.topics import TopicSpec, create_topics, physical
 from modstream.workload import BENCH_MIX, for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
 
@@ -86,8 +86,8 @@ def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
 def load(
     bootstrap: str, prefix: str, lines: list[dict[str, Any]], partitions: int
 ) -> dict[str, str]:
-    topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
-    topics["floor.out"] = f"{prefix}.floor.out"
+    topics = {name: physical(name, prefix) for name in ALL_TOPICS}
+    topics["floor.out"] = physical("floor.out", prefix)
     create_topics(
         bootstrap,
         [TopicSpec(t, 1 if "policy" in t else partitions) for t in topics.values()],

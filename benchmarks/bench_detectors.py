@@ -33,7 +33,7 @@ from PIL import Image
 
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
-from modstream.topics import TopicSpec, create_topics
+from modstream.topics import TopicSpec, create_topics, physical
 from udfs.detector import Item
 from udfs.nsfw_image import NsfwImage, preprocess
 from udfs.offensive_text import OffensiveText
@@ -163,7 +163,7 @@ def scan_job(
     """Requests produced to fresh topics, the scan job on them, committed results per second."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     names = [f"scan.requests.{modality}", "detector.results", "moderation.dlq"]
-    topics = {name: f"{prefix}.{name}" for name in names}
+    topics = {name: physical(name, prefix) for name in names}
     create_topics(
         settings.bootstrap_servers,
         [
@@ -252,8 +252,8 @@ def _scan_job_args(
         "--group-id", prefix,
         *extra,
     ]  # fmt: skip
-    for name, physical in topics.items():
-        args += ["--topic", f"{name}={physical}"]
+    for name, deployed in topics.items():
+        args += ["--topic", f"{name}={deployed}"]
     return args
 
 

@@ -29,7 +29,7 @@ from kafka import KafkaConsumer
 
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
-from modstream.topics import TopicSpec, create_topics
+from modstream.topics import TopicSpec, create_topics, physical
 from modstream.workload import DEFAULT_MIX, Mix, for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     bootstrap = settings.bootstrap_servers
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    topics = {name: f"{prefix}.{name}" for name in TOPICS}
+    topics = {name: physical(name, prefix) for name in TOPICS}
     create_topics(
         bootstrap,
         [TopicSpec(t, args.partitions if "policy" not in t else 1) for t in topics.values()],
@@ -190,8 +190,8 @@ def _job_command(
         "--policy",
         str(PROJECT_ROOT / "policy_rules" / "global.yaml"),
     ]
-    for name, physical in topics.items():
-        command += ["--topic", f"{name}={physical}"]
+    for name, deployed in topics.items():
+        command += ["--topic", f"{name}={deployed}"]
     return command
 
 

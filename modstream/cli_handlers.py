@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from modstream import topics
 from modstream.config import Settings
 
 
@@ -37,8 +38,6 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
-    from modstream import topics
-
     if args.action == "create":
         created = topics.create_topics(settings.bootstrap_servers)
         print(f"topics: {len(created)} created, {len(topics.TOPICS) - len(created)} already there")
@@ -148,7 +147,7 @@ def cmd_reevaluate(args: argparse.Namespace, settings: Settings) -> int:
     )
 
     def topic(name: str) -> str:
-        return f"{args.prefix}.{name}" if args.prefix else name
+        return topics.physical(name, args.prefix)
 
     return reevaluate.run(
         args.bootstrap_servers or settings.bootstrap_servers,
@@ -171,7 +170,7 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import dlq
 
     servers = args.bootstrap_servers or settings.bootstrap_servers
-    topic = args.topic or (f"{args.prefix}.moderation.dlq" if args.prefix else "moderation.dlq")
+    topic = args.topic or topics.physical("moderation.dlq", args.prefix)
     if args.action == "list":
         letters = dlq.list_letters(servers, topic, args.error_class)
         for letter in letters:
@@ -203,7 +202,7 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     servers = args.bootstrap_servers or settings.bootstrap_servers
 
     def topic(name: str) -> str:
-        return f"{args.prefix}.{name}" if args.prefix else name
+        return topics.physical(name, args.prefix)
 
     now = int(time.time() * 1000)
     try:

@@ -154,7 +154,7 @@ def _create_deployment(settings: Settings) -> Deployment:
     """A fresh run id and this run's topics, created."""
     run_id = f"demo{uuid.uuid4().hex[:6]}-"
     prefix = run_id[:-1]
-    names = {spec.name: f"{prefix}.{spec.name}" for spec in topics.TOPICS}
+    names = topics.physical_names(prefix)
     topics.create_topics(
         settings.bootstrap_servers,
         [dataclasses.replace(spec, name=names[spec.name]) for spec in topics.TOPICS],

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modstream import kafkaio
+from modstream import kafkaio, topics
 from operators import signing
 from operators.signing import Keyring
 from schemas import INPUT_TOPICS, SchemaError, dead_letter, parse
@@ -40,19 +40,15 @@ def digest(letter: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(letter, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def contract_topic(physical: str, prefix: str = "") -> str:
-    return physical[len(prefix) + 1 :] if prefix and physical.startswith(prefix + ".") else physical
-
-
 def input_topic(source_topic: object, prefix: str = "") -> str | None:
     """The contract input topic a DLQ record may be replayed to, or None: only the
     deployment's own physical name of an input topic (`<prefix>.<topic>`, or `<topic>`)."""
     if not isinstance(source_topic, str):
         return None
-    topic = contract_topic(source_topic, prefix)
+    topic = topics.contract(source_topic, prefix)
     if topic not in INPUT_TOPICS:
         return None
-    return topic if source_topic == (f"{prefix}.{topic}" if prefix else topic) else None
+    return topic if source_topic == topics.physical(topic, prefix) else None
 
 
 def recheck(

@@ -67,6 +67,23 @@ TOPICS: tuple[TopicSpec, ...] = (
 )
 
 
+def physical(name: str, prefix: str | None = None) -> str:
+    """A deployment's name for contract topic `name`: `<prefix>.<name>`, or `name` itself."""
+    return f"{prefix}.{name}" if prefix else name
+
+
+def contract(physical_name: str, prefix: str | None = None) -> str:
+    """The contract name of a deployment's topic (the inverse of `physical`)."""
+    if prefix and physical_name.startswith(prefix + "."):
+        return physical_name[len(prefix) + 1 :]
+    return physical_name
+
+
+def physical_names(prefix: str | None = None) -> dict[str, str]:
+    """Every topic modstream knows, contract name -> the deployment's name."""
+    return {spec.name: physical(spec.name, prefix) for spec in TOPICS}
+
+
 def create_topics(
     bootstrap_servers: str,
     specs: Iterable[TopicSpec] = TOPICS,

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from modstream import topics
 from modstream.topics import TOPICS
 from schemas.registry import OWN_TOPICS, TOPIC_MODELS
 
@@ -55,3 +58,14 @@ def test_broadcast_topics_are_compacted_and_others_have_a_retention() -> None:
             assert int(spec.config["retention.ms"]) >= 7 * 86_400_000
         assert spec.partitions >= 1
     assert by_name["policy.rules"].partitions == 1
+
+
+@pytest.mark.parametrize("prefix", [None, "", "demo-1a2b", "bench.x"])
+def test_physical_and_contract_names_round_trip(prefix: str | None) -> None:
+    names = topics.physical_names(prefix)
+    assert set(names) == {spec.name for spec in topics.TOPICS}
+    for name, deployed in names.items():
+        assert deployed == (f"{prefix}.{name}" if prefix else name)
+        assert topics.contract(deployed, prefix) == name
+    # Another deployment's topic is not this one's: its name comes back unchanged.
+    assert topics.contract("other.moderation.dlq", "demo") == "other.moderation.dlq"
