@@ -4,7 +4,7 @@ Each input line is `{"topic": NAME, "value": {...}}`, in `ts` order (evidence ma
 earlier `ts` than its upsert). `--policy` is a trusted, unsigned policy file; policy records in
 the input are verified with MODSTREAM_POLICY_KEY as in production. Output: one
 `<topic>.jsonl` per output topic in the out directory, one record a line, written by the job
-itself (`runtime.write_files`, one writer): collecting the rows back to this process over py4j
+itself (`files.write_files`, one writer): collecting the rows back to this process over py4j
 cost several round trips a row and was most of a replay's time (docs/BENCHMARKS.md, "Replay").
 """
 
@@ -142,7 +142,7 @@ def run(
     *,
     scan_requests: bool = False,
 ) -> int:
-    from jobs import runtime
+    from jobs import files, runtime
     from jobs.moderation import build
 
     settings = Settings.from_env()
@@ -159,7 +159,7 @@ def run(
     # in the input file. They are not replay output, unless asked for (`--scan-requests`: what
     # cost ordering asked, docs/scanning.md).
     skip = "" if scan_requests else SCAN_REQUESTS
-    build(env, source, lambda stream: runtime.write_files(stream, out_dir, skip), config)
+    build(env, source, lambda stream: files.write_files(stream, out_dir, skip), config)
     env.execute("replay")
     print(
         f"replay: {len(rows)} input records -> "

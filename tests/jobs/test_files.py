@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pyflink.common import Row
 
-from jobs.runtime import _FileWriter
+from jobs.files import _FileWriter
 
 
 def write(out: Path, rows: list[Row], skip_prefix: str = "") -> None:
