@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -48,9 +49,9 @@ VARIANTS = ("floor", "modstream", "kafka-python", "confluent-kafka")
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 CHECKPOINT_INTERVAL_MS = 1_000
 OUT_OF_ORDERNESS_MS = 500
-# Extra Flink options for the moderation job (MODSTREAM_BENCH_FLINK_CONF="k=v,k=v"): to try
-# a setting side by side with the same harness.
-FLINK_CONF = [conf for conf in os.environ.get("MODSTREAM_BENCH_FLINK_CONF", "").split(",") if conf]
+# Extra options for the moderation job, to try a setting with the same harness, e.g.
+# MODSTREAM_BENCH_JOB_ARGS="--sink-property linger.ms=20 --flink-conf k=v" (jobs/runtime.py).
+JOB_ARGS = shlex.split(os.environ.get("MODSTREAM_BENCH_JOB_ARGS", ""))
 LOADS = (0.5, 0.8)  # latency phases, as fractions of the variant's measured backlog rate
 
 
@@ -117,7 +118,7 @@ def command(variant: str, prefix: str, topics: dict[str, str], run_dir: Path) ->
         "--out-of-orderness-ms", str(OUT_OF_ORDERNESS_MS), "--idleness-ms", "1000",
         # No faults here: a backlog that falls silent is complete after 2 s, not 60 s.
         "--drained-after-ms", "2000",
-        *(arg for conf in FLINK_CONF for arg in ("--flink-conf", conf)),
+        *JOB_ARGS,
     ]  # fmt: skip
 
 
@@ -428,6 +429,7 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
         "peer_vps": vps("kafka-python"),
         "peer_ck_vps": vps("confluent-kafka"),
         "checkpoint_interval_ms": CHECKPOINT_INTERVAL_MS,
+        "job_args": " ".join(JOB_ARGS),
     }
     at_half = results["modstream"].latency.get("50%", {}) if "modstream" in results else {}
     for name in ("p50_ms", "p95_ms", "p99_ms"):

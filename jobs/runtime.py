@@ -72,6 +72,11 @@ class JobConfig:
     topics: dict[str, str] = field(default_factory=dict)
     # More Flink settings for this job (e.g. unaligned checkpoints for slow records).
     flink_conf: dict[str, str] = field(default_factory=dict)
+    # Kafka client properties after modstream's own: for the source and the sink (security,
+    # e.g. SASL/TLS), the source's consumer only, the sink's producer only (tuning).
+    kafka_properties: dict[str, str] = field(default_factory=dict)
+    source_properties: dict[str, str] = field(default_factory=dict)
+    sink_properties: dict[str, str] = field(default_factory=dict)
 
     def topic(self, name: str) -> str:
         """The physical topic for a contract topic name (tests map them to unique names)."""
@@ -117,10 +122,24 @@ def _kafka_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--topic",
         action="append",
+        type=key_value,
         default=[],
         metavar="CONTRACT=PHYSICAL",
         help="map a contract topic to another physical topic (repeatable)",
     )
+    for flag, whose in (
+        ("--kafka-property", "the source's and the sink's clients (e.g. security.protocol)"),
+        ("--source-property", "the source's consumer (e.g. fetch.min.bytes)"),
+        ("--sink-property", "the sink's producer (e.g. linger.ms)"),
+    ):
+        parser.add_argument(
+            flag,
+            action="append",
+            type=key_value,
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a Kafka client property for {whose}, after modstream's own (repeatable)",
+        )
 
 
 def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
@@ -158,11 +177,20 @@ def _execution_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--flink-conf",
         action="append",
+        type=key_value,
         default=[],
         metavar="KEY=VALUE",
         help="any Flink configuration option, after modstream's own (repeatable), e.g."
         " state.changelog.enabled=true",
     )
+
+
+def key_value(item: str) -> tuple[str, str]:
+    """An option's KEY=VALUE (the value may hold '=')."""
+    key, equals, value = item.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
+    return key, value
 
 
 def job_config(
@@ -201,8 +229,11 @@ def job_config(
         group_id=args.group_id or prefix,
         parallelism=args.parallelism,
         restart_strategy=args.restart_strategy,
-        topics=dict(item.split("=", 1) for item in args.topic),
-        flink_conf=dict(item.split("=", 1) for item in getattr(args, "flink_conf", [])),
+        topics=dict(args.topic),
+        flink_conf=dict(args.flink_conf),
+        kafka_properties=dict(args.kafka_property),
+        source_properties=dict(args.source_property),
+        sink_properties=dict(args.sink_property),
     )
 
 
@@ -299,6 +330,8 @@ def kafka_source(
         .set_property("partition.discovery.interval.ms", "60000")
         .set_property("client.id.prefix", config.group_id)
     )
+    for key, value in {**config.kafka_properties, **config.source_properties}.items():
+        builder = builder.set_property(key, value)
     jvm = get_gateway().jvm
     builder._j_builder.setDeserializer(jvm.io.modstream.flink.TopicKeyValueDeserializationSchema())
     return builder.build()
@@ -314,6 +347,8 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         .set_transactional_id_prefix(config.transactional_id_prefix)
         .set_property("transaction.timeout.ms", str(config.transaction_timeout_ms))
     )
+    for key, value in {**config.kafka_properties, **config.sink_properties}.items():
+        builder = builder.set_property(key, value)
     jvm = get_gateway().jvm
     builder._j_builder.setRecordSerializer(
         jvm.io.modstream.flink.TopicKeyValueSerializationSchema()
