@@ -99,11 +99,14 @@ define with_test_stack
 	exit $$rc
 endef
 
+# Two pytest workers (pytest-xdist) by default; TEST_WORKERS=0 runs every test in one process.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(call with_test_stack,--durations=30 tests)
+	$(call with_test_stack,-n $(TEST_WORKERS) --durations=30 tests)
 
 test-integration: setup
-	$(call with_test_stack,-m integration tests)
+	$(call with_test_stack,-n $(TEST_WORKERS) -m integration tests)
 
 test-unit: setup
 	@$(BIN)/pytest -m "not integration" tests; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc
