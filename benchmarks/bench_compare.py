@@ -50,7 +50,7 @@ POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 CHECKPOINT_INTERVAL_MS = 1_000
 OUT_OF_ORDERNESS_MS = 500
 # Extra options for the moderation job, to try a setting with the same harness, e.g.
-# MODSTREAM_BENCH_JOB_ARGS="--sink-property linger.ms=20 --flink-conf k=v" (jobs/runtime.py).
+# MODSTREAM_BENCH_JOB_ARGS="--sink-property linger.ms=20 --flink-conf k=v" (jobs/options.py).
 JOB_ARGS = shlex.split(os.environ.get("MODSTREAM_BENCH_JOB_ARGS", ""))
 LOADS = (0.5, 0.8)  # latency phases, as fractions of the variant's measured backlog rate
 
@@ -429,7 +429,7 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
         "peer_vps": vps("kafka-python"),
         "peer_ck_vps": vps("confluent-kafka"),
         "checkpoint_interval_ms": CHECKPOINT_INTERVAL_MS,
-        "job_args": " ".join(JOB_ARGS),
+        "job_args": shlex.join(JOB_ARGS),
     }
     at_half = results["modstream"].latency.get("50%", {}) if "modstream" in results else {}
     for name in ("p50_ms", "p95_ms", "p99_ms"):

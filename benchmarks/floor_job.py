@@ -19,7 +19,7 @@ from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import runtime
+from jobs import options, runtime
 from modstream.config import Settings
 from operators.moderation import KEYED_TOPICS
 
@@ -48,7 +48,7 @@ class Touch(KeyedProcessFunction):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = runtime.job_parser("floor", __doc__)
+    parser = options.job_parser("floor", __doc__)
     parser.add_argument("--output", required=True, help="the topic the floor writes")
     args = parser.parse_args(argv)
     settings = Settings.from_env()

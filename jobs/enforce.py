@@ -30,7 +30,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
 
-from jobs import runtime
+from jobs import options, runtime
 from modstream.config import Settings
 from modstream.content_service import ContentService, Purge
 from operators import enforcement
@@ -322,7 +322,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = runtime.job_parser("enforce", __doc__)
+    parser = options.job_parser("enforce", __doc__)
     parser.add_argument("--intent-ttl-ms", type=int, default=enforcement.INTENT_TTL_MS)
     parser.add_argument("--max-attempts", type=int, default=enforcement.MAX_ATTEMPTS)
     parser.add_argument("--media-dir", type=Path, default=None)

@@ -14,7 +14,7 @@ from typing import Any
 from pyflink.common import Row, WatermarkStrategy
 from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
 
-from jobs import runtime
+from jobs import options, runtime
 from modstream.config import Settings
 from operators.ingest import check
 
@@ -71,7 +71,7 @@ def build(
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    return runtime.job_parser("ingest_check", __doc__).parse_args(argv)
+    return options.job_parser("ingest_check", __doc__).parse_args(argv)
 
 
 def config_from_args(args: argparse.Namespace, settings: Settings) -> runtime.JobConfig:

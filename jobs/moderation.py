@@ -45,6 +45,7 @@ from jobs.moderation_decode import DecodeBatch
 from jobs.moderation_moderate import Moderate
 from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
+from jobs.options import job_parser
 from modstream import topics
 from modstream.config import Settings
 from modstream.limits import Limits
@@ -221,8 +222,8 @@ def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
 
 
 def options() -> argparse.ArgumentParser:
-    """The job's options: the common ones (jobs/runtime.py), policy, time and retention."""
-    parser = runtime.job_parser("moderation", __doc__)
+    """The job's options: the common ones (jobs/options.py), policy, time and retention."""
+    parser = job_parser("moderation", __doc__)
     parser.add_argument("--policy-id", default="global", help="the policy that decides")
     parser.add_argument(
         "--policy",

@@ -32,7 +32,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import runtime
+from jobs import options, runtime
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators import reconcile
@@ -237,7 +237,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = runtime.job_parser("reconciler", __doc__)
+    parser = options.job_parser("reconciler", __doc__)
     parser.add_argument("--sla-ms", type=int, default=reconcile.DEFAULT_SLA_MS)
     parser.add_argument("--max-retries", type=int, default=reconcile.DEFAULT_MAX_RETRIES)
     parser.add_argument(

@@ -72,9 +72,8 @@ class JobConfig:
     topics: dict[str, str] = field(default_factory=dict)
     # More Flink settings for this job (e.g. unaligned checkpoints for slow records).
     flink_conf: dict[str, str] = field(default_factory=dict)
-    # Kafka client properties after modstream's own: for the source and the sink (security,
-    # e.g. SASL/TLS), the source's consumer only, the sink's producer only (tuning).
-    kafka_properties: dict[str, str] = field(default_factory=dict)
+    # Kafka client properties for the source's consumer and the sink's producer (tuning:
+    # fetch sizes, batching, compression), after modstream's own; never one modstream sets.
     source_properties: dict[str, str] = field(default_factory=dict)
     sink_properties: dict[str, str] = field(default_factory=dict)
 
@@ -85,112 +84,6 @@ class JobConfig:
     def contract_names(self) -> dict[str, str]:
         """Physical topic -> contract topic, for the topics this config renames."""
         return {physical: name for name, physical in self.topics.items()}
-
-
-def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
-    """The options every modstream job takes (README, `modstream job NAME -- --help`)."""
-    parser = argparse.ArgumentParser(prog=name, description=description)
-    _kafka_options(parser)
-    _checkpoint_options(parser, name)
-    _execution_options(parser)
-    return parser
-
-
-def _kafka_options(parser: argparse.ArgumentParser) -> None:
-    """Where the job reads and writes: the broker, the sink's transactions, topic names."""
-    parser.add_argument(
-        "--bootstrap-servers",
-        default=None,
-        help="Kafka bootstrap servers (default: the local stack's)",
-    )
-    parser.add_argument(
-        "--transactional-id-prefix",
-        default=None,
-        help="the sink's transactional ids (default: modstream-JOB-<8 hex of --checkpoint-dir>,"
-        " recorded in the directory; one per deployment)",
-    )
-    parser.add_argument(
-        "--transaction-timeout-ms",
-        type=int,
-        default=TRANSACTION_TIMEOUT_MS,
-        help="the sink's Kafka transaction.timeout.ms (below the broker's maximum); a restore"
-        " later than this after a crash finds the broker aborted the open transactions",
-    )
-    parser.add_argument(
-        "--group-id", default=None, help="consumer group (default: as the transactional ids)"
-    )
-    parser.add_argument(
-        "--topic",
-        action="append",
-        type=key_value,
-        default=[],
-        metavar="CONTRACT=PHYSICAL",
-        help="map a contract topic to another physical topic (repeatable)",
-    )
-    for flag, whose in (
-        ("--kafka-property", "the source's and the sink's clients (e.g. security.protocol)"),
-        ("--source-property", "the source's consumer (e.g. fetch.min.bytes)"),
-        ("--sink-property", "the sink's producer (e.g. linger.ms)"),
-    ):
-        parser.add_argument(
-            flag,
-            action="append",
-            type=key_value,
-            default=[],
-            metavar="KEY=VALUE",
-            help=f"a Kafka client property for {whose}, after modstream's own (repeatable)",
-        )
-
-
-def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
-    """Where checkpoints go, how often, and which one the job starts from."""
-    parser.add_argument(
-        "--checkpoint-dir",
-        type=Path,
-        default=None,
-        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
-    )
-    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
-    parser.add_argument(
-        "--restore-from",
-        default="auto",
-        help="auto (default): the newest checkpoint in --checkpoint-dir whose outputs the broker"
-        " still holds, or empty state when there is none; latest: the same, but fail without"
-        " one; none: empty state even where checkpoints exist; or a checkpoint path",
-    )
-
-
-def _execution_options(parser: argparse.ArgumentParser) -> None:
-    """How Flink runs the job: parallelism, detached, restarts, any other option."""
-    parser.add_argument("--parallelism", type=int, default=1)
-    parser.add_argument(
-        "--detached",
-        action="store_true",
-        help="return once the job is submitted (`flink run -d` on a cluster)",
-    )
-    parser.add_argument(
-        "--restart-strategy",
-        default=None,
-        choices=["none", "fixed-delay", "exponential-delay"],
-        help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
-    )
-    parser.add_argument(
-        "--flink-conf",
-        action="append",
-        type=key_value,
-        default=[],
-        metavar="KEY=VALUE",
-        help="any Flink configuration option, after modstream's own (repeatable), e.g."
-        " state.changelog.enabled=true",
-    )
-
-
-def key_value(item: str) -> tuple[str, str]:
-    """An option's KEY=VALUE (the value may hold '=')."""
-    key, equals, value = item.partition("=")
-    if not key or not equals:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
-    return key, value
 
 
 def job_config(
@@ -231,7 +124,6 @@ def job_config(
         restart_strategy=args.restart_strategy,
         topics=dict(args.topic),
         flink_conf=dict(args.flink_conf),
-        kafka_properties=dict(args.kafka_property),
         source_properties=dict(args.source_property),
         sink_properties=dict(args.sink_property),
     )
@@ -330,7 +222,7 @@ def kafka_source(
         .set_property("partition.discovery.interval.ms", "60000")
         .set_property("client.id.prefix", config.group_id)
     )
-    for key, value in {**config.kafka_properties, **config.source_properties}.items():
+    for key, value in config.source_properties.items():
         builder = builder.set_property(key, value)
     jvm = get_gateway().jvm
     builder._j_builder.setDeserializer(jvm.io.modstream.flink.TopicKeyValueDeserializationSchema())
@@ -347,7 +239,7 @@ def kafka_sink(config: JobConfig) -> KafkaSink:
         .set_transactional_id_prefix(config.transactional_id_prefix)
         .set_property("transaction.timeout.ms", str(config.transaction_timeout_ms))
     )
-    for key, value in {**config.kafka_properties, **config.sink_properties}.items():
+    for key, value in config.sink_properties.items():
         builder = builder.set_property(key, value)
     jvm = get_gateway().jvm
     builder._j_builder.setRecordSerializer(

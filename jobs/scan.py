@@ -38,7 +38,7 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import runtime
+from jobs import options, runtime
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators.scan_batch import (
@@ -290,8 +290,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    """Every job's options (jobs/runtime.py) and the scan job's own."""
-    parser = runtime.job_parser("scan", __doc__)
+    """Every job's options (jobs/options.py) and the scan job's own."""
+    parser = options.job_parser("scan", __doc__)
     parser.add_argument("--modalities", default="text,image", help="comma-separated")
     parser.add_argument(
         "--max-batch",

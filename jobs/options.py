@@ -1,0 +1,136 @@
+"""The options every modstream job takes (README, `modstream job NAME -- --help`): where it
+reads and writes, how it checkpoints, how Flink runs it; `runtime.job_config` turns them into
+a JobConfig."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from jobs.runtime import TRANSACTION_TIMEOUT_MS
+
+
+def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
+    """The options every modstream job takes (README, `modstream job NAME -- --help`)."""
+    parser = argparse.ArgumentParser(prog=name, description=description)
+    _kafka_options(parser)
+    _checkpoint_options(parser, name)
+    _execution_options(parser)
+    return parser
+
+
+def _kafka_options(parser: argparse.ArgumentParser) -> None:
+    """Where the job reads and writes: the broker, the sink's transactions, topic names."""
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=None,
+        help="Kafka bootstrap servers (default: the local stack's)",
+    )
+    parser.add_argument(
+        "--transactional-id-prefix",
+        default=None,
+        help="the sink's transactional ids (default: modstream-JOB-<8 hex of --checkpoint-dir>,"
+        " recorded in the directory; one per deployment)",
+    )
+    parser.add_argument(
+        "--transaction-timeout-ms",
+        type=int,
+        default=TRANSACTION_TIMEOUT_MS,
+        help="the sink's Kafka transaction.timeout.ms (below the broker's maximum); a restore"
+        " later than this after a crash finds the broker aborted the open transactions",
+    )
+    parser.add_argument(
+        "--group-id", default=None, help="consumer group (default: as the transactional ids)"
+    )
+    parser.add_argument(
+        "--topic",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="CONTRACT=PHYSICAL",
+        help="map a contract topic to another physical topic (repeatable)",
+    )
+    for flag, whose in (
+        ("--source-property", "the source's consumer (e.g. fetch.min.bytes)"),
+        ("--sink-property", "the sink's producer (e.g. linger.ms)"),
+    ):
+        parser.add_argument(
+            flag,
+            action="append",
+            type=client_property,
+            default=[],
+            metavar="KEY=VALUE",
+            help=f"a Kafka client property for {whose} (repeatable); not one modstream sets"
+            " (group, isolation, transactions: their own options)",
+        )
+
+
+def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
+    """Where checkpoints go, how often, and which one the job starts from."""
+    parser.add_argument(
+        "--checkpoint-dir",
+        type=Path,
+        default=None,
+        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
+    )
+    parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
+    parser.add_argument(
+        "--restore-from",
+        default="auto",
+        help="auto (default): the newest checkpoint in --checkpoint-dir whose outputs the broker"
+        " still holds, or empty state when there is none; latest: the same, but fail without"
+        " one; none: empty state even where checkpoints exist; or a checkpoint path",
+    )
+
+
+def _execution_options(parser: argparse.ArgumentParser) -> None:
+    """How Flink runs the job: parallelism, detached, restarts, any other option."""
+    parser.add_argument("--parallelism", type=int, default=1)
+    parser.add_argument(
+        "--detached",
+        action="store_true",
+        help="return once the job is submitted (`flink run -d` on a cluster)",
+    )
+    parser.add_argument(
+        "--restart-strategy",
+        default=None,
+        choices=["none", "fixed-delay", "exponential-delay"],
+        help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
+    )
+    parser.add_argument(
+        "--flink-conf",
+        action="append",
+        type=key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="any Flink configuration option, after modstream's own (repeatable), e.g."
+        " state.changelog.enabled=true",
+    )
+
+
+def key_value(item: str) -> tuple[str, str]:
+    """An option's KEY=VALUE (the value may hold '=')."""
+    key, equals, value = item.partition("=")
+    if not key or not equals:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
+    return key, value
+
+
+# What the job's Kafka clients must keep as modstream sets them (exactly-once, restore).
+OWN_CLIENT_PROPERTIES = frozenset(
+    {
+        "bootstrap.servers", "group.id", "client.id.prefix", "isolation.level",
+        "transactional.id", "transaction.timeout.ms", "enable.idempotence", "acks",
+        "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
+    }
+)  # fmt: skip
+
+
+def client_property(item: str) -> tuple[str, str]:
+    """A Kafka client property to tune (KEY=VALUE); one modstream sets is refused."""
+    key, value = key_value(item)
+    if key in OWN_CLIENT_PROPERTIES:
+        raise argparse.ArgumentTypeError(
+            f"{key} is set by modstream (exactly-once, restore); use the job's own options"
+        )
+    return key, value
