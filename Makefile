@@ -99,14 +99,16 @@ define with_test_stack
 	exit $$rc
 endef
 
-# Two pytest workers (pytest-xdist) by default; TEST_WORKERS=0 runs every test in one process.
+# Two pytest workers (pytest-xdist) by default, handed one test at a time, slowest first
+# (tests/conftest.py); TEST_WORKERS=0 runs every test in one process.
 TEST_WORKERS ?= 2
+XDIST = -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--maxschedchunk 1)
 
 test: setup
-	$(call with_test_stack,-n $(TEST_WORKERS) --durations=30 tests)
+	$(call with_test_stack,$(XDIST) --durations=30 tests)
 
 test-integration: setup
-	$(call with_test_stack,-n $(TEST_WORKERS) -m integration tests)
+	$(call with_test_stack,$(XDIST) -m integration tests)
 
 test-unit: setup
 	@$(BIN)/pytest -m "not integration" tests; rc=$$?; [ $$rc -eq 5 ] && rc=0; exit $$rc

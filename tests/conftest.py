@@ -11,9 +11,25 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from operators.signing import Keyring
 
 ROOT = Path(__file__).resolve().parent.parent
+# `make test` hands its two workers one test at a time (pytest-xdist, --maxschedchunk 1); the
+# slowest files (the CI's --durations) start first and the other integration tests next, so no
+# worker is left running a long test alone at the end.
+SLOWEST_FIRST = (
+    "tests/integration/test_faults.py",
+    "tests/integration/test_moderation_job.py",
+    "tests/integration/test_demo.py",
+    "tests/integration/test_backlog.py",
+    "tests/integration/test_cluster.py",
+    "tests/integration/test_restore.py",
+    "tests/integration/test_scan.py",
+    "tests/integration/test_retention.py",
+    "tests/integration/test_ingest_job.py",
+)
 for _name, _default in {
     "MODSTREAM_RUN_DIR": str(ROOT / ".run" / "test"),
     "MODSTREAM_KAFKA_PORT": "19092",
@@ -23,6 +39,17 @@ for _name, _default in {
     "MODSTREAM_SIGNATURES_REQUIRED": "all",
 }.items():
     os.environ.setdefault(_name, _default)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: index for index, path in enumerate(SLOWEST_FIRST)}
+
+    def order(item: pytest.Item) -> tuple[int, int]:
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(path, len(rank)), 0 if item.get_closest_marker("integration") else 1
+
+    items.sort(key=order)  # stable: within a rank, pytest's own order
+
 
 T0 = 1_764_460_800_000  # 2025-11-30T00:00:00Z
 ONE_SECOND = 1_000
