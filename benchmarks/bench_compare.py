@@ -276,6 +276,7 @@ def wait_count(
     while time.monotonic() < deadline:
         if len(watcher.seen) >= count:
             return sorted(arrived for arrived, _ in watcher.seen)[count - 1]
+        watcher.check()
         if process.poll() is not None:
             raise RuntimeError(f"the floor job exited with {process.returncode}")
         time.sleep(0.2)

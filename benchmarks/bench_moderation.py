@@ -58,16 +58,26 @@ class ActionWatcher(threading.Thread):
         # the time of writing), before a transaction made it visible.
         self.first_written: int | None = None
         self.stop = threading.Event()
+        self.error: Exception | None = None
 
     def run(self) -> None:
-        while not self.stop.is_set():
-            for batch in self.consumer.poll(timeout_ms=100).values():
-                arrived = now_ms()
-                self.seen.extend((arrived, json.loads(r.value)) for r in batch)
-                written = min(r.timestamp for r in batch)
-                if self.first_written is None or written < self.first_written:
-                    self.first_written = written
-        self.consumer.close()
+        try:
+            while not self.stop.is_set():
+                for batch in self.consumer.poll(timeout_ms=100).values():
+                    arrived = now_ms()
+                    self.seen.extend((arrived, json.loads(r.value)) for r in batch)
+                    written = min(r.timestamp for r in batch)
+                    if self.first_written is None or written < self.first_written:
+                        self.first_written = written
+        except Exception as error:  # e.g. a codec kafka-python lacks: the wait ends at once
+            self.error = error
+        finally:
+            self.consumer.close()
+
+    def check(self) -> None:
+        """Raise what stopped the reader, if anything did (never wait for a dead reader)."""
+        if self.error is not None:
+            raise RuntimeError(f"the output reader failed: {self.error!r}") from self.error
 
     def wait_for(
         self, content_id: str, timeout_s: float, alive: Callable[[], bool] = lambda: True
@@ -79,6 +89,7 @@ class ActionWatcher(threading.Thread):
             for arrived, action in list(self.seen):
                 if action["content_id"] == content_id:
                     return arrived
+            self.check()
             if not alive():
                 raise RuntimeError(f"its writer ended before the action for {content_id}")
             time.sleep(0.05)
