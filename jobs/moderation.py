@@ -177,13 +177,19 @@ def by_topic(
     return DataStream(filtered)
 
 
+def _java_strings(values: tuple[str, ...]) -> Any:
+    gateway = get_gateway()
+    array = gateway.new_array(gateway.jvm.String, len(values))
+    for index, value in enumerate(values):
+        array[index] = value
+    return array
+
+
 def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
     """Timestamps and watermarks from admitted records only, per lane (ValidatedTime.java)."""
     gateway = get_gateway()
     jvm = gateway.jvm
-    lanes = gateway.new_array(jvm.String, len(config.expected_lanes))
-    for index, lane in enumerate(config.expected_lanes):
-        lanes[index] = lane
+    lanes = _java_strings(config.expected_lanes)
     strategy = jvm.io.modstream.flink.ValidatedTime(
         config.out_of_orderness_ms,
         config.idleness_ms,
@@ -193,6 +199,7 @@ def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
         lanes,
         config.drained_after_ms,
         *config.end_offsets,
+        _java_strings(config.end_offsets_properties),
     )
     timed = decoded._j_data_stream.assignTimestampsAndWatermarks(strategy)
     timed.name("validated event time").uid("moderation_validated_time")
@@ -305,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         config,
         expected_lanes=expected_lanes(job),
         end_offsets=(job.bootstrap_servers, job.group_id),
+        end_offsets_properties=tuple(f"{k}={v}" for k, v in job.kafka_properties.items()),
     )
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read

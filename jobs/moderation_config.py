@@ -89,6 +89,8 @@ class ModerationConfig(runtime.TopicNames):
     # Where the lanes' ends are asked (bootstrap servers, consumer group): a lane whose input is
     # on the broker but not read yet holds event time (ValidatedTime, EndOffsets). "" in replay.
     end_offsets: tuple[str, str] = ("", "")
+    # Their admin client's security (KEY=VALUE, JobConfig.kafka_properties).
+    end_offsets_properties: tuple[str, ...] = ()
     # Every lane silent and behind this long: what was read is complete (before: a stall).
     drained_after_ms: int = 60_000
     # Retention (docs/moderation.md, "Retention"): full state after a version's last input,

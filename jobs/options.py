@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 from jobs.runtime import TRANSACTION_TIMEOUT_MS
+from modstream.config import OWN_CLIENT_PROPERTIES
 
 
 def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
@@ -117,13 +118,6 @@ def key_value(item: str) -> tuple[str, str]:
 
 
 # What the job's Kafka clients must keep as modstream sets them (exactly-once, restore).
-OWN_CLIENT_PROPERTIES = frozenset(
-    {
-        "bootstrap.servers", "group.id", "client.id.prefix", "isolation.level",
-        "transactional.id", "transaction.timeout.ms", "enable.idempotence", "acks",
-        "key.deserializer", "value.deserializer", "key.serializer", "value.serializer",
-    }
-)  # fmt: skip
 
 
 def client_property(item: str) -> tuple[str, str]:

@@ -109,9 +109,13 @@ def transaction_states(bootstrap_servers: str, prefix: str) -> dict[str, str]:
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    from modstream.config import kafka_options
+
     pattern = re.compile(re.escape(prefix) + r"-\d+-\d+")
     try:
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="modstream-restore")
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, client_id="modstream-restore", **kafka_options()
+        )
         try:
             listings = admin.list_transactions()
         finally:

@@ -184,6 +184,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
         "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
     )
     conf.set_string("execution.checkpointing.num-retained", "3")
+    for key, value in settings.flink.conf().items():
+        conf.set_string(key, value)
     for key, value in config.flink_conf.items():
         conf.set_string(key, value)
     if config.restore_from:

@@ -57,6 +57,12 @@ def add_stack_parsers(add: Add) -> None:
         "schemas", handlers.cmd_schemas, "export the contract's JSON Schema, or check it is fresh"
     )
     sub.add_argument("action", choices=["export", "check"])
+    sub = add(
+        "config",
+        handlers.cmd_config,
+        "show the settings this process resolves (TOML, environment, defaults), secrets hidden",
+    )
+    sub.add_argument("action", choices=["show"])
 
 
 def add_job_parsers(add: Add) -> None:

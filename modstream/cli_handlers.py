@@ -4,6 +4,7 @@ them): call the service that does the work, print what it did, return the exit c
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable
@@ -37,9 +38,14 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0 if all(state.healthy for state in states) else 3
 
 
+def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
+    print(json.dumps(settings.described(), indent=2))
+    return 0
+
+
 def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
     if args.action == "create":
-        created = topics.create_topics(settings.bootstrap_servers)
+        created = topics.create_topics(settings.bootstrap_servers, layout=settings.topics)
         print(f"topics: {len(created)} created, {len(topics.TOPICS) - len(created)} already there")
     else:
         for spec in topics.TOPICS:

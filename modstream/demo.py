@@ -159,6 +159,7 @@ def _create_deployment(settings: Settings) -> Deployment:
         settings.bootstrap_servers,
         [dataclasses.replace(spec, name=names[spec.name]) for spec in topics.TOPICS],
         say=lambda _: None,
+        layout=settings.topics,
     )
     return Deployment(settings, run_id, names)
 

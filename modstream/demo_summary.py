@@ -93,6 +93,7 @@ class LagWatch(threading.Thread):
             auto_offset_reset="latest",
             enable_auto_commit=False,
             group_id=None,
+            **self.settings.kafka.python_options(),
         )
         try:
             while not self.stopping.is_set():

@@ -16,6 +16,7 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
+from modstream.config import kafka_options
 from modstream.stack import BROKER_MESSAGE_MAX_BYTES
 
 
@@ -30,6 +31,7 @@ def produce(
         max_request_size=BROKER_MESSAGE_MAX_BYTES - 1024,
         max_block_ms=15_000,
         request_timeout_ms=15_000,
+        **kafka_options(),
     )
     futures = []
     try:
@@ -134,6 +136,7 @@ def iter_to_end(
         isolation_level="read_committed" if committed else "read_uncommitted",
         request_timeout_ms=15_000,
         max_partition_fetch_bytes=BROKER_MESSAGE_MAX_BYTES,
+        **kafka_options(),
     )
     try:
         partitions = [

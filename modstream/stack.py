@@ -7,209 +7,25 @@ command line names our run directory or port), never by process name.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
 import subprocess
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from modstream.config import LOCALHOST, Settings
+from modstream.config import LOCALHOST, SHADED_KAFKA, Settings
+from modstream.service import (  # re-exported: the stack's API
+    Service,
+    ServiceStatus,
+    StackError,
+    port_open,
+)
 
-START_TIMEOUT_S = 90.0
-STOP_TIMEOUT_S = 30.0
+__all__ = ["Kafka", "Redis", "Service", "ServiceStatus", "StackError", "port_open"]
+
 # Sinks use 10 minutes (jobs/runtime.py); the broker must allow at least that.
 TRANSACTION_MAX_TIMEOUT_MS = 900_000
 BROKER_MESSAGE_MAX_BYTES = 4 * 1024 * 1024
-
-
-class StackError(RuntimeError):
-    """A service could not be started, reached or stopped; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class ServiceStatus:
-    name: str
-    pid: int | None
-    address: str
-    running: bool
-    healthy: bool
-    log: Path
-
-    def line(self) -> str:
-        if not self.running:
-            return f"{self.name:<6} stopped   {self.address:<22} log {self.log}"
-        state = "healthy" if self.healthy else "starting"
-        return f"{self.name:<6} {state:<9} {self.address:<22} pid {self.pid}  log {self.log}"
-
-
-def port_open(port: int, host: str = LOCALHOST, timeout_s: float = 0.5) -> bool:
-    """True when something accepts TCP connections on host:port."""
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
-class Service:
-    """A local process started from the run directory and tracked by its pid file."""
-
-    name = "service"
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.home = settings.run_dir / self.name
-        self.pid_file = self.home / f"{self.name}.pid"
-        self.log_file = self.home / "logs" / f"{self.name}.out"
-
-    # What each service defines.
-    @property
-    def ports(self) -> list[int]:
-        raise NotImplementedError
-
-    def command(self) -> list[str]:
-        raise NotImplementedError
-
-    def identity(self) -> str:
-        """A string that the command line of our process contains (guards against pid reuse)."""
-        raise NotImplementedError
-
-    def prepare(self) -> None:
-        """Create directories and configuration before the first start."""
-
-    def healthy(self) -> bool:
-        raise NotImplementedError
-
-    # Shared lifecycle.
-    @property
-    def address(self) -> str:
-        return f"{LOCALHOST}:{self.ports[0]}"
-
-    def pid(self) -> int | None:
-        """The recorded pid if that process is alive and still ours."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        if self.identity() in _cmdline(pid):
-            return pid
-        return None
-
-    def status(self) -> ServiceStatus:
-        pid = self.pid()
-        return ServiceStatus(
-            self.name,
-            pid,
-            self.address,
-            pid is not None,
-            pid is not None and self.healthy(),
-            self.log_file,
-        )
-
-    def start(self, say: Callable[[str], None] = print) -> None:
-        if self.pid() is not None:
-            if not self._wait_healthy(None):
-                raise StackError(
-                    f"{self.name} runs (pid {self.pid()}) but is not healthy; see {self.log_file}"
-                )
-            say(f"{self.name}: already up at {self.address} (pid {self.pid()})")
-            return
-        busy = [port for port in self.ports if port_open(port)]
-        if busy:
-            raise StackError(
-                f"{self.name}: port(s) {busy} on {LOCALHOST} are in use by a process modstream did "
-                f"not start; stop it or choose other ports (see README, 'Configuration')"
-            )
-        self.prepare()
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_file, "ab") as log:
-            process = subprocess.Popen(
-                self.command(),
-                cwd=self.home,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        self.pid_file.write_text(f"{process.pid}\n")
-        started = time.monotonic()
-        if not self._wait_healthy(process):
-            self.stop(say=lambda _: None)
-            raise StackError(
-                f"{self.name} did not become healthy within {START_TIMEOUT_S:.0f}s; last log lines "
-                f"of {self.log_file}:\n{_tail(self.log_file)}"
-            )
-        say(
-            f"{self.name}: up at {self.address} (pid {process.pid}, "
-            f"{time.monotonic() - started:.1f}s)"
-        )
-
-    def _wait_healthy(self, process: subprocess.Popen[bytes] | None) -> bool:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if process is not None and process.poll() is not None:
-                return False
-            if all(port_open(port) for port in self.ports) and self.healthy():
-                return True
-            time.sleep(0.5)
-        return False
-
-    def stop(self, say: Callable[[str], None] = print) -> None:
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            say(f"{self.name}: not running")
-            return
-        os.kill(pid, signal.SIGTERM)
-        if not self._wait_gone(pid, STOP_TIMEOUT_S):
-            say(f"{self.name}: pid {pid} ignored SIGTERM for {STOP_TIMEOUT_S:.0f}s, killing it")
-            os.kill(pid, signal.SIGKILL)
-            self._wait_gone(pid, 10.0)
-        self.pid_file.unlink(missing_ok=True)
-        deadline = time.monotonic() + 10.0
-        while any(port_open(port) for port in self.ports) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        say(f"{self.name}: stopped (pid {pid})")
-
-    def _wait_gone(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                # Reap it if it is our child (the CLI that started it may still be alive).
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    return True
-            except ChildProcessError:
-                pass
-            if not Path(f"/proc/{pid}").exists() or "Z" in _proc_state(pid):
-                return True
-            time.sleep(0.2)
-        return False
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return stat.rsplit(")", 1)[-1].split()[0]
 
 
 class Kafka(Service):
@@ -261,19 +77,52 @@ class Kafka(Service):
     def command(self) -> list[str]:
         return self._java("kafka.Kafka", str(self.properties_file))
 
+    @property
+    def protocol(self) -> str:
+        """The clients' listener: PLAINTEXT, or SASL_PLAINTEXT with SCRAM when the settings
+        ask for SASL (its user is made when the storage is formatted)."""
+        kafka = self.settings.kafka
+        if kafka.security_protocol == "PLAINTEXT":
+            return "PLAINTEXT"
+        if kafka.security_protocol == "SASL_PLAINTEXT" and (kafka.sasl_mechanism or "").startswith(
+            "SCRAM-"
+        ):
+            return "SASL_PLAINTEXT"
+        raise StackError(
+            f"the local broker runs PLAINTEXT or SASL_PLAINTEXT with SCRAM, not "
+            f"{kafka.security_protocol} {kafka.sasl_mechanism or ''}; for TLS point "
+            "MODSTREAM_KAFKA__BOOTSTRAP_SERVERS at your own broker (docs/CONFIG.md)"
+        )
+
+    def _sasl_properties(self) -> list[str]:
+        kafka = self.settings.kafka
+        if self.protocol != "SASL_PLAINTEXT" or kafka.sasl_mechanism is None:
+            return []
+        mechanism = kafka.sasl_mechanism
+        # The broker runs the Kafka client classes unshaded.
+        jaas = kafka.java_properties()["sasl.jaas.config"].removeprefix(SHADED_KAFKA)
+        return [
+            f"sasl.enabled.mechanisms={mechanism}",
+            f"sasl.mechanism.inter.broker.protocol={mechanism}",
+            f"listener.name.sasl_plaintext.{mechanism.lower()}.sasl.jaas.config={jaas}",
+            f"super.users=User:{kafka.sasl_username}",
+        ]
+
     def properties(self) -> str:
         s = self.settings
+        protocol = self.protocol
         return "\n".join(
             [
                 "# Written by `modstream up`; edit modstream/stack.py instead.",
                 "process.roles=broker,controller",
                 "node.id=1",
                 f"controller.quorum.bootstrap.servers={LOCALHOST}:{s.controller_port}",
-                f"listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port},CONTROLLER://{LOCALHOST}:{s.controller_port}",
-                f"advertised.listeners=PLAINTEXT://{LOCALHOST}:{s.kafka_port}",
+                f"listeners={protocol}://{LOCALHOST}:{s.kafka_port},CONTROLLER://{LOCALHOST}:{s.controller_port}",
+                f"advertised.listeners={protocol}://{LOCALHOST}:{s.kafka_port}",
                 "controller.listener.names=CONTROLLER",
-                "inter.broker.listener.name=PLAINTEXT",
-                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+                f"inter.broker.listener.name={protocol}",
+                f"listener.security.protocol.map={protocol}:{protocol},CONTROLLER:PLAINTEXT",
+                *self._sasl_properties(),
                 f"log.dirs={self.data_dir}",
                 "num.partitions=1",
                 "default.replication.factor=1",
@@ -300,7 +149,16 @@ class Kafka(Service):
     def prepare(self) -> None:
         (self.home / "logs").mkdir(parents=True, exist_ok=True)
         self.properties_file.write_text(self.properties())
+        self.properties_file.chmod(0o600)  # it may hold the SASL user's password
+        user = self.settings.kafka.sasl_username if self.protocol != "PLAINTEXT" else ""
+        user_file = self.home / "scram.user"
         if (self.data_dir / "meta.properties").exists():
+            made = user_file.read_text().strip() if user_file.exists() else ""
+            if user and made != user:
+                raise StackError(
+                    f"the broker in {self.data_dir} was formatted without the SASL user {user!r} "
+                    "(users are made at the first `modstream up`); `modstream clean` first"
+                )
             return
         cluster_id_file = self.home / "cluster.id"
         if not cluster_id_file.exists():
@@ -315,7 +173,25 @@ class Kafka(Service):
             str(self.properties_file),
             "--feature",
             "transaction.version=1",
+            *self._scram_user(),
         )
+        user_file.write_text(f"{user}\n")
+
+    def _scram_user(self) -> list[str]:
+        """`--add-scram` for the clients' SASL user, when the listener is SASL."""
+        kafka = self.settings.kafka
+        if self.protocol == "PLAINTEXT" or kafka.sasl_password is None:
+            return []
+        password = kafka.sasl_password.get_secret_value()
+        if any(char in password + (kafka.sasl_username or "") for char in ",[]="):
+            raise StackError(
+                "the local broker's SASL user and password cannot hold `,`, `[`, `]` or `=` "
+                "(kafka-storage --add-scram)"
+            )
+        return [
+            "--add-scram",
+            f"{kafka.sasl_mechanism}=[name={kafka.sasl_username},password={password}]",
+        ]
 
     def _run_tool(self, *args: str) -> str:
         result = subprocess.run(
@@ -332,11 +208,15 @@ class Kafka(Service):
         return result.stdout
 
     def healthy(self) -> bool:
-        return broker_reachable(self.settings.bootstrap_servers, timeout_s=5.0) is None
+        options = self.settings.kafka.python_options()
+        return broker_reachable(self.settings.bootstrap_servers, 5.0, options) is None
 
 
-def broker_reachable(bootstrap_servers: str, timeout_s: float) -> str | None:
-    """None when the broker answers a metadata request within timeout_s, else why not."""
+def broker_reachable(
+    bootstrap_servers: str, timeout_s: float, options: dict[str, Any] | None = None
+) -> str | None:
+    """None when the broker answers a metadata request within timeout_s, else why not.
+    `options`: the clients' security (Settings.kafka.python_options())."""
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
@@ -347,6 +227,7 @@ def broker_reachable(bootstrap_servers: str, timeout_s: float) -> str | None:
             request_timeout_ms=timeout_ms,
             bootstrap_timeout_ms=timeout_ms,
             client_id="modstream-health",
+            **(options or {}),
         )
     except (KafkaError, OSError, ValueError) as error:
         return f"{type(error).__name__}: {error}"
@@ -396,33 +277,68 @@ class Redis(Service):
             "yes",
             "--loglevel",
             "notice",
+            # AUTH, when the Redis URL has a password: read from this file (not a command-line
+            # argument, which every local user could read).
+            "--include",
+            str(self.auth_file),
         ]
+
+    @property
+    def auth_file(self) -> Path:
+        return self.home / "auth.conf"
 
     def prepare(self) -> None:
         (self.home / "data").mkdir(parents=True, exist_ok=True)
+        password = self.password()
+        self.auth_file.touch(mode=0o600)
+        self.auth_file.chmod(0o600)
+        if password is not None and any(char in password for char in '"\n\r\\'):
+            raise StackError("the local Redis password cannot hold quotes, backslashes or newlines")
+        self.auth_file.write_text(f'requirepass "{password}"\n' if password else "")
+
+    def password(self) -> str | None:
+        """The password of the Redis URL, when there is one."""
+        from urllib.parse import unquote, urlsplit
+
+        password = urlsplit(self.settings.redis_url).password
+        return unquote(password) if password else None
 
     def healthy(self) -> bool:
         import redis
 
         try:
-            return bool(
-                redis.Redis(
-                    host=LOCALHOST,
-                    port=self.settings.redis_port,
-                    socket_timeout=2,
-                    socket_connect_timeout=2,
-                ).ping()
+            client = redis.Redis.from_url(
+                self.settings.redis_url, socket_timeout=2, socket_connect_timeout=2
             )
+            return bool(client.ping())
         except (redis.RedisError, OSError):
             return False
 
 
 def services(settings: Settings) -> list[Service]:
-    return [Kafka(settings), Redis(settings)]
+    """The services `modstream up` runs: those the settings do not point elsewhere."""
+    local: list[Service] = []
+    if settings.local_kafka:
+        local.append(Kafka(settings))
+    if settings.local_redis:
+        local.append(Redis(settings))
+    return local
+
+
+def external(settings: Settings) -> list[str]:
+    """What the settings point at outside the local stack, said as `modstream up` says it."""
+    lines = []
+    if not settings.local_kafka:
+        lines.append(f"kafka: external at {settings.bootstrap_servers}, not started here")
+    if not settings.local_redis:
+        lines.append("redis: external (MODSTREAM_REDIS__URL), not started here")
+    return lines
 
 
 def up(settings: Settings, say: Callable[[str], None] = print) -> None:
     settings.run_dir.mkdir(parents=True, exist_ok=True)
+    for line in external(settings):
+        say(line)
     for service in services(settings):
         service.start(say)
 

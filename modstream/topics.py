@@ -8,8 +8,10 @@ their latest value per key is kept forever.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from modstream.config import TopicSettings, kafka_options
 
 DAY_MS = 86_400_000
 
@@ -84,13 +86,25 @@ def physical_names(prefix: str | None = None) -> dict[str, str]:
     return {spec.name: physical(spec.name, prefix) for spec in TOPICS}
 
 
+def laid_out(specs: Iterable[TopicSpec], layout: TopicSettings | None) -> list[TopicSpec]:
+    """`specs` with the settings' partition count (`[topics] partitions`) for the partitioned
+    ones; the single-partition topics (policy.rules, hash.bank: every job reads all of them
+    in order) stay at one."""
+    if layout is None or layout.partitions is None:
+        return list(specs)
+    count = layout.partitions
+    return [replace(spec, partitions=count) if spec.partitions > 1 else spec for spec in specs]
+
+
 def create_topics(
     bootstrap_servers: str,
     specs: Iterable[TopicSpec] = TOPICS,
     say: Callable[[str], None] = print,
     timeout_s: float = 30.0,
+    layout: TopicSettings | None = None,
 ) -> list[str]:
     """Create each missing topic; report existing ones (and a partition count that differs).
+    `layout`: the settings' replication factor and partitions (default: 1, each spec's own).
 
     Returns the names created. Never alters an existing topic: changing partitions reshuffles
     keys, which must be a deliberate operation.
@@ -99,16 +113,24 @@ def create_topics(
     from kafka.errors import TopicAlreadyExistsError
 
     timeout_ms = int(timeout_s * 1000)
+    replication = layout.replication_factor if layout is not None else 1
     admin = _admin(bootstrap_servers, timeout_ms)
     created: list[str] = []
     try:
         existing = set(admin.list_topics())
-        specs = list(specs)
+        specs = laid_out(specs, layout)
         missing = [spec for spec in specs if spec.name not in existing]
         for spec in missing:
             try:
                 admin.create_topics(
-                    [NewTopic(spec.name, spec.partitions, 1, topic_configs=dict(spec.config))],
+                    [
+                        NewTopic(
+                            spec.name,
+                            spec.partitions,
+                            replication,
+                            topic_configs=dict(spec.config),
+                        )
+                    ],
                     timeout_ms=timeout_ms,
                 )
                 created.append(spec.name)
@@ -152,6 +174,7 @@ def _admin(bootstrap_servers: str, timeout_ms: int) -> Any:
         request_timeout_ms=timeout_ms,
         bootstrap_timeout_ms=timeout_ms,
         client_id="modstream-topics",
+        **kafka_options(),
     )
 
 

@@ -23,6 +23,7 @@ SLOWEST_FIRST = (
     "tests/integration/test_faults.py",
     "tests/integration/test_moderation_job.py",
     "tests/integration/test_demo.py",
+    "tests/integration/test_secured_stack.py",
     "tests/integration/test_backlog.py",
     "tests/integration/test_cluster.py",
     "tests/integration/test_restore.py",
@@ -37,6 +38,8 @@ for _name, _default in {
     "MODSTREAM_REDIS_PORT": "16379",
     "MODSTREAM_SIGNING_DEV_SECRET": "modstream-test-signing",
     "MODSTREAM_SIGNATURES_REQUIRED": "all",
+    # A developer's modstream.toml (their own broker, say) is not the tests' business.
+    "MODSTREAM_CONFIG": "none",
 }.items():
     os.environ.setdefault(_name, _default)
 

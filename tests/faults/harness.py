@@ -49,7 +49,7 @@ from modstream.content_service import ContentService
 from operators import moderation
 from operators.signing import Keyring
 from tests.faults import checks
-from tests.integration.test_stack_lifecycle import free_ports
+from tests.integration.processes import free_ports
 
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 POLICY_KEY = "modstream-faults-policy"

@@ -16,7 +16,7 @@ from modstream.config import Settings
 from modstream.workload import generate
 from tests.conftest import T0
 from tests.integration.conftest import Kafka, ModerationDeployment
-from tests.integration.test_stack_lifecycle import free_ports, modstream
+from tests.integration.processes import free_ports, modstream
 
 pytestmark = pytest.mark.integration
 

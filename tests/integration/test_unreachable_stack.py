@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from modstream.config import PROJECT_ROOT
-from tests.integration.test_stack_lifecycle import free_ports
+from tests.integration.processes import free_ports
 
 pytestmark = pytest.mark.integration
 

@@ -95,14 +95,26 @@ public interface EndOffsets extends Serializable {
         private volatile long askedAt = System.currentTimeMillis();
         private volatile boolean running;
 
-        private Broker(String bootstrap, String group) {
+        private final String[] clientProperties;
+
+        private Broker(String bootstrap, String group, String[] clientProperties) {
             this.bootstrap = bootstrap;
             this.group = group;
+            this.clientProperties = clientProperties.clone();
         }
 
-        /** The poller for this broker and consumer group, started if it is not running. */
-        public static synchronized Broker of(String bootstrap, String group, String[] lanes) {
-            Broker broker = SHARED.computeIfAbsent(bootstrap + "\u001f" + group, key -> new Broker(bootstrap, group));
+        public static Broker of(String bootstrap, String group, String[] lanes) {
+            return of(bootstrap, group, lanes, new String[0]);
+        }
+
+        /**
+         * The poller for this broker and consumer group, started if it is not running;
+         * {@code clientProperties} (KEY=VALUE) are the admin client's security settings.
+         */
+        public static synchronized Broker of(
+                String bootstrap, String group, String[] lanes, String[] clientProperties) {
+            Broker broker = SHARED.computeIfAbsent(
+                    bootstrap + "\u001f" + group, key -> new Broker(bootstrap, group, clientProperties));
             for (String lane : lanes) {
                 broker.lanes.add(lane);
             }
@@ -130,6 +142,10 @@ public interface EndOffsets extends Serializable {
 
         private void loop() {
             Properties properties = new Properties();
+            for (String property : clientProperties) {
+                int equals = property.indexOf('=');
+                properties.put(property.substring(0, equals), property.substring(equals + 1));
+            }
             properties.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
             properties.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "5000");
             properties.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "5000");

@@ -68,6 +68,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     private final long drainedAfterMs;
     private final String bootstrap; // "" when no broker is read (replay, tests)
     private final String group;
+    private final String[] clientProperties; // KEY=VALUE: the broker's security (SASL, TLS)
 
     public ValidatedTime(
             long outOfOrdernessMs,
@@ -79,6 +80,21 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             long drainedAfterMs,
             String bootstrap,
             String group) {
+        this(outOfOrdernessMs, idlenessMs, backfillIdlenessMs, liveWindowMs, wallClock, expectedLanes,
+                drainedAfterMs, bootstrap, group, new String[0]);
+    }
+
+    public ValidatedTime(
+            long outOfOrdernessMs,
+            long idlenessMs,
+            long backfillIdlenessMs,
+            long liveWindowMs,
+            boolean wallClock,
+            String[] expectedLanes,
+            long drainedAfterMs,
+            String bootstrap,
+            String group,
+            String[] clientProperties) {
         this.outOfOrdernessMs = outOfOrdernessMs;
         this.idlenessMs = idlenessMs;
         this.backfillIdlenessMs = backfillIdlenessMs;
@@ -88,6 +104,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         this.drainedAfterMs = drainedAfterMs;
         this.bootstrap = bootstrap;
         this.group = group;
+        this.clientProperties = clientProperties.clone();
     }
 
     @Override
@@ -101,7 +118,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     @Override
     public WatermarkGenerator<Row> createWatermarkGenerator(WatermarkGeneratorSupplier.Context context) {
         EndOffsets ends =
-                bootstrap.isEmpty() ? EndOffsets.NONE : EndOffsets.Broker.of(bootstrap, group, expectedLanes);
+                bootstrap.isEmpty() ? EndOffsets.NONE : EndOffsets.Broker.of(bootstrap, group, expectedLanes, clientProperties);
         return new Generator(this, System::currentTimeMillis, ends);
     }
 
