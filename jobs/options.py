@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from urllib.parse import unquote
 
 from jobs.runtime import TRANSACTION_TIMEOUT_MS
 from modstream.config import OWN_CLIENT_PROPERTIES
@@ -66,13 +67,31 @@ def _kafka_options(parser: argparse.ArgumentParser) -> None:
         )
 
 
+REMOTE_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "wasb", "wasbs", "oss")
+
+
+def location(text: str) -> Path | str:
+    """A checkpoint location: a local directory (a path or file:// URI) as a Path, or the URI of
+    a store Flink writes through its file-system plugins (kept as given)."""
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        return Path(text)
+    if scheme == "file":
+        return Path(unquote(rest))
+    if scheme not in REMOTE_SCHEMES:
+        stores = ", ".join(f"{name}://" for name in REMOTE_SCHEMES)
+        raise argparse.ArgumentTypeError(f"{text}: a directory, file://… or one of {stores}")
+    return text
+
+
 def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
     """Where checkpoints go, how often, and which one the job starts from."""
     parser.add_argument(
         "--checkpoint-dir",
-        type=Path,
+        type=location,
         default=None,
-        help=f"where checkpoints go (default: RUN_DIR/checkpoints/{name})",
+        help=f"where checkpoints go: a directory, file://…, or a remote store's URI (s3://…)"
+        f" (default: RUN_DIR/checkpoints/{name})",
     )
     parser.add_argument("--checkpoint-interval-ms", type=int, default=5_000)
     parser.add_argument(

@@ -42,11 +42,13 @@ class RestoreError(SystemExit):
     """The job cannot start as asked; the message says why and what to do."""
 
 
-def deployment_id(checkpoint_dir: Path) -> str:
-    return hashlib.sha256(checkpoint_dir.resolve().as_uri().encode()).hexdigest()[:8]
+def deployment_id(checkpoint_dir: Path | str) -> str:
+    """Eight hex digits naming a deployment by its checkpoint location (a path or a URI)."""
+    uri = checkpoint_dir.resolve().as_uri() if isinstance(checkpoint_dir, Path) else checkpoint_dir
+    return hashlib.sha256(uri.encode()).hexdigest()[:8]
 
 
-def default_prefix(slug: str, checkpoint_dir: Path) -> str:
+def default_prefix(slug: str, checkpoint_dir: Path | str) -> str:
     return f"modstream-{slug}-{deployment_id(checkpoint_dir)}"
 
 
@@ -179,6 +181,20 @@ def check_schema(marker: Mapping[str, Any], job: str, state_schema: int) -> None
             f" this code reads up to schema {state_schema}. Restore with the code that wrote"
             " them (or a newer one), or start elsewhere with a new --checkpoint-dir"
         )
+
+
+def resolve_remote(mode: str, location: str) -> str | None:
+    """`--restore-from` when checkpoints go to a remote store (`s3://…`), which the job does not
+    list: there the cluster restores (the Kubernetes operator's savepoints and HA, `flink run
+    -s`, `modstream upgrade`), or the job is given a checkpoint or savepoint URI."""
+    if mode in ("auto", "none"):
+        return None
+    if mode == "latest":
+        raise RestoreError(
+            f"--restore-from latest needs a checkpoint directory the job can list, not {location};"
+            " give the checkpoint's URI, or let the cluster restore (docs/CONFIG.md)"
+        )
+    return mode
 
 
 def resolve(

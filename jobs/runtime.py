@@ -66,7 +66,8 @@ class JobConfig:
 
     name: str
     bootstrap_servers: str
-    checkpoint_dir: Path
+    # A local directory, or the URI of a remote store (s3://…: jobs/options.py, `location`).
+    checkpoint_dir: Path | str
     transactional_id_prefix: str
     group_id: str
     checkpoint_interval_ms: int = 5_000
@@ -104,24 +105,32 @@ def job_config(
     second live instance of the deployment and a checkpoint directory of a newer state schema,
     and picks the checkpoint to restore."""
     checkpoint_dir = args.checkpoint_dir or settings.run_dir / "checkpoints" / name
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
     bootstrap_servers = args.bootstrap_servers or settings.bootstrap_servers
-    marker = restore.read_marker(checkpoint_dir)
-    restore.check_schema(marker, name, state_schema)
     slug = name.replace("_", "-")
-    prefix = (
-        args.transactional_id_prefix
-        or marker.get("transactional_id_prefix")
-        or (f"modstream-{slug}" if restore.completed_checkpoints(checkpoint_dir) else None)
-        or restore.default_prefix(slug, checkpoint_dir)
-    )
-    states = restore.refuse_if_live(
-        lambda: restore.transaction_states(bootstrap_servers, prefix),
-        prefix,
-        watch_s=2 * args.checkpoint_interval_ms / 1000 + 2,
-    )
-    restore_from = restore.resolve(args.restore_from, checkpoint_dir, states, prefix)
-    restore.write_marker(checkpoint_dir, name, prefix, state_schema)
+
+    def live(prefix: str) -> dict[str, str]:
+        return restore.refuse_if_live(
+            lambda: restore.transaction_states(bootstrap_servers, prefix),
+            prefix,
+            watch_s=2 * args.checkpoint_interval_ms / 1000 + 2,
+        )
+
+    if isinstance(checkpoint_dir, str):  # a remote store (s3://): the cluster restores
+        prefix = args.transactional_id_prefix or restore.default_prefix(slug, checkpoint_dir)
+        live(prefix)
+        restore_from = restore.resolve_remote(args.restore_from, checkpoint_dir)
+    else:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        marker = restore.read_marker(checkpoint_dir)
+        restore.check_schema(marker, name, state_schema)
+        prefix = (
+            args.transactional_id_prefix
+            or marker.get("transactional_id_prefix")
+            or (f"modstream-{slug}" if restore.completed_checkpoints(checkpoint_dir) else None)
+            or restore.default_prefix(slug, checkpoint_dir)
+        )
+        restore_from = restore.resolve(args.restore_from, checkpoint_dir, live(prefix), prefix)
+        restore.write_marker(checkpoint_dir, name, prefix, state_schema)
     return JobConfig(
         name=name,
         bootstrap_servers=bootstrap_servers,
@@ -179,7 +188,11 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     conf.set_string("execution.checkpointing.interval", f"{config.checkpoint_interval_ms}ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set_string("pipeline.auto-watermark-interval", f"{WATERMARK_INTERVAL_MS}ms")
-    conf.set_string("execution.checkpointing.dir", config.checkpoint_dir.resolve().as_uri())
+    where = config.checkpoint_dir
+    conf.set_string(
+        "execution.checkpointing.dir",
+        where.resolve().as_uri() if isinstance(where, Path) else where,
+    )
     conf.set_string(
         "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION"
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +46,29 @@ def test_the_parser_refuses_a_bad_pair_with_the_option_named(
         with pytest.raises(SystemExit):
             job_parser("scan", None).parse_args(argv)
         assert argv[0] in capsys.readouterr().err
+
+
+def test_a_checkpoint_location_is_a_directory_or_a_remote_stores_uri(tmp_path: Path) -> None:
+    from jobs.options import location
+
+    assert location(str(tmp_path)) == tmp_path
+    assert location(f"file://{tmp_path}/a%20b") == tmp_path / "a b"
+    assert location("s3://bucket/modstream/checkpoints") == "s3://bucket/modstream/checkpoints"
+    with pytest.raises(argparse.ArgumentTypeError, match="s3://"):
+        location("ftp://host/checkpoints")
+
+
+def test_a_remote_store_restores_only_what_it_is_given() -> None:
+    from jobs import restore
+
+    assert restore.resolve_remote("auto", "s3://b/c") is None
+    assert restore.resolve_remote("none", "s3://b/c") is None
+    assert restore.resolve_remote("s3://b/c/x/chk-7", "s3://b/c") == "s3://b/c/x/chk-7"
+    with pytest.raises(restore.RestoreError, match="needs a checkpoint directory the job can list"):
+        restore.resolve_remote("latest", "s3://b/c")
+    # One deployment per location: its transactional-id prefix stays the same across starts.
+    assert (
+        restore.default_prefix("moderation", "s3://b/c")
+        == restore.default_prefix("moderation", "s3://b/c")
+        != restore.default_prefix("moderation", "s3://b/d")
+    )
