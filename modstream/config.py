@@ -13,6 +13,7 @@ docs/CONFIG.md lists every setting; `modstream config show` prints what one proc
 from __future__ import annotations
 
 import os
+import tomllib
 from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -209,6 +210,8 @@ class Settings:
         """The settings from `env` (default: this process's environment) and its TOML file."""
         env = os.environ if env is None else env
         config_file = _config_file(env)
+        if config_file is not None:
+            _check_keys(config_file)
         token = _SOURCES.set((env, config_file))
         try:
             loaded = _Loaded()
@@ -309,6 +312,20 @@ def _config_file(env: Mapping[str, str]) -> Path | None:
     root = Path(env.get("MODSTREAM_HOME") or str(PROJECT_ROOT)).resolve()
     default = root / DEFAULT_CONFIG_FILE
     return default if default.is_file() else None
+
+
+def _check_keys(config_file: Path) -> None:
+    """A top-level key the settings do not have is a typo, not something to ignore (the
+    tables refuse theirs themselves; the environment may hold any MODSTREAM_ variable)."""
+    try:
+        keys = set(tomllib.loads(config_file.read_text(encoding="utf-8")))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ValueError(f"{config_file}: {error}") from None
+    unknown = sorted(keys - set(_Loaded.model_fields))
+    if unknown:
+        raise ValueError(
+            f"{config_file}: unknown key(s) {', '.join(unknown)}; the keys are in docs/CONFIG.md"
+        )
 
 
 class _MappingEnv(EnvSettingsSource):

@@ -214,3 +214,16 @@ def test_the_example_config_file_is_valid(tmp_path: Path) -> None:
         settings.kafka.security_protocol == "SASL_SSL" and settings.topics.replication_factor == 3
     )
     assert settings.flink.state_backend == "rocksdb"
+
+
+def test_a_typo_or_bad_toml_in_the_file_is_refused_not_ignored(tmp_path: Path) -> None:
+    config = tmp_path / "typo.toml"
+    config.write_text('run_dri = "/srv"\n')
+    with pytest.raises(ValueError, match=r"unknown key.*run_dri"):
+        Settings.from_env({"MODSTREAM_CONFIG": str(config)})
+    config.write_text("[kafka\n")
+    with pytest.raises(ValueError, match=r"typo\.toml"):
+        Settings.from_env({"MODSTREAM_CONFIG": str(config)})
+    config.write_text('[kafka]\nbootstrap = "k:9092"\n')
+    with pytest.raises(ValueError, match="MODSTREAM_KAFKA__BOOTSTRAP"):
+        Settings.from_env({"MODSTREAM_CONFIG": str(config)})
