@@ -38,7 +38,8 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import options, runtime
+from jobs import runtime
+from jobs.options import job_parser
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators.scan_batch import (
@@ -271,7 +272,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = options()
     args = parser.parse_args(argv)
     modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
     unknown = sorted(set(modalities) - set(MODALITIES))
@@ -289,9 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def options() -> argparse.ArgumentParser:
     """Every job's options (jobs/options.py) and the scan job's own."""
-    parser = options.job_parser("scan", __doc__)
+    parser = job_parser("scan", __doc__)
     parser.add_argument("--modalities", default="text,image", help="comma-separated")
     parser.add_argument(
         "--max-batch",
