@@ -336,12 +336,14 @@ def _job_config(
     if modalities == ["text"]:
         return job
     # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
-    # with them, every commit of the exactly-once sink: let barriers overtake buffers.
+    # with them, every commit of the exactly-once sink: let barriers overtake buffers. The
+    # job's own --flink-conf still wins (it carries the checkpoint storage on Kubernetes).
     return dataclasses.replace(
         job,
         flink_conf={
             "execution.checkpointing.unaligned.enabled": "true",
             "taskmanager.network.memory.buffer-debloat.enabled": "true",
+            **job.flink_conf,
         },
     )
 
