@@ -16,6 +16,7 @@ validate goes to the DLQ as `schema`; a valid action whose handling fails unexpe
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import random
@@ -30,7 +31,8 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
 
-from jobs import options, runtime
+from jobs import runtime
+from jobs.options import job_parser
 from modstream.config import Settings
 from modstream.content_service import ContentService, Purge
 from operators import enforcement
@@ -321,8 +323,9 @@ def build(
     sink(enforced)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = options.job_parser("enforce", __doc__)
+def options() -> argparse.ArgumentParser:
+    """Every job's options (jobs/options.py) and the enforce job's own."""
+    parser = job_parser("enforce", __doc__)
     parser.add_argument("--intent-ttl-ms", type=int, default=enforcement.INTENT_TTL_MS)
     parser.add_argument("--max-attempts", type=int, default=enforcement.MAX_ATTEMPTS)
     parser.add_argument("--media-dir", type=Path, default=None)
@@ -333,6 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         help="drills and tests only: fail this share (0 to 1) of cache purges, seeded",
     )
     parser.add_argument("--purge-failure-seed", type=int, default=0)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = options()
     args = parser.parse_args(argv)
     if not 0.0 <= args.purge_failure_rate <= 1.0:
         parser.error("--purge-failure-rate: a share from 0 to 1")

@@ -19,6 +19,7 @@ item's desired action. Either way the next record is handled.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 from collections.abc import Callable, Iterator
@@ -32,7 +33,8 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import options, runtime
+from jobs import runtime
+from jobs.options import job_parser
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators import reconcile
@@ -236,8 +238,9 @@ def build(
     sink(reconciled)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = options.job_parser("reconciler", __doc__)
+def options() -> argparse.ArgumentParser:
+    """Every job's options (jobs/options.py) and the reconciler's own."""
+    parser = job_parser("reconciler", __doc__)
     parser.add_argument("--sla-ms", type=int, default=reconcile.DEFAULT_SLA_MS)
     parser.add_argument("--max-retries", type=int, default=reconcile.DEFAULT_MAX_RETRIES)
     parser.add_argument(
@@ -248,7 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         " up to an hour (0: no audits)",
     )
     parser.add_argument("--media-dir", type=Path, default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options().parse_args(argv)
     settings = Settings.from_env()
     job = runtime.job_config("reconciler", args, settings)
     config = ReconcilerConfig(

@@ -38,7 +38,8 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import options, runtime
+from jobs import runtime
+from jobs.options import job_parser
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators.scan_batch import (
@@ -271,7 +272,7 @@ def build(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = options()
     args = parser.parse_args(argv)
     modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
     unknown = sorted(set(modalities) - set(MODALITIES))
@@ -289,9 +290,9 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
-def _parser() -> argparse.ArgumentParser:
+def options() -> argparse.ArgumentParser:
     """Every job's options (jobs/options.py) and the scan job's own."""
-    parser = options.job_parser("scan", __doc__)
+    parser = job_parser("scan", __doc__)
     parser.add_argument("--modalities", default="text,image", help="comma-separated")
     parser.add_argument(
         "--max-batch",
@@ -335,12 +336,14 @@ def _job_config(
     if modalities == ["text"]:
         return job
     # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
-    # with them, every commit of the exactly-once sink: let barriers overtake buffers.
+    # with them, every commit of the exactly-once sink: let barriers overtake buffers. The
+    # job's own --flink-conf still wins (it carries the checkpoint storage on Kubernetes).
     return dataclasses.replace(
         job,
         flink_conf={
             "execution.checkpointing.unaligned.enabled": "true",
             "taskmanager.network.memory.buffer-debloat.enabled": "true",
+            **job.flink_conf,
         },
     )
 
