@@ -33,6 +33,7 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import options, runtime
+from modstream import logs
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators import reconcile
@@ -250,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--media-dir", type=Path, default=None)
     args = parser.parse_args(argv)
     settings = Settings.from_env()
+    logs.configure_job("reconciler", settings)
     job = runtime.job_config("reconciler", args, settings)
     config = ReconcilerConfig(
         sla_ms=args.sla_ms,

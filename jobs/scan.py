@@ -39,6 +39,7 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 from jobs import options, runtime
+from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators.scan_batch import (
@@ -278,6 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown modalities: {', '.join(unknown)}")
     settings = Settings.from_env()
+    logs.configure_job("scan", settings)
     job = _job_config(args, settings, modalities)
     config = _scan_config(args, job, settings, modalities)
     return runtime.run_on_kafka(
