@@ -97,7 +97,11 @@ def configure(
     for old in [h for h in root.handlers if h.get_name() == HANDLER_NAME]:
         root.removeHandler(old)
     root.addHandler(handler)
-    root.setLevel(level.upper() if isinstance(level, str) else level)
+    # `level` is modstream's (every logger here is `modstream.*`); the libraries' INFO lines
+    # (kafka-python's connections, py4j's) stay out unless they are warnings.
+    own = logging.getLogger("modstream")
+    own.setLevel(level.upper() if isinstance(level, str) else level)
+    root.setLevel(max(logging.WARNING, own.level))
     structlog.configure(
         processors=[
             structlog.stdlib.filter_by_level,
@@ -110,7 +114,7 @@ def configure(
     )
     if export:
         os.environ[ENV_FORMAT] = "json" if as_json else "text"
-        os.environ[ENV_LEVEL] = logging.getLevelName(root.level)
+        os.environ[ENV_LEVEL] = logging.getLevelName(own.level)
 
 
 def configure_job(job: str, settings: Any) -> None:

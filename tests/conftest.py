@@ -53,12 +53,13 @@ def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
     for name in ("MODSTREAM_LOG_FORMAT", "MODSTREAM_LOG_LEVEL", "MODSTREAM_LOG_JOB"):
         monkeypatch.delenv(name, raising=False)
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
+    root, own = logging.getLogger(), logging.getLogger("modstream")
+    handlers, levels = list(root.handlers), (root.level, own.level)
     yield
     for handler in [h for h in root.handlers if h not in handlers]:
         root.removeHandler(handler)
-    root.setLevel(level)
+    root.setLevel(levels[0])
+    own.setLevel(levels[1])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -29,9 +29,12 @@ def test_json_lines_carry_timestamp_level_logger_event_and_the_command(
     logging.getLogger("modstream.replay").warning("%d records skipped", 3)
     logs.get("modstream.replay").info("sent", records=12)
     logging.getLogger("modstream.replay").debug("below the level: not shown")
+    logging.getLogger("kafka.conn").info("a library's INFO: not shown")
+    logging.getLogger("kafka.conn").warning("a library's warning")
     out, err = capsys.readouterr()
     assert out == ""
-    first, second = json_lines(err)
+    first, second, third = json_lines(err)
+    assert third["event"] == "a library's warning"
     assert {"timestamp", "level", "logger", "event", "command"} <= first.keys()
     assert (first["event"], first["level"], first["logger"], first["command"]) == (
         "3 records skipped",
