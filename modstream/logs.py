@@ -8,8 +8,9 @@ getLogger(...)` calls need no change: a ProcessorFormatter on the root handler g
 the same fields (`timestamp`, `level`, `logger`, `event`, and `job` or `command`).
 
 `configure` also exports the format and level to the environment, so processes started from
-here (the demo's jobs, the JVM whose embedded Python interpreter runs a job's operators) log
-the same way: jobs/__init__.py calls `configure_worker` when a job's module is first imported.
+here (the demo's jobs) log the same way. What a job's operators log runs in the interpreter
+Flink embeds in its JVM (thread mode): PyFlink sends those records to Flink's log4j, the job's
+`RUN_DIR/flink/logs/flink-JOB-PID-python-vm.log`, in Flink's format (docs/CONFIG.md).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ FORMATS = ("text", "json")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 ENV_FORMAT = "MODSTREAM_LOG_FORMAT"
 ENV_LEVEL = "MODSTREAM_LOG_LEVEL"
-ENV_JOB = "MODSTREAM_LOG_JOB"  # set by a job's main: its operators' logs carry the job's name
 HANDLER_NAME = "modstream"
 
 
@@ -118,22 +118,8 @@ def configure(
 
 
 def configure_job(job: str, settings: Any) -> None:
-    """A job's main: its settings' format and level, `job` on every record, and the job's name
-    exported for its operators' interpreter (`configure_worker`)."""
+    """A job's main: its settings' format and level, `job` on every record."""
     configure(settings.log_format == "json", settings.log_level, job=job)
-    os.environ[ENV_JOB] = job
-
-
-def configure_worker(env: Mapping[str, str] | None = None) -> bool:
-    """In the interpreter that runs a job's operators (Flink's thread mode embeds one in the
-    JVM the job's main started): the main's format, when the main set one and nothing else
-    configured logging here. True when it configured."""
-    env = os.environ if env is None else env
-    job = env.get(ENV_JOB)
-    if not job or logging.getLogger().handlers:
-        return False
-    configure(env.get(ENV_FORMAT) == "json", env.get(ENV_LEVEL) or "INFO", export=False, job=job)
-    return True
 
 
 def get(name: str) -> Any:

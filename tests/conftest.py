@@ -51,7 +51,7 @@ def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     its format to the environment, modstream/logs.py): the next test starts as before."""
     import logging
 
-    for name in ("MODSTREAM_LOG_FORMAT", "MODSTREAM_LOG_LEVEL", "MODSTREAM_LOG_JOB"):
+    for name in ("MODSTREAM_LOG_FORMAT", "MODSTREAM_LOG_LEVEL"):
         monkeypatch.delenv(name, raising=False)
     root, own = logging.getLogger(), logging.getLogger("modstream")
     handlers, levels = list(root.handlers), (root.level, own.level)

@@ -6,16 +6,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from modstream import logs
 from modstream.cli import main
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def json_lines(text: str) -> list[dict[str, object]]:
@@ -85,40 +80,7 @@ def test_a_job_modules_stdlib_log_calls_come_out_as_json_with_the_job(
         "reconciler",
         "warning",
     )
-    # What the job's operators' interpreter (started from this process) inherits.
-    assert (os.environ["MODSTREAM_LOG_FORMAT"], os.environ["MODSTREAM_LOG_JOB"]) == (
-        "json",
-        "reconciler",
-    )
-
-
-def test_the_interpreter_running_a_jobs_operators_logs_as_its_main() -> None:
-    """Flink's thread mode runs the operators in an interpreter of its own: importing `jobs`
-    there configures logging from what the job's main exported."""
-    code = (
-        "import logging, jobs; "
-        "logging.getLogger('modstream.scan').warning('scan: %d retries failed', 2)"
-    )
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "MODSTREAM_LOG_FORMAT": "json",
-        "MODSTREAM_LOG_JOB": "scan",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.stdout == ""
-    (line,) = json_lines(done.stderr)
-    assert (line["event"], line["job"], line["logger"]) == (
-        "scan: 2 retries failed",
-        "scan",
-        "modstream.scan",
-    )
-
-
-def test_nothing_is_configured_outside_a_job() -> None:
-    assert logs.configure_worker({"MODSTREAM_LOG_FORMAT": "json"}) is False
+    assert os.environ["MODSTREAM_LOG_FORMAT"] == "json"  # what the processes it starts inherit
 
 
 def test_modstream_log_format_json_config_show(
