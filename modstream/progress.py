@@ -90,7 +90,8 @@ class Progress:
                 self._bar.update(self._task, visible=False)
             self._task = self._bar.add_task(f"{self.name}: {text}", total=total)
         else:
-            LOG.info("%s: %s", self.name, text, extra={"phase": text, "total": total})
+            extra = {"phase": text} if total is None else {"phase": text, "total": total}
+            LOG.info("%s: %s", self.name, text, extra=extra)
 
     def update(
         self, done: int | None = None, *, advance: int = 0, total: int | None = None
@@ -115,7 +116,8 @@ class Progress:
             self.name,
             self.text,
             line(self.done, self.total, elapsed, self.unit),
-            extra={"phase": self.text, "done": self.done, "total": self.total},
+            extra={"phase": self.text, "done": self.done}
+            | ({} if self.total is None else {"total": self.total}),
         )
 
     def track(self, items: Iterable[T], total: int | None = None) -> Iterator[T]:
