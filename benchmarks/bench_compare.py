@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
+from modstream.progress import Progress
 from modstream.topics import TopicSpec, create_topics, physical
 from modstream.workload import BENCH_MIX, for_kafka, generate, marker
 from operators.moderation import ALL_TOPICS
@@ -360,53 +361,28 @@ def main(argv: list[str] | None = None) -> int:
         args.versions = 1500
         args.latency_s = min(args.latency_s, 10.0)
     bootstrap = Settings.from_env().bootstrap_servers
-    lines, end_id = workload(args.versions)
-    step = step_cost(lines)
-    print(f"bench: step in process {json.dumps(step)}", flush=True)
-    results: dict[str, Result] = {}
-    for variant in [name for name in args.variants.split(",") if name]:
-        print(f"bench: {variant} on {args.versions} versions ({len(lines)} events)", flush=True)
-        results[variant] = run_variant(variant, bootstrap, lines, end_id, args)
-        print(f"bench: {json.dumps(asdict(results[variant]))}", flush=True)
+    variants = [name for name in args.variants.split(",") if name]
+    # Progress on stderr (modstream/progress.py): a bar on a terminal, else a line every 15 s.
+    with Progress("bench", live=False if args.json else None, every_s=15.0) as shown:
+        with shown.waiting(f"generating {args.versions} versions, the step in process"):
+            lines, end_id = workload(args.versions)
+            step = step_cost(lines)
+        print(f"bench: step in process {json.dumps(step)}", flush=True)
+        results: dict[str, Result] = {}
+        for number, variant in enumerate(variants, 1):
+            print(f"bench: {variant} on {args.versions} versions ({len(lines)} events)", flush=True)
+            with shown.waiting(f"variant {number}/{len(variants)}: {variant}"):
+                results[variant] = run_variant(variant, bootstrap, lines, end_id, args)
+            print(f"bench: {json.dumps(asdict(results[variant]))}", flush=True)
     print_table(results)
     if args.plot:
+        from benchmarks.bench_plot import write_plot
+
         write_plot(results, Path(args.plot))
         print(f"bench: plot {args.plot}", flush=True)
     if args.json:
         print(json.dumps({**summary(results), **step}))
     return 0
-
-
-def write_plot(results: dict[str, Result], path: Path) -> None:
-    """A PNG: versions/s per variant, and latency p50/p99 at each load (matplotlib)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = list(results)
-    fig, (rate, delay) = plt.subplots(1, 2, figsize=(11, 4.2))
-    rate.bar(names, [results[n].versions_per_s for n in names], color="#4c72b0")
-    rate.set_ylabel("versions/s (backlog, higher is better)")
-    rate.set_title("Throughput")
-    for index, name in enumerate(names):
-        rate.text(index, results[name].versions_per_s, f"{results[name].versions_per_s:,.0f}",
-                  ha="center", va="bottom")  # fmt: skip
-    width = 0.2
-    loads = [f"{fraction:.0%}" for fraction in LOADS]
-    timed = [name for name in names if results[name].latency]
-    for offset, (load, quantile) in enumerate((lo, q) for lo in loads for q in ("p50", "p99")):
-        values = [(results[n].latency.get(load) or {}).get(f"{quantile}_ms") or 0 for n in timed]
-        positions = [i + (offset - 1.5) * width for i in range(len(timed))]
-        delay.bar(positions, [v / 1000 for v in values], width, label=f"{quantile} at {load} load")
-    delay.axhline(CHECKPOINT_INTERVAL_MS / 1000 + 1, color="grey", linestyle="--", linewidth=1)
-    delay.set_xticks(range(len(timed)), timed)
-    delay.set_ylabel("seconds from event ts to committed action")
-    delay.set_title("Latency (dashed: checkpoint interval + 1 s)")
-    delay.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def print_table(results: dict[str, Result]) -> None:

@@ -33,6 +33,7 @@ from pyflink.datastream.state import MapStateDescriptor
 
 from jobs import runtime
 from jobs.options import job_parser
+from modstream import logs
 from modstream.config import Settings
 from modstream.content_service import ContentService, Purge
 from operators import enforcement
@@ -345,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0.0 <= args.purge_failure_rate <= 1.0:
         parser.error("--purge-failure-rate: a share from 0 to 1")
     settings = Settings.from_env()
+    logs.configure_job("enforce", settings)
     job = runtime.job_config("enforce", args, settings)
     config = EnforceConfig(
         redis_url=settings.redis_url,

@@ -15,6 +15,7 @@ from pyflink.common import Row, WatermarkStrategy
 from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
 
 from jobs import options, runtime
+from modstream import logs
 from modstream.config import Settings
 from operators.ingest import check
 
@@ -80,6 +81,7 @@ def config_from_args(args: argparse.Namespace, settings: Settings) -> runtime.Jo
 
 def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
+    logs.configure_job("ingest_check", settings)
     config = config_from_args(parse_args(argv), settings)
     env = runtime.create_env(config, settings)
     source = env.from_source(

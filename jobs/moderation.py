@@ -46,7 +46,7 @@ from jobs.moderation_moderate import Moderate
 from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
 from jobs.options import job_parser
-from modstream import topics
+from modstream import logs, topics
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators import moderation, state_schema
@@ -290,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
     args = options().parse_args(argv)
     settings = Settings.from_env()
+    logs.configure_job("moderation", settings)
     job = runtime.job_config("moderation", args, settings, state_schema=state_schema.STATE_SCHEMA)
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
     config = ModerationConfig(

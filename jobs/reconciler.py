@@ -35,6 +35,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import runtime
 from jobs.options import job_parser
+from modstream import logs
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators import reconcile
@@ -257,6 +258,7 @@ def options() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = options().parse_args(argv)
     settings = Settings.from_env()
+    logs.configure_job("reconciler", settings)
     job = runtime.job_config("reconciler", args, settings)
     config = ReconcilerConfig(
         sla_ms=args.sla_ms,

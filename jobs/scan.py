@@ -40,6 +40,7 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
 from jobs.options import job_parser
+from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators.scan_batch import (
@@ -279,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown modalities: {', '.join(unknown)}")
     settings = Settings.from_env()
+    logs.configure_job("scan", settings)
     job = _job_config(args, settings, modalities)
     config = _scan_config(args, job, settings, modalities)
     return runtime.run_on_kafka(

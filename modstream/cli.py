@@ -26,6 +26,7 @@ Add = Callable[[str, Callable[..., int], str], argparse.ArgumentParser]  # a sub
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="modstream", description=__doc__)
+    add_log_options(parser)  # read by global_options() first; here for `modstream -h`
     commands = parser.add_subparsers(dest="command", required=True)
 
     def add(name: str, handler: Callable[..., int], help_text: str) -> argparse.ArgumentParser:
@@ -227,28 +228,54 @@ def split_passthrough(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv[:cut], argv[cut + 1 :]
 
 
+def global_options(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """`--log-format` and `--log-level`, wherever they stand (before the command, or after it
+    for `bench`, whose options are its own), and the rest of the arguments."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    add_log_options(parser)
+    return parser.parse_known_args(argv)
+
+
+def add_log_options(parser: argparse.ArgumentParser) -> None:
+    from modstream import logs
+
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=None,
+        help="logs on stderr as text or one JSON object a line (default: MODSTREAM_LOG_FORMAT, "
+        "then the settings' log_format, then text)",
+    )
+    parser.add_argument("--log-level", choices=logs.LEVELS, default=None)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` belongs to the job (`modstream run moderation -- --policy …`);
+    # argparse's sub-commands do not pass it through by themselves.
+    argv, passthrough = split_passthrough(argv)
+    options, argv = global_options(argv)
+    try:
+        settings = Settings.from_env()
+    except ValueError as error:
+        print(f"modstream: {error}", file=sys.stderr)
+        return 2
+    from modstream import logs
+
+    logs.configure(
+        (options.log_format or settings.log_format) == "json",
+        options.log_level or settings.log_level,
+        command=" ".join(argv[:1]) or "modstream",
+    )
     if argv[:1] == ["bench"]:  # its own options (benchmarks/bench_compare.py), `--` or not
         from benchmarks import bench_compare
 
-        return bench_compare.main([arg for arg in argv[1:] if arg != "--"])
-    # Everything after `--` belongs to the job (`modstream run moderation -- --policy …`);
-    # argparse's sub-commands do not pass it through by themselves.
-    passthrough: list[str] = []
-    if "--" in argv:
-        cut = argv.index("--")
-        argv, passthrough = argv[:cut], argv[cut + 1 :]
+        return bench_compare.main([*argv[1:], *passthrough])
     args = build_parser().parse_args(argv)
     if hasattr(args, "job_args"):
         args.job_args = [*args.job_args, *passthrough]
     elif passthrough:
         print(f"modstream {args.command}: takes no arguments after --", file=sys.stderr)
-        return 2
-    try:
-        settings = Settings.from_env()
-    except ValueError as error:
-        print(f"modstream: {error}", file=sys.stderr)
         return 2
     from modstream.stack import StackError
 

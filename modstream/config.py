@@ -31,6 +31,9 @@ from pydantic_settings import (
 )
 from pydantic_settings.sources.utils import parse_env_vars
 
+LogFormat = Literal["text", "json"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 LOCALHOST = "127.0.0.1"
 ENV_PREFIX = "MODSTREAM_"
@@ -202,6 +205,9 @@ class Settings:
     redis: RedisSettings = field(default_factory=RedisSettings)
     topics: TopicSettings = field(default_factory=TopicSettings)
     flink: FlinkSettings = field(default_factory=FlinkSettings)
+    # How commands and jobs log to stderr (modstream/logs.py); `--log-format` overrides.
+    log_format: LogFormat = "text"
+    log_level: LogLevel = "INFO"
     # The TOML file these came from, if any.
     config_file: Path | None = None
 
@@ -241,6 +247,8 @@ class Settings:
             "redis": {"url": _hide_password(self.redis_url), "local": self.local_redis},
             "topics": self.topics.model_dump(mode="json"),
             "flink": self.flink.model_dump(mode="json"),
+            "log_format": self.log_format,
+            "log_level": self.log_level,
             "local_ports": {
                 "kafka": self.kafka_port,
                 "kafka_controller": self.controller_port,
@@ -361,6 +369,8 @@ class _Loaded(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     topics: TopicSettings = Field(default_factory=TopicSettings)
     flink: FlinkSettings = Field(default_factory=FlinkSettings)
+    log_format: LogFormat = "text"
+    log_level: LogLevel = "INFO"
 
     @classmethod
     def settings_customise_sources(
@@ -403,6 +413,8 @@ class _Loaded(BaseSettings):
             redis=self.redis,
             topics=self.topics,
             flink=self.flink,
+            log_format=self.log_format,
+            log_level=self.log_level,
             config_file=config_file,
         )
 

@@ -12,8 +12,9 @@ upload, a signed shadow policy version and malformed records. Detector results c
 generator until the real detectors run. Records of this run carry its run id, so the summary
 counts only them even when earlier demos left records behind.
 
-This module runs the steps; what is sent is made in modstream/demo_workload.py, and what the
-run produced is read back and summarized in modstream/demo_summary.py.
+This module runs the steps; what is sent is made in modstream/demo_workload.py, the waits (each
+a phase of the progress on stderr) are in modstream/demo_wait.py, and what the run produced is
+read back and summarized in modstream/demo_summary.py.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,26 +36,23 @@ import redis
 from modstream import stack, topics, workload
 from modstream.config import Settings
 from modstream.content_service import ContentService
-from modstream.demo_summary import (
-    DONE,
-    LagWatch,
-    collect,
-    mine,
-    print_summary,
-    succeeded,
-    summarize,
+from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
+from modstream.demo_wait import (
+    RECONCILER_SLA_MS,
+    Say,
+    await_outcome,
+    await_running,
+    wait_for_scans,
 )
 from modstream.demo_workload import DemoWorkload, prepare
+from modstream.progress import Progress
 from modstream.workload import Line
 from operators.signing import Keyring
 
-WAIT_TIMEOUT_S = 300.0
 DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
 # The demo requires signatures on every authority topic (docs/reliability/signing.md); keys
 # come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file) is set.
 DEMO_SIGNING_SECRET = "modstream-demo-signing"
-RECONCILER_SLA_MS = 20_000
-Say = Callable[[str], None]
 
 
 def _signing_env() -> dict[str, str]:
@@ -108,42 +106,52 @@ def run(
     detectors: str = "generated",
 ) -> int:
     """The whole loop on a generated workload; 0 when every action was enforced and the
-    visibility store matches the final decisions, else 1."""
+    visibility store matches the final decisions, else 1. Progress on stderr (no bar with
+    `as_json`: plain log lines)."""
+    with Progress("demo", live=False if as_json else None) as shown:
+        return _run(settings, count, seed, as_json=as_json, real=detectors == "real", shown=shown)
+
+
+def _run(
+    settings: Settings, count: int, seed: int, *, as_json: bool, real: bool, shown: Progress
+) -> int:
     started = time.monotonic()
 
     def say(message: str) -> None:
         if not as_json:
             print(message, flush=True)
 
-    say("demo: starting the local stack")
-    stack.up(settings, say=say)
-    deployment = _create_deployment(settings)
+    with shown.waiting("starting the local stack"):
+        stack.up(settings, say=say)
+    with shown.waiting("creating this run's topics"):
+        deployment = _create_deployment(settings)
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
     media_dir = settings.run_dir / "demo" / "media"
-    real = detectors == "real"
-    demo = prepare(
-        deployment.run_id,
-        count,
-        seed,
-        key=key,
-        policy_path=policy_path,
-        media_dir=media_dir,
-        real=real,
-    )
+    with shown.waiting("generating the workload"):
+        demo = prepare(
+            deployment.run_id,
+            count,
+            seed,
+            key=key,
+            policy_path=policy_path,
+            media_dir=media_dir,
+            real=real,
+        )
     # The platform side: every upload's bytes are quarantined in the Content Service first.
     client = redis.Redis.from_url(settings.redis_url)
     service = ContentService(client, media_dir)
-    _quarantine_uploads(service, demo.lines)
+    shown.phase("uploads into the Content Service", unit="records")
+    _quarantine_uploads(service, shown.track(demo.lines, total=len(demo.lines)))
     deployment.logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
     keyring = Keyring.from_env(env)
     jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:
-        _await_running(deployment, jobs, watch, say)
-        _send(deployment, demo, keyring, say, count=count, real=real)
-        if not _await_outcome(deployment, demo.marker, jobs, client, say):
+        await_running(deployment, jobs, watch, say, shown)
+        _send(deployment, demo, keyring, say, shown, count=count, real=real)
+        if not await_outcome(deployment, demo.marker, jobs, client, shown):
             return 1
     finally:
         _stop(jobs, watch)
@@ -164,7 +172,7 @@ def _create_deployment(settings: Settings) -> Deployment:
     return Deployment(settings, run_id, names)
 
 
-def _quarantine_uploads(service: ContentService, lines: list[Line]) -> None:
+def _quarantine_uploads(service: ContentService, lines: Iterable[Line]) -> None:
     """Every upload's bytes (its media file, else its text) into the Content Service."""
     for line in lines:
         value = line["value"]
@@ -246,25 +254,12 @@ def _job_options(policy_path: Path, media_dir: Path, *, real: bool) -> dict[str,
     return options
 
 
-def _await_running(
-    deployment: Deployment,
-    jobs: dict[str, subprocess.Popen[bytes]],
-    watch: LagWatch,
-    say: Say,
-) -> None:
-    """Every job running, then the lag watch started (it reads from the latest offsets)."""
-    for name, job in jobs.items():
-        _wait_running(job, deployment.log_path(name))
-    say(f"demo: {', '.join(jobs)} jobs running (logs in {deployment.logs})")
-    watch.start()
-    time.sleep(2)
-
-
 def _send(
     deployment: Deployment,
     demo: DemoWorkload,
     keyring: Keyring,
     say: Say,
+    shown: Progress,
     *,
     count: int,
     real: bool,
@@ -274,48 +269,18 @@ def _send(
     settings, run_id, names = deployment.settings, deployment.run_id, deployment.names
     if real:
         say(f"demo: sending {len(demo.lines)} records at the pace of their event time")
-        _produce_paced(settings, demo.lines, names, keyring)
-        _wait_for_scans(settings, run_id, names, demo.scanned, say)
+        with shown.waiting(f"sending {len(demo.lines)} records at the pace of their event time"):
+            _produce_paced(settings, demo.lines, names, keyring)
+        wait_for_scans(settings, run_id, names, demo.scanned, shown)
         workload.produce(settings.bootstrap_servers, demo.markers, names)
     else:
-        workload.produce(settings.bootstrap_servers, demo.lines, names, keyring)
+        with shown.waiting(f"sending {len(demo.lines)} records"):
+            workload.produce(settings.bootstrap_servers, demo.lines, names, keyring)
     say(
         f"demo: run {run_id[:-1]}: sent {len(demo.lines)} records "
         f"({count} content versions with their evidence and signals"
         + (", text and images scanned by the real detectors)" if real else ")")
     )
-
-
-def _await_outcome(
-    deployment: Deployment,
-    marker: str,
-    jobs: dict[str, subprocess.Popen[bytes]],
-    client: Any,
-    say: Say,
-) -> bool:
-    """Until the end marker is decided (False when it is not, in time or before a job
-    stopped), then until every action is enforced, then past the reconciler's SLA."""
-    settings, run_id, names = deployment.settings, deployment.run_id, deployment.names
-    deadline = time.monotonic() + WAIT_TIMEOUT_S
-    while True:
-        decisions = mine(settings, names["moderation.decisions"], run_id)
-        if any(d["content_id"] == marker for d in decisions):
-            break
-        if time.monotonic() > deadline or any(j.poll() is not None for j in jobs.values()):
-            print(f"demo: FAILED: no committed decision for the end marker; see {deployment.logs}")
-            return False
-        say(f"demo:   committed so far: {len(decisions)} decisions")
-        time.sleep(3)
-    actions = mine(settings, names["moderation.actions"], run_id)
-    while True:
-        done = [a for a in actions if client.get(f"intent:{a['action_id']}") in DONE]
-        if len(done) == len(actions) or time.monotonic() > deadline:
-            break
-        say(f"demo:   enforced so far: {len(done)} of {len(actions)} actions")
-        time.sleep(2)
-    say(f"demo: waiting {RECONCILER_SLA_MS / 1000:.0f} s (the reconciler's SLA) and a bit")
-    time.sleep(RECONCILER_SLA_MS / 1000 + 6)
-    return True
 
 
 def _stop(jobs: dict[str, subprocess.Popen[bytes]], watch: LagWatch) -> None:
@@ -389,44 +354,3 @@ def _produce_paced(
             workload.produce(settings.bootstrap_servers, pending[:cut], names, keyring)
             pending = pending[cut:]
         time.sleep(0.1)
-
-
-def _wait_for_scans(
-    settings: Settings,
-    run_id: str,
-    names: dict[str, str],
-    scanned: set[str],
-    say: Say,
-    quiet_s: float = 6.0,
-) -> None:
-    """Until every scanned upload has results and no new result came for `quiet_s`. Meanwhile
-    a tiny upload every second keeps event time moving, as live traffic would (the last
-    uploads are decided, and their scans requested, once the watermark passes them)."""
-    last_count, last_change = -1, time.monotonic()
-    deadline = time.monotonic() + WAIT_TIMEOUT_S
-    while time.monotonic() < deadline:
-        at = int(time.time() * 1000)
-        workload.produce(
-            settings.bootstrap_servers, [workload.marker(at, f"{run_id}end-tick-{at}")], names
-        )
-        results = [
-            r
-            for r in mine(settings, names["detector.results"], run_id)
-            if r["content_id"] in scanned
-        ]
-        if len(results) != last_count:
-            last_count, last_change = len(results), time.monotonic()
-            say(f"demo:   detector results from the scan job: {len(results)}")
-        covered = {r["content_id"] for r in results}
-        if covered >= scanned and time.monotonic() - last_change > quiet_s:
-            return
-        time.sleep(1)
-
-
-def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
-    deadline = time.monotonic() + 180
-    while " running" not in log_path.read_text(errors="replace"):
-        if job.poll() is not None or time.monotonic() > deadline:
-            raise stack.StackError(f"a demo job did not start; see {log_path}")
-        time.sleep(0.5)
-    time.sleep(3)  # the sources are assigned their partitions

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from modstream import kafkaio, topics
+from modstream.progress import Progress
 from operators import signing
 from operators.signing import Keyring
 from schemas import INPUT_TOPICS, SchemaError, dead_letter, parse
@@ -118,28 +119,32 @@ def replay(
         return {k.decode(): v.decode() for k, v in raw.items()}
 
     stale: list[tuple[str | None, bytes | None]] = []
-    for letter in list_letters(bootstrap_servers, dlq_topic, error_class):
-        if letter.get("error_class") == "stale":
-            continue  # our own verdicts are never replayed
-        key = digest(letter)
-        if client.sismember(REPLAYED_KEY, key):
-            counts["already_replayed"] = counts.get("already_replayed", 0) + 1
-            continue
-        verdict = recheck(letter, state, prefix, keyring)
-        counts[verdict.reason] = counts.get(verdict.reason, 0) + 1
-        if verdict.reason == "not_an_input_topic":
-            say(_refusal(letter, prefix))
-            continue
-        if verdict.replay:
-            kafkaio.produce(
-                bootstrap_servers,
-                letter["source_topic"],
-                [(letter.get("key"), (letter.get("raw") or "").encode("utf-8"))],
-            )
-        elif verdict.reason not in ("still_invalid", "bad_signature"):
-            stale.append(_stale_note(letter, verdict.reason))
-        if verdict.reason not in ("still_invalid", "bad_signature"):
-            client.sadd(REPLAYED_KEY, key)
+    with Progress("dlq replay") as shown:  # on stderr (modstream/progress.py)
+        with shown.waiting(f"reading {dlq_topic}"):
+            letters = list_letters(bootstrap_servers, dlq_topic, error_class)
+        shown.phase("re-checking", total=len(letters), unit="records")
+        for letter in shown.track(letters):
+            if letter.get("error_class") == "stale":
+                continue  # our own verdicts are never replayed
+            key = digest(letter)
+            if client.sismember(REPLAYED_KEY, key):
+                counts["already_replayed"] = counts.get("already_replayed", 0) + 1
+                continue
+            verdict = recheck(letter, state, prefix, keyring)
+            counts[verdict.reason] = counts.get(verdict.reason, 0) + 1
+            if verdict.reason == "not_an_input_topic":
+                say(_refusal(letter, prefix))
+                continue
+            if verdict.replay:
+                kafkaio.produce(
+                    bootstrap_servers,
+                    letter["source_topic"],
+                    [(letter.get("key"), (letter.get("raw") or "").encode("utf-8"))],
+                )
+            elif verdict.reason not in ("still_invalid", "bad_signature"):
+                stale.append(_stale_note(letter, verdict.reason))
+            if verdict.reason not in ("still_invalid", "bad_signature"):
+                client.sadd(REPLAYED_KEY, key)
     if stale:
         kafkaio.produce(bootstrap_servers, dlq_topic, stale)
     return counts

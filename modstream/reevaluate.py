@@ -6,8 +6,9 @@ reads `moderation.index` (compacted: one record per decided version, its latest 
 facts selected by, operators/records.py `index_entry`) as a stream, and keeps only the versions
 in scope: memory grows with the selection, never with the index or the decision history. It
 then produces `moderation.reevaluate` records at a bounded rate, so live traffic keeps priority,
-with a progress line on stderr. Event ids are deterministic (`reeval-<policy>-v<N>-<content>-
-<version>`): running it twice re-decides nothing twice (the job drops a repeated event id).
+with progress on stderr (modstream/progress.py). Event ids are deterministic
+(`reeval-<policy>-v<N>-<content>-<version>`): running it twice re-decides nothing twice (the
+job drops a repeated event id).
 Human decisions are sticky (contract: re-evaluation cannot change them) and deleted versions
 have nothing to decide: both are counted and skipped, never requested. A record on the index
 that is not valid is skipped with a warning that counts it, never a crash.
@@ -16,7 +17,6 @@ that is not valid is skipped with a warning that counts it, never a crash.
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -25,6 +25,7 @@ from itertools import islice
 from typing import Any, Literal
 
 from modstream import kafkaio
+from modstream.progress import Progress
 from operators.moderation import index_key
 
 TimeField = Literal["decision", "upload"]
@@ -150,51 +151,6 @@ def paced(
         yield item
 
 
-def _duration(seconds: float) -> str:
-    seconds = round(seconds)
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def progress_line(done: int, total: int, elapsed_s: float) -> str:
-    """`done/total (pct), rate, ETA`: the rate is the mean so far, the ETA what is left at it."""
-    rate = done / elapsed_s if elapsed_s > 0 else 0.0
-    pct = 100.0 * done / total if total else 100.0
-    eta = _duration((total - done) / rate) if rate > 0 else "?"
-    return f"reevaluate: {done}/{total} ({pct:.1f}%) {rate:.1f}/s ETA {eta}"
-
-
-class Progress:
-    """A progress line at most every `every_s` seconds and at the end (stderr by default)."""
-
-    def __init__(
-        self,
-        total: int,
-        write: Callable[[str], None],
-        clock: Callable[[], float] = time.monotonic,
-        every_s: float = 5.0,
-    ) -> None:
-        self.total, self.write, self.clock, self.every_s = total, write, clock, every_s
-        self.started = self.shown = clock()
-        self.done = 0
-
-    def track(self, items: Iterable[Any]) -> Iterator[Any]:
-        for item in items:
-            yield item
-            self.done += 1
-            now = self.clock()
-            if now - self.shown >= self.every_s or self.done == self.total:
-                self.shown = now
-                self.write(progress_line(self.done, self.total, now - self.started))
-
-    def elapsed(self) -> float:
-        return self.clock() - self.started
-
-
-def _stderr(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
-
-
 def scan_index(
     records: Iterable[Any], selection: Selection, warn: Callable[[str], None]
 ) -> Selector:
@@ -254,24 +210,29 @@ def run(
     sample: int = 10,
     read_timeout_s: float = 3600.0,
     say: Callable[[str], None] = print,
-    progress: Callable[[str], None] = _stderr,
     progress_every_s: float = 5.0,
 ) -> int:
+    """Select from the index, then produce the requests, paced; progress on stderr
+    (modstream/progress.py) while reading and while producing."""
+
     def warn(text: str) -> None:
         say(f"reevaluate: {text}")
 
-    records = kafkaio.iter_to_end(bootstrap, index_topic, timeout_s=read_timeout_s)
-    selector = scan_index(records, selection, warn)
-    for line in summary(selector, sample if dry_run else 0):
-        say(line)
-    chosen = selector.chosen()
-    if dry_run or not chosen:
-        return 0
-    del selector  # the sorted selection is all that production needs
-    shown = Progress(len(chosen), progress, every_s=progress_every_s)
-    items = shown.track(paced(requests(chosen, selection, ts), rate_per_s))
-    sent = _produce(bootstrap, target_topic, items)
-    elapsed = shown.elapsed()
+    with Progress("reevaluate", every_s=progress_every_s) as shown:
+        shown.phase(f"reading {index_topic}", unit="records")
+        records = kafkaio.iter_to_end(bootstrap, index_topic, timeout_s=read_timeout_s)
+        selector = scan_index(shown.track(records), selection, warn)
+        for line in summary(selector, sample if dry_run else 0):
+            say(line)
+        chosen = selector.chosen()
+        if dry_run or not chosen:
+            return 0
+        del selector  # the sorted selection is all that production needs
+        shown.phase(f"producing to {target_topic}", total=len(chosen), unit="requests")
+        started = time.monotonic()
+        items = shown.track(paced(requests(chosen, selection, ts), rate_per_s))
+        sent = _produce(bootstrap, target_topic, items)
+        elapsed = time.monotonic() - started
     say(
         f"reevaluate: produced {sent} request(s) to {target_topic} in {elapsed:.1f}s "
         f"({sent / elapsed if elapsed > 0 else 0:.1f}/s, at most {rate_per_s:g}/s)"

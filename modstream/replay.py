@@ -23,6 +23,7 @@ import yaml
 from modstream import kafkaio
 from modstream.config import Settings
 from modstream.limits import Limits
+from modstream.progress import Progress
 from operators.moderation import OUTPUT_TOPICS
 from operators.signing import Keyring
 
@@ -59,11 +60,11 @@ def command(events: Path, policy: Path, out: Path, parallelism: int = 1, *extra:
     ]
 
 
-def _rows(input_path: Path) -> list[tuple[str, str | None, str, int]]:
+def _rows(input_path: Path, shown: Progress) -> list[tuple[str, str | None, str, int]]:
     """(topic, key, value, ts) rows; a line that is not a record becomes DLQ input."""
     rows = []
     with open(input_path, "rb") as lines:
-        for data in lines:
+        for data in shown.track(lines):
             row = _row(data)
             if row is not None:
                 rows.append(row)
@@ -148,19 +149,23 @@ def run(
     settings = Settings.from_env()
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
     config = _moderation_config(policy)
-    env = runtime.create_env(_job_config(parallelism), settings)
-    env.set_parallelism(parallelism)
-    rows = _rows(input_path)
-    source = _source(env, rows)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for topic in REPLAY_TOPICS:
-        (out_dir / f"{topic}.jsonl").write_text("", encoding="utf-8")
-    # Scan requests are work for the detectors, which a replay does not run: its evidence is
-    # in the input file. They are not replay output, unless asked for (`--scan-requests`: what
-    # cost ordering asked, docs/scanning.md).
-    skip = "" if scan_requests else SCAN_REQUESTS
-    build(env, source, lambda stream: files.write_files(stream, out_dir, skip), config)
-    env.execute("replay")
+    with Progress("replay") as shown:  # on stderr (modstream/progress.py)
+        shown.phase(f"reading {input_path}", unit="lines")
+        rows = _rows(input_path, shown)
+        with shown.waiting("starting a local Flink MiniCluster"):
+            env = runtime.create_env(_job_config(parallelism), settings)
+        env.set_parallelism(parallelism)
+        source = _source(env, rows)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for topic in REPLAY_TOPICS:
+            (out_dir / f"{topic}.jsonl").write_text("", encoding="utf-8")
+        # Scan requests are work for the detectors, which a replay does not run: its evidence
+        # is in the input file. They are not replay output, unless asked for
+        # (`--scan-requests`: what cost ordering asked, docs/scanning.md).
+        skip = "" if scan_requests else SCAN_REQUESTS
+        build(env, source, lambda stream: files.write_files(stream, out_dir, skip), config)
+        with shown.waiting(f"running the moderation job on {len(rows)} records"):
+            env.execute("replay")
     print(
         f"replay: {len(rows)} input records -> "
         + ", ".join(f"{topic} {_lines(out_dir / f'{topic}.jsonl')}" for topic in REPLAY_TOPICS),

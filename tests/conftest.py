@@ -8,6 +8,7 @@ signing setup: every authority topic requires signatures, keys derived from one 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,23 @@ for _name, _default in {
     "MODSTREAM_CONFIG": "none",
 }.items():
     os.environ.setdefault(_name, _default)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A test that runs `modstream.cli.main` or a job's main configures logging (and exports
+    its format to the environment, modstream/logs.py): the next test starts as before."""
+    import logging
+
+    for name in ("MODSTREAM_LOG_FORMAT", "MODSTREAM_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    root, own = logging.getLogger(), logging.getLogger("modstream")
+    handlers, levels = list(root.handlers), (root.level, own.level)
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(levels[0])
+    own.setLevel(levels[1])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -4,6 +4,7 @@ restart from the last checkpoint, for a read_committed consumer."""
 from __future__ import annotations
 
 import json
+import logging
 from collections import Counter
 from itertools import pairwise
 from pathlib import Path
@@ -40,6 +41,7 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     moderation_deployment: ModerationDeployment,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     topics, args = moderation_deployment.topics, moderation_deployment.args
@@ -84,7 +86,7 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     expired = {d["content_id"] for d in decisions if d["trigger"] == "deadline"}
     assert expired and expired <= late_evidence(first + second)
 
-    reevaluate_through_the_index(kafka, topics, tmp_path)
+    reevaluate_through_the_index(kafka, topics, tmp_path, caplog)
 
 
 def late_evidence(lines: list[dict[str, Any]]) -> set[str]:
@@ -123,11 +125,14 @@ def selectable(decisions: list[dict[str, Any]]) -> list[tuple[str, int]]:
     )
 
 
-def reevaluate_through_the_index(kafka: Kafka, topics: dict[str, str], tmp_path: Path) -> None:
+def reevaluate_through_the_index(
+    kafka: Kafka, topics: dict[str, str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A reviewer decides one version; then a stricter policy version and `modstream reevaluate`,
     selecting from moderation.index: new revisions come from stored evidence with trigger
     `reevaluation`, only where the decision changes, never for the human decision (sticky), and
     running it twice re-decides nothing twice."""
+    caplog.set_level(logging.INFO, logger="modstream.progress")
     from modstream import reevaluate
     from tests.conftest import review_decision
     from tests.operators.policy_builders import global_document, version_record
@@ -166,7 +171,6 @@ def reevaluate_through_the_index(kafka: Kafka, topics: dict[str, str], tmp_path:
     )
     kafka.produce(topics["policy.rules"], [("global", json.dumps(strict).encode())])
     said: list[str] = []
-    shown: list[str] = []
 
     def run(dry_run: bool) -> None:
         reevaluate.run(
@@ -179,7 +183,6 @@ def reevaluate_through_the_index(kafka: Kafka, topics: dict[str, str], tmp_path:
             dry_run=dry_run,
             sample=3,
             say=said.append,
-            progress=shown.append,
             progress_every_s=0.05,
         )
 
@@ -193,7 +196,8 @@ def reevaluate_through_the_index(kafka: Kafka, topics: dict[str, str], tmp_path:
     target = topics["moderation.reevaluate"]
     produced = f"reevaluate: produced {len(expected)} request(s) to {target} in"
     assert len([line for line in said if line.startswith(produced)]) == 2, said
-    assert shown[-1].startswith(f"reevaluate: {len(expected)}/{len(expected)} (100.0%)")
+    shown = [r.getMessage() for r in caplog.records if r.name == "modstream.progress"]
+    assert f": {len(expected)}/{len(expected)} requests (100.0%)" in shown[-1], shown
     requests = kafka.values(topics["moderation.reevaluate"])
     assert sorted((r["content_id"], r["content_version"]) for r in requests) == sorted(expected * 2)
     assert set(Counter(r["event_id"] for r in requests).values()) == {2}

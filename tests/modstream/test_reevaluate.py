@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
 
 from modstream import kafkaio, reevaluate
+from modstream.progress import Progress
 from modstream.reevaluate import (
     DELETED,
     HUMAN,
-    Progress,
     Selection,
     Selector,
     paced,
-    progress_line,
     requests,
     scan_index,
 )
@@ -180,23 +180,24 @@ def test_pacing_bounds_the_rate() -> None:
     assert abs(clock.now - 2.0) < 1e-9  # 11 items at 5/s: the last one at t = 2 s
 
 
-def test_progress_line_shows_done_total_rate_and_eta() -> None:
-    assert progress_line(250, 1000, 5.0) == "reevaluate: 250/1000 (25.0%) 50.0/s ETA 0:00:15"
-    assert progress_line(0, 10, 0.0) == "reevaluate: 0/10 (0.0%) 0.0/s ETA ?"
-    assert progress_line(10, 10, 2.0).endswith("(100.0%) 5.0/s ETA 0:00:00")
-    assert progress_line(1, 100_000, 1.0).endswith("ETA 27:46:39")
+def progress_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == "modstream.progress"]
 
 
-def test_progress_is_shown_every_interval_and_at_the_end_while_paced() -> None:
+def test_progress_is_shown_every_interval_and_at_the_end_while_paced(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="modstream.progress")
     clock = Clock()
-    lines: list[str] = []
-    progress = Progress(11, lines.append, clock=clock, every_s=1.0)
+    progress = Progress("reevaluate", live=False, clock=clock, every_s=1.0)
+    progress.phase("producing", total=11)
     items = list(progress.track(paced(range(11), 5.0, sleep=clock.sleep, clock=clock)))
     assert items == list(range(11))
     # At 5/s: a line once a second (items 6 and 11, at t = 1 s and 2 s), the last one at the end.
-    assert lines == [
-        "reevaluate: 6/11 (54.5%) 6.0/s ETA 0:00:01",
-        "reevaluate: 11/11 (100.0%) 5.5/s ETA 0:00:00",
+    assert progress_lines(caplog) == [
+        "reevaluate: producing",
+        "reevaluate: producing: 6/11 (54.5%) 6.0/s ETA 0:00:01",
+        "reevaluate: producing: 11/11 (100.0%) 5.5/s ETA 0:00:00",
     ]
 
 
@@ -214,8 +215,9 @@ def fake_broker(monkeypatch: pytest.MonkeyPatch, index: list[ConsumerRecord]) ->
 
 
 def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="modstream.progress")
     monkeypatch.setattr(reevaluate, "CHUNK", 2)
     index = [record(entry(f"c-{n}")) for n in range(5)] + [
         record(entry("r", human=True)),
@@ -223,7 +225,6 @@ def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
     ]
     produced = fake_broker(monkeypatch, index)
     said: list[str] = []
-    shown: list[str] = []
     code = reevaluate.run(
         "unused:1",
         Selection("global", 2),
@@ -232,7 +233,6 @@ def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
         index_topic="p.moderation.index",
         target_topic="p.moderation.reevaluate",
         say=said.append,
-        progress=shown.append,
         progress_every_s=3600,
     )
     assert code == 0
@@ -243,7 +243,12 @@ def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
     assert said[1].startswith("reevaluate: 5 content version(s) decided before global v2 (v1: 5)")
     assert "skipped 1 human decision(s)" in said[2]
     assert said[-1].startswith("reevaluate: produced 5 request(s) to p.moderation.reevaluate in")
-    assert shown and shown[-1].startswith("reevaluate: 5/5 (100.0%)")
+    shown = progress_lines(caplog)
+    assert shown[0] == "reevaluate: reading p.moderation.index"
+    assert "reevaluate: producing to p.moderation.reevaluate" in shown
+    assert shown[-1].startswith(
+        "reevaluate: producing to p.moderation.reevaluate: 5/5 requests (100.0%)"
+    )
 
 
 def test_dry_run_prints_the_count_and_a_sample_and_produces_nothing(

@@ -1,0 +1,54 @@
+"""The demo's waits (modstream/demo_wait.py) show their counts as progress on stderr, without
+the stack: decisions so far, then actions enforced of all."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+
+from modstream import demo_wait, logs
+from modstream.progress import Progress
+
+
+def test_decisions_then_enforcement_are_counted_on_stderr_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    polls = {"moderation.decisions": 0}
+
+    def mine(_settings: Any, topic: str, _run: str) -> list[dict[str, Any]]:
+        if topic == "p.moderation.actions":
+            return [{"action_id": "a1"}, {"action_id": "a2"}]
+        polls["moderation.decisions"] += 1
+        decided = [{"content_id": f"c{n}"} for n in range(polls["moderation.decisions"])]
+        return decided + ([{"content_id": "end"}] if polls["moderation.decisions"] == 2 else [])
+
+    class Client:
+        """a1 is enforced from the first look, a2 from the second round of looks."""
+
+        calls = 0
+
+        def get(self, key: str) -> bytes | None:
+            self.calls += 1
+            return b"done" if key == "intent:a1" or self.calls > 2 else None
+
+    monkeypatch.setattr(demo_wait, "mine", mine)
+    monkeypatch.setattr(demo_wait, "DONE", {b"done"})
+    monkeypatch.setattr(demo_wait.time, "sleep", lambda _s: None)
+    deployment = types.SimpleNamespace(
+        settings=None,
+        run_id="p-",
+        names={"moderation.decisions": "p.moderation.decisions"}
+        | {"moderation.actions": "p.moderation.actions"},
+        logs="/nowhere",
+    )
+    logs.configure(False, "INFO", command="demo")
+    with Progress("demo", live=False, every_s=0.0) as shown:
+        assert demo_wait.await_outcome(deployment, "end", {}, Client(), shown)  # type: ignore[arg-type]
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "demo: waiting for the committed decisions: 1 decisions" in err
+    assert "demo: waiting for enforcement: 1/2 actions (50.0%)" in err
+    assert "demo: waiting for enforcement: 2/2 actions (100.0%)" in err
+    assert "demo: 20 s (the reconciler's SLA) and a bit" in err
