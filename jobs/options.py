@@ -5,9 +5,10 @@ a JobConfig."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
-from jobs.runtime import TRANSACTION_TIMEOUT_MS
+from jobs.runtime import METRICS_PORTS, TRANSACTION_TIMEOUT_MS
 from modstream.config import OWN_CLIENT_PROPERTIES
 
 
@@ -97,6 +98,12 @@ def _execution_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         choices=["none", "fixed-delay", "exponential-delay"],
         help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        default=os.environ.get("MODSTREAM_METRICS_PORT", METRICS_PORTS),
+        help="serve Flink's metrics for Prometheus on this port, or the first free one of a"
+        f" range A-B (default: MODSTREAM_METRICS_PORT or {METRICS_PORTS}; off: none)",
     )
     parser.add_argument(
         "--flink-conf",
