@@ -8,8 +8,9 @@ import argparse
 import os
 from pathlib import Path
 
-from jobs.runtime import METRICS_PORTS, TRANSACTION_TIMEOUT_MS
+from jobs.runtime import TRANSACTION_TIMEOUT_MS
 from modstream.config import OWN_CLIENT_PROPERTIES
+from modstream.endpoints import METRICS_PORTS
 
 
 def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:

@@ -37,6 +37,7 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import restore
 from modstream.config import Settings
+from modstream.endpoints import PROMETHEUS_FACTORY
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
 # top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is
@@ -50,10 +51,6 @@ SINK_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING()])
 # Below the broker's transaction.max.timeout.ms (modstream/stack.py), far above a checkpoint.
 TRANSACTION_TIMEOUT_MS = 600_000
 _TERMINAL = {"FINISHED", "CANCELED", "FAILED"}
-PROMETHEUS_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
-# Local jobs serve their metrics on the first free port of this range unless told
-# (`--metrics-port`, MODSTREAM_METRICS_PORT; deploy/prometheus/prometheus.yml scrapes it).
-METRICS_PORTS = "9250-9299"
 
 
 # How often sources emit event time (Flink's default: 200 ms). Every decision waits for the

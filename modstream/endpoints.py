@@ -13,7 +13,9 @@ import re
 import socket
 import urllib.request
 
-METRICS_PORTS = "9250-9299"  # as jobs/runtime.py's METRICS_PORTS
+METRICS_PORTS = "9250-9299"  # local jobs: the first free one (jobs/runtime.py)
+CLUSTER_METRICS_PORTS = "9300-9309"  # the session cluster's JobManager and TaskManagers
+PROMETHEUS_FACTORY = "org.apache.flink.metrics.prometheus.PrometheusReporterFactory"
 
 
 def port_range(spec: str) -> range:
