@@ -63,6 +63,12 @@ METRICS: dict[str, Metric] = {
     "versions_stuck": Metric(
         "gauge", (), "moderation", "versions incomplete for longer than the stuck bound"
     ),
+    "unknown_evidence": Metric(
+        "counter",
+        ("detector",),
+        "moderation",
+        "detectors named unknown by a deadline decision (missing, timed out or errored)",
+    ),
     "dlq": Metric("counter", ("error_class",), "every job", "records written to moderation.dlq"),
     "detector_results": Metric(
         "counter", ("detector", "status"), "scan", "detector.results written, by status"
@@ -76,6 +82,17 @@ METRICS: dict[str, Metric] = {
     "open_discrepancies": Metric(
         "gauge", (), "reconciler", "content items whose visibility disagrees with the action"
     ),
+}
+
+
+# Flink's own metrics that modstream's alerts and dashboard read (the Kafka source's lag).
+FLINK_METRICS: dict[str, str] = {
+    "flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max": (
+        "the source's consumer lag, records (the largest over its partitions)"
+    ),
+    "flink_taskmanager_job_task_operator_pendingRecords": "records the source has not read yet",
+    "flink_jobmanager_job_numRestarts": "restarts of the job since it was submitted",
+    "flink_jobmanager_job_lastCheckpointDuration": "the last checkpoint's duration, ms",
 }
 
 

@@ -1,6 +1,6 @@
 """moderation: what the `Moderate` adapter reports (jobs/metrics.py): decisions by outcome and
-trigger, review tasks by queue, DLQ rows by class, fast-gate and completion latency, and the
-versions whose evidence is still incomplete.
+trigger, review tasks by queue, detectors a deadline found unknown, fast-gate and completion
+latency, and the versions whose evidence is still incomplete (its DLQ rows: Moderate).
 
 Keyed state cannot be listed, so the incomplete versions are an index in this operator
 instance's memory (version key -> upload ts), updated as each version is decided. After a
@@ -54,6 +54,9 @@ class ModerationMetrics:
         if record.get("trigger") == "fast_gate":
             self.metrics.observe("fast_gate_latency_ms", max(0, self.clock() - upload_ts))
         completeness = record.get("completeness") or {}
+        if record.get("trigger") == "deadline":
+            for detector in completeness.get("unknown") or ():
+                self.metrics.inc("unknown_evidence", detector=str(detector))
         complete = completeness.get("received", 0) >= completeness.get("required", 0)
         if record.get("state") in INCOMPLETE_STATES and not complete:
             self.pending.setdefault(key, upload_ts)
