@@ -124,6 +124,11 @@ class OperatorMetrics:
         if metric is not None:
             metric.update(int(value))
 
+    def letter(self, row: Any) -> Any:
+        """A DLQ row `(topic, key, letter)`, counted by its class."""
+        self.inc("dlq", error_class=error_class(row[2]))
+        return row
+
     def gauge(self, name: str, read: Callable[[], int], **labels: str) -> None:
         """A gauge read by the reporter's thread through `read`."""
         self._get(name, labels, read)
