@@ -8,9 +8,11 @@ Prometheus label per key (`prometheus_name`). docs/OPERATIONS.md lists the same 
 alert each metric feeds; tests/jobs/test_metrics.py holds the docs, deploy/prometheus/ and
 deploy/grafana/ to it.
 
-In thread mode a Python "distribution" is a last-value gauge, so latencies are Flink histograms
-(DescriptiveStatisticsHistogram, exported as a summary with quantiles) made through the Java
-metric group; where that class cannot be reached the last value is reported instead. A metric
+In thread mode a Python "distribution" is a last-value gauge held in Java: gauges are those,
+set by the operator's own thread, never callables the reporter's thread would run in Python
+(`_register`). Latencies are Flink histograms (DescriptiveStatisticsHistogram, exported as a
+summary with quantiles) made through the Java metric group; where that class cannot be reached
+the last value is reported instead. A metric
 that cannot be registered (no metric group: tests' fake contexts) is a no-op, never an error:
 metrics never change what a job decides.
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -129,11 +130,13 @@ class OperatorMetrics:
         self.inc("dlq", error_class=error_class(row[2]))
         return row
 
-    def gauge(self, name: str, read: Callable[[], int], **labels: str) -> None:
-        """A gauge read by the reporter's thread through `read`."""
-        self._get(name, labels, read)
+    def set(self, name: str, value: float, **labels: str) -> None:
+        """A gauge's new value (kept in Java: the reporter never calls into Python)."""
+        metric = self._get(name, labels)
+        if metric is not None:
+            metric.update(int(value))
 
-    def _get(self, name: str, labels: dict[str, str], read: Callable[[], int] | None = None) -> Any:
+    def _get(self, name: str, labels: dict[str, str]) -> Any:
         if self._group is None:
             return None
         spec = METRICS[name]
@@ -145,18 +148,22 @@ class OperatorMetrics:
             group = self._group
             for label, value in zip(spec.labels, values, strict=True):
                 group = group.add_group(label, value)
-            self._made[key] = _register(group, name, spec.kind, read)
+            self._made[key] = _register(group, name, spec.kind)
         except Exception as error:
             LOG.warning("%s: metric %s not registered (%s)", self.operator, name, error)
             self._made[key] = None
         return self._made[key]
 
 
-def _register(group: Any, name: str, kind: Kind, read: Callable[[], int] | None) -> Any:
+def _register(group: Any, name: str, kind: Kind) -> Any:
     if kind == "counter":
         return group.counter(name)
     if kind == "gauge":
-        return group.gauge(name, read or (lambda: 0))
+        # PyFlink's distribution is a Java gauge holding the last value set. Never a gauge
+        # over a Python callable: the reporter's thread would call into Python while holding
+        # the registry's lock, and a task thread registering a metric (holding the GIL, then
+        # waiting for that lock) would deadlock the TaskManager.
+        return group.distribution(name)
     return _histogram(group, name)
 
 

@@ -21,6 +21,8 @@ INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifyin
 # A version incomplete for longer than this is stuck: its deadline (policy: seconds) has not
 # decided it, e.g. because event time stalled.
 STUCK_AFTER_MS = 300_000
+# The pending gauges are computed again at most this often (a pass over the index).
+REFRESH_MS = 1_000
 
 
 class ModerationMetrics:
@@ -30,10 +32,8 @@ class ModerationMetrics:
         self.metrics = metrics
         self.clock = clock
         self.pending: dict[str, int] = {}  # version key -> upload ts (ms)
-        self._oldest_age = 0
-        metrics.gauge("versions_pending", lambda: len(self.pending))
-        metrics.gauge("oldest_pending_age_ms", self.oldest_pending_age_ms)
-        metrics.gauge("versions_stuck", self.versions_stuck)
+        self._refreshed_at: int | None = None
+        self.refresh()
 
     def decided(self, key: str, state: dict[str, Any] | None, outputs: list[Output]) -> None:
         """Count a firing's outputs and move the version in or out of the pending index."""
@@ -45,6 +45,7 @@ class ModerationMetrics:
                 self.metrics.inc("review_tasks", queue=str(record.get("queue")))
         if state is None or state.get("deleted") or state.get("retired"):
             self.pending.pop(key, None)
+        self.refresh()
 
     def _decision(self, key: str, content: dict[str, Any], record: dict[str, Any]) -> None:
         self.metrics.inc(
@@ -66,18 +67,14 @@ class ModerationMetrics:
             modality = str(content.get("modality") or "unknown")
             self.metrics.observe("completion_latency_ms", latency, modality=modality)
 
-    def oldest_pending_age_ms(self) -> int:
-        """Read by the reporter's thread: a concurrent change keeps the last value."""
-        try:
-            oldest = min(self.pending.values(), default=None)
-        except RuntimeError:
-            return self._oldest_age
-        self._oldest_age = 0 if oldest is None else max(0, self.clock() - oldest)
-        return self._oldest_age
-
-    def versions_stuck(self) -> int:
-        try:
-            now = self.clock()
-            return sum(1 for ts in list(self.pending.values()) if now - ts > STUCK_AFTER_MS)
-        except RuntimeError:
-            return 0
+    def refresh(self) -> None:
+        """Set the pending gauges (at most every REFRESH_MS: each firing calls it)."""
+        now = self.clock()
+        if self._refreshed_at is not None and now - self._refreshed_at < REFRESH_MS:
+            return
+        self._refreshed_at = now
+        oldest = min(self.pending.values(), default=now)
+        self.metrics.set("versions_pending", len(self.pending))
+        self.metrics.set("oldest_pending_age_ms", max(0, now - oldest))
+        stuck = sum(1 for ts in self.pending.values() if now - ts > STUCK_AFTER_MS)
+        self.metrics.set("versions_stuck", stuck)

@@ -72,7 +72,7 @@ class Reconcile(KeyedProcessFunction):
             )
         self.open_keys: set[str] = set()
         self.metrics = metrics.OperatorMetrics(runtime_context, "reconcile")
-        self.metrics.gauge("open_discrepancies", lambda: len(self.open_keys))
+        self.metrics.set("open_discrepancies", 0)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
@@ -164,10 +164,13 @@ class Reconcile(KeyedProcessFunction):
             self.state.clear()
         else:
             self.state.update(stored)
+        opened = len(self.open_keys)
         if result.open:
             self.open_keys.add(key)
         else:
             self.open_keys.discard(key)
+        if len(self.open_keys) != opened:
+            self.metrics.set("open_discrepancies", len(self.open_keys))
         if result.lag_ms is not None:
             self.metrics.observe("enforcement_lag_ms", result.lag_ms)
         metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))

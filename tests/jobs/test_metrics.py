@@ -15,7 +15,7 @@ import yaml
 
 from jobs import metrics, runtime
 from jobs.metrics import FLINK_METRICS, METRICS, OperatorMetrics, prometheus_name
-from jobs.moderation_metrics import STUCK_AFTER_MS, ModerationMetrics
+from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
 from modstream import endpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,9 +41,6 @@ class FakeGroup:
 
     def distribution(self, name: str) -> FakeCounter:
         return self.made.setdefault("/".join((*self.path, name)), FakeCounter())
-
-    def gauge(self, name: str, read: Any) -> None:
-        self.made["/".join((*self.path, name))] = read
 
 
 class FakeCounter:
@@ -73,14 +70,14 @@ def _known_names() -> set[str]:
 
 
 def _registered_in_code() -> set[str]:
-    """Metric names the jobs pass to inc / observe / gauge."""
+    """Metric names the jobs pass to inc / observe / set."""
     found: set[str] = set()
     for path in (ROOT / "jobs").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("inc", "observe", "gauge")
+                and node.func.attr in ("inc", "observe", "set")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
@@ -179,45 +176,55 @@ def _decision(outcome: str, trigger: str, state: str, ts: int, **completeness: A
     return ("moderation.decisions", "c1", record)
 
 
+def _gauge(made: dict[str, Any], name: str) -> int:
+    return int(made[f"modstream/{name}"].values[-1])
+
+
 def test_pending_versions_are_indexed_until_their_evidence_is_complete() -> None:
     now = [100_000]
     context = FakeContext()
     reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
-    state = {"content": {"ts": 40_000, "modality": "image"}}
-    reported.decided("c1\x1f1", state, [_decision("PENDING", "fast_gate", "scanning", 40_000)])
     made = context.group.made
+    assert _gauge(made, "versions_pending") == 0
+    state = {"content": {"ts": 40_000, "modality": "image"}}
+    now[0] += REFRESH_MS
+    reported.decided("c1\x1f1", state, [_decision("PENDING", "fast_gate", "scanning", 40_000)])
     assert made["modstream/outcome=PENDING/trigger=fast_gate/decisions"].count == 1
-    assert made["modstream/fast_gate_latency_ms"].values == [60_000]
-    assert made["modstream/versions_pending"]() == 1
-    assert made["modstream/oldest_pending_age_ms"]() == 60_000
+    assert made["modstream/fast_gate_latency_ms"].values == [61_000]
+    assert _gauge(made, "versions_pending") == 1
+    assert _gauge(made, "oldest_pending_age_ms") == 61_000
+    assert _gauge(made, "versions_stuck") == 0
     now[0] = 40_000 + STUCK_AFTER_MS + 1
-    assert made["modstream/versions_stuck"]() == 1
+    reported.refresh()
+    assert _gauge(made, "versions_stuck") == 1
     complete = _decision("ALLOW", "evidence", "approved", 43_000, received=1)
-    reported.decided("c1\x1f1", state, [complete])
+    reported.decided("c1\x1f1", state, [complete])  # within REFRESH_MS: gauges kept
     assert made["modstream/modality=image/completion_latency_ms"].values == [3_000]
-    assert made["modstream/versions_pending"]() == 0
-    assert made["modstream/oldest_pending_age_ms"]() == 0
+    assert _gauge(made, "versions_pending") == 1
+    now[0] += REFRESH_MS
+    reported.refresh()
+    assert _gauge(made, "versions_pending") == 0
+    assert _gauge(made, "oldest_pending_age_ms") == 0
 
 
 def test_deadline_decisions_count_their_unknown_detectors_and_close_the_version() -> None:
+    now = [0]
     context = FakeContext()
-    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: 0)
-    reported.decided(
-        "k", {"content": {"ts": 0}}, [_decision("PENDING", "fast_gate", "scanning", 0)]
-    )
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
+    content = {"content": {"ts": 0}}
+    reported.decided("k", content, [_decision("PENDING", "fast_gate", "scanning", 0)])
     expired = _decision("PENDING", "deadline", "expired", 5_000, unknown=["nsfw_image"])
-    reported.decided(
-        "k", {"content": {"ts": 0}}, [expired, ("review.tasks", "k", {"queue": "adult"})]
-    )
+    tasks = ("review.tasks", "k", {"queue": "adult"})
+    now[0] += REFRESH_MS
+    reported.decided("k", content, [expired, tasks])
     made = context.group.made
     assert made["modstream/detector=nsfw_image/unknown_evidence"].count == 1
     assert made["modstream/queue=adult/review_tasks"].count == 1
-    assert made["modstream/versions_pending"]() == 0
-    reported.decided(
-        "k", {"content": {"ts": 0}}, [_decision("PENDING", "fast_gate", "scanning", 0)]
-    )
+    assert _gauge(made, "versions_pending") == 0
+    reported.decided("k", content, [_decision("PENDING", "fast_gate", "scanning", 0)])
+    now[0] += REFRESH_MS
     reported.decided("k", None, [])  # retired or cleared: out of the index
-    assert made["modstream/versions_pending"]() == 0
+    assert _gauge(made, "versions_pending") == 0
 
 
 def test_the_reporter_is_on_only_with_a_port() -> None:
