@@ -56,7 +56,7 @@ METRICS: dict[str, Metric] = {
     ),
     "review_tasks": Metric("counter", ("queue",), "moderation", "review tasks opened"),
     "oldest_pending_age_ms": Metric(
-        "gauge", (), "moderation", "age of the oldest version whose evidence is incomplete"
+        "gauge", (), "moderation", "how long the oldest incomplete version has waited"
     ),
     "versions_pending": Metric(
         "gauge", (), "moderation", "versions whose evidence is incomplete (this subtask)"

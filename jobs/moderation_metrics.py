@@ -3,7 +3,9 @@ trigger, review tasks by queue, detectors a deadline found unknown, fast-gate an
 latency, and the versions whose evidence is still incomplete (its DLQ rows: Moderate).
 
 Keyed state cannot be listed, so the incomplete versions are an index in this operator
-instance's memory (version key -> upload ts), updated as each version is decided. After a
+instance's memory (version key -> the processing time it was first decided incomplete),
+updated as each version is decided. Ages count from then, not from the upload's `ts`, so a
+backfill of old uploads (or the demo's back-dated workload) is not "stuck" at once. After a
 restore it starts empty and is rebuilt as versions are touched again (a new input or one of
 their timers), so the pending gauges undercount until then (docs/OPERATIONS.md).
 """
@@ -31,7 +33,7 @@ class ModerationMetrics:
     def __init__(self, metrics: OperatorMetrics, clock: Callable[[], int]) -> None:
         self.metrics = metrics
         self.clock = clock
-        self.pending: dict[str, int] = {}  # version key -> upload ts (ms)
+        self.pending: dict[str, int] = {}  # version key -> first decided incomplete (ms)
         self._refreshed_at: int | None = None
         self.refresh()
 
@@ -60,7 +62,7 @@ class ModerationMetrics:
                 self.metrics.inc("unknown_evidence", detector=str(detector))
         complete = completeness.get("received", 0) >= completeness.get("required", 0)
         if record.get("state") in INCOMPLETE_STATES and not complete:
-            self.pending.setdefault(key, upload_ts)
+            self.pending.setdefault(key, self.clock())
             return
         if self.pending.pop(key, None) is not None and complete:
             latency = max(0, int(record.get("ts") or 0) - upload_ts)
