@@ -16,7 +16,9 @@ import yaml
 from jobs import metrics, runtime
 from jobs.metrics import FLINK_METRICS, METRICS, OperatorMetrics, prometheus_name
 from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
+from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
+from operators.scan_batch import Handled
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -251,3 +253,25 @@ def test_samples_are_read_from_the_exposition_text(line: str, sample: Any) -> No
 def test_free_ports_come_from_the_range() -> None:
     ports = endpoints.free_ports(2, "20000-20100")
     assert len(ports) == 2 and all(20000 <= port <= 20100 for port in ports)
+
+
+def test_the_scan_operator_reports_batches_results_retries_and_letters() -> None:
+    context = FakeContext()
+    reporting = ScanMetrics(OperatorMetrics(context, "test"))
+    reporting.timed(detector_of(("nsfw_image/3",)), 4, 0.25)  # from a model worker thread
+    handled = Handled()
+    handled.emit("detector.results", "c1", json.dumps({"detector": "nsfw_image", "status": "ok"}))
+    handled.emit(
+        "detector.results", "c2", json.dumps({"detector": "nsfw_image", "status": "timeout"})
+    )
+    handled.emit("moderation.dlq", "c3", json.dumps({"error_class": "permanent"}))
+    handled.retries.append(({"request_id": "r"}, 10))
+    reporting.report(handled, runtime.TopicNames())
+    made = context.group.made
+    assert made["modstream/detector=nsfw_image/model_batch_size"].values == [4]
+    assert made["modstream/detector=nsfw_image/inference_ms"].values == [250]
+    assert made["modstream/detector=nsfw_image/status=ok/detector_results"].count == 1
+    assert made["modstream/detector=nsfw_image/status=timeout/detector_results"].count == 1
+    assert made["modstream/error_class=permanent/dlq"].count == 1
+    assert made["modstream/retries"].count == 1
+    assert detector_of("offensive_text") == "offensive_text"
