@@ -70,5 +70,5 @@ def scrape(port: int, timeout_s: float = 10.0) -> str | None:
     try:
         with urllib.request.urlopen(url(port), timeout=timeout_s) as response:
             return str(response.read().decode("utf-8"))
-    except OSError:
+    except Exception:  # refused, reset, cut short, timed out: nothing this time
         return None
