@@ -31,7 +31,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
 
-from jobs import runtime
+from jobs import metrics, runtime
 from jobs.options import job_parser
 from modstream import logs
 from modstream.config import Settings
@@ -87,10 +87,13 @@ class _CrashAfterApply:
 
 
 class Enforce(KeyedProcessFunction):
+    metrics = metrics.NO_METRICS  # until open (tests attach fakes without it)
+
     def __init__(self, config: EnforceConfig) -> None:
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
+        self.metrics = metrics.OperatorMetrics(runtime_context, "enforce")
         self.redis: Any = redis.Redis.from_url(self.config.redis_url)
         extra: dict[str, Any] = {}
         if self.config.purge_failure_rate > 0:
@@ -196,6 +199,7 @@ class Enforce(KeyedProcessFunction):
             attempts=attempts,
             operator="enforce",
         )
+        self.metrics.inc("dlq", error_class=error_class)
         return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
 
     def _attempt(
@@ -218,6 +222,7 @@ class Enforce(KeyedProcessFunction):
         elif retry.exhausted:
             yield self._exhausted(action, attempt, source, outcome)
         else:
+            self.metrics.inc("retries")
             self._wait(action["action_id"], action, retry, source, ctx)
 
     def _exhausted(
@@ -235,6 +240,7 @@ class Enforce(KeyedProcessFunction):
             operator="enforce",
             attempts=attempt,
         )
+        self.metrics.inc("dlq", error_class="transient_exhausted")
         return Row(
             self.config.physical("moderation.dlq"), action["content_id"], letter.model_dump_json()
         )

@@ -13,8 +13,10 @@ from typing import Any
 
 from pyflink.common import Row, WatermarkStrategy
 from pyflink.datastream import DataStream, OutputTag, ProcessFunction, StreamExecutionEnvironment
+from pyflink.datastream.functions import RuntimeContext
 
 from jobs import options, runtime
+from jobs.metrics import NO_METRICS, OperatorMetrics, error_class
 from modstream import logs
 from modstream.config import Settings
 from operators.ingest import check
@@ -25,12 +27,17 @@ DLQ = OutputTag("dlq", runtime.SINK_ROW)
 class IngestCheck(ProcessFunction):
     """Adapter: Row(topic, key, value, ts) in, valid rows out, rejected rows to the DLQ tag."""
 
+    metrics = NO_METRICS  # until open
+
     def __init__(
         self, valid_topic: str, dlq_topic: str, contract_names: dict[str, str] | None = None
     ) -> None:
         self.valid_topic = valid_topic
         self.dlq_topic = dlq_topic
         self.contract_names = contract_names or {}
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.metrics = OperatorMetrics(runtime_context, "ingest_check")
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         routed = check(
@@ -44,6 +51,7 @@ class IngestCheck(ProcessFunction):
         )
         row = Row(routed.topic, routed.key, routed.value)
         if routed.rejected:
+            self.metrics.inc("dlq", error_class=error_class(routed.value))
             yield DLQ, row
         else:
             yield row

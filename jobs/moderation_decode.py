@@ -10,8 +10,9 @@ from typing import Any
 
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
-from pyflink.datastream.functions import ProcessFunction
+from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
+from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import DLQ_ROUTE, ModerationConfig
 from jobs.moderation_letters import DLQ_TAG
 from operators import admission, signing
@@ -42,8 +43,13 @@ class Decode(ProcessFunction):
     policy and hash-bank records) on the main output, or one DLQ row on the `dlq` side output.
     Only what `operators.admission` admits carries a lane, so only that moves event time."""
 
+    metrics = NO_METRICS  # until open (unit tests call `decode` without it)
+
     def __init__(self, config: ModerationConfig) -> None:
         self.config = config
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.metrics = OperatorMetrics(runtime_context, "decode")
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         lane = (value[4] or "") if len(value) > 4 else ""
@@ -80,6 +86,7 @@ class Decode(ProcessFunction):
         return Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
 
     def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
+        self.metrics.inc("dlq", error_class=refused.error_class)
         letter = dead_letter(
             physical,
             refused.key,

@@ -14,9 +14,11 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
+from jobs import metrics
 from jobs.moderation_broadcast import PolicyAware
 from jobs.moderation_config import REPORT_BATCH, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, TIMERS, failure_letter, schema_letters
+from jobs.moderation_metrics import ModerationMetrics
 from operators import jsonio, moderation, state_schema
 from operators.hashbank import HashBanks
 from operators.moderation import RETRO
@@ -51,10 +53,12 @@ class Moderate(PolicyAware):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
         self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
+        self.metrics = metrics.OperatorMetrics(runtime_context, "moderate")
+        self.reported = ModerationMetrics(self.metrics, self.config.clock)
 
     def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         """As every keyed operator's, its DLQ rows as one batch (this operator's output)."""
-        yield from _batch(list(super().process_broadcast_element(value, ctx)))
+        yield from self._batch(list(super().process_broadcast_element(value, ctx)))
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         """A batch Row(topics, values, stamps, seqs) from EventTimeOrder. Out: one Row(topics,
@@ -77,7 +81,7 @@ class Moderate(PolicyAware):
             inputs = self._inputs([(topic, raw) for topic, raw, _ in entries], timestamp)
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
         self._keep(due, raw_state)
-        yield from _batch(rows)
+        yield from self._batch(rows)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         due, raw_state = stored(self.version.value())
@@ -91,7 +95,11 @@ class Moderate(PolicyAware):
             key = str(ctx.get_current_key())
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
             self._keep(due, raw_state)
-        yield from _batch(rows)
+        yield from self._batch(rows)
+
+    def _batch(self, rows: list[Row]) -> Iterator[Row]:
+        metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
+        return _batch(rows)
 
     def _keep(self, due: list[int] | None, raw_state: str | None) -> None:
         value = storing(due, raw_state)
@@ -134,6 +142,7 @@ class Moderate(PolicyAware):
             rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
             return raw_state
         state, outputs, timers, letters = run
+        self.reported.decided(key, state, outputs)
         for timer in set(timers):
             if due is None:  # stored before issue 14: its timers are Flink's alone
                 ctx.timer_service().register_event_time_timer(timer)

@@ -14,6 +14,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_broadcast import PolicyAware
 from jobs.moderation_config import REPORT_BATCH, REPORT_SHARDS, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, failure_letter, schema_letters
@@ -25,6 +26,7 @@ class ReportGate(PolicyAware):
     (operators/reports.py), then the report goes on to its content version with its weight."""
 
     keeps_banks = False
+    metrics = NO_METRICS  # until open
 
     def __init__(self, config: ModerationConfig) -> None:
         super().__init__(config, report_rejections=False)
@@ -32,6 +34,7 @@ class ReportGate(PolicyAware):
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)
         self.reporter = runtime_context.get_state(ValueStateDescriptor("reporter", Types.STRING()))
+        self.metrics = OperatorMetrics(runtime_context, "report_gate")
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         store, _ = self._current(ctx)
@@ -40,7 +43,8 @@ class ReportGate(PolicyAware):
             state = state_schema.load(raw_state, "reporter")
         except state_schema.StateTooNew as too_new:
             drained = [(topic, raw, timestamp) for topic, raw, _ in self._drain(timestamp)]
-            yield from schema_letters(self.config, too_new, None, drained, timestamp)
+            letters = schema_letters(self.config, too_new, None, drained, timestamp)
+            yield from (self.metrics.letter(letter) for letter in letters)
             return
         drained = self._drain(timestamp)
         if not drained:
@@ -56,7 +60,8 @@ class ReportGate(PolicyAware):
                     state, timestamp, hourly_limit, self.config.limits.max_reporter_reports
                 )
             except HANDLER_FAILURES as error:
-                yield failure_letter(self.config, topic, None, raw, timestamp, error)
+                letter = failure_letter(self.config, topic, None, raw, timestamp, error)
+                yield self.metrics.letter(letter)
                 continue
             yield self._weighed(record, weight, topic, timestamp, seq)
         if state is None:

@@ -11,6 +11,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, TIMERS, failure_letter, schema_letters
 from operators import sanctions, state_schema
@@ -21,6 +22,8 @@ class Sanctions(KeyedProcessFunction):
     buffered by the time the version's operator emitted them and applied at that time, in
     `sanctions.decision_order`, so the result does not depend on how subtasks interleave."""
 
+    metrics = NO_METRICS  # until open
+
     def __init__(self, config: ModerationConfig) -> None:
         self.config = config
 
@@ -29,6 +32,7 @@ class Sanctions(KeyedProcessFunction):
             MapStateDescriptor("decisions", Types.LONG(), Types.STRING())
         )
         self.account = runtime_context.get_state(ValueStateDescriptor("account", Types.STRING()))
+        self.metrics = OperatorMetrics(runtime_context, "sanctions")
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         entry = json.loads(value[2])
@@ -53,7 +57,8 @@ class Sanctions(KeyedProcessFunction):
                 ("moderation.decisions", json.dumps(entry["decision"]), timestamp)
                 for entry in json.loads(pending or "[]")
             ]
-            yield from schema_letters(self.config, too_new, user_id, decisions, timestamp)
+            letters = schema_letters(self.config, too_new, user_id, decisions, timestamp)
+            yield from (self.metrics.letter(letter) for letter in letters)
             return
         if pending:
             self.buffer.remove(timestamp)
@@ -62,14 +67,16 @@ class Sanctions(KeyedProcessFunction):
                 raw = json.dumps(decision)
                 content_id = decision.get("content_id")
                 topic = "moderation.decisions"
-                yield failure_letter(self.config, topic, content_id, raw, timestamp, error)
+                letter = failure_letter(self.config, topic, content_id, raw, timestamp, error)
+                yield self.metrics.letter(letter)
         else:
             try:
                 expired = sanctions.on_timer(state, timestamp)
                 result = sanctions.SanctionResult(expired.state, timers=expired.timers)
             except HANDLER_FAILURES as error:
                 result = sanctions.SanctionResult(state)  # as before the timer
-                yield failure_letter(self.config, TIMERS, user_id, "", timestamp, error)
+                letter = failure_letter(self.config, TIMERS, user_id, "", timestamp, error)
+                yield self.metrics.letter(letter)
         yield from self._store(result, ctx)
 
     def _store(self, result: sanctions.SanctionResult, ctx: Any) -> Iterator[Row]:

@@ -5,11 +5,13 @@ a JobConfig."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from urllib.parse import unquote
 
 from jobs.runtime import TRANSACTION_TIMEOUT_MS
 from modstream.config import OWN_CLIENT_PROPERTIES
+from modstream.endpoints import METRICS_PORTS
 
 
 def job_parser(name: str, description: str | None) -> argparse.ArgumentParser:
@@ -116,6 +118,12 @@ def _execution_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         choices=["none", "fixed-delay", "exponential-delay"],
         help="Flink's restart strategy (default: Flink's; tests use none to see any failure)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        default=os.environ.get("MODSTREAM_METRICS_PORT", METRICS_PORTS),
+        help="serve Flink's metrics for Prometheus on this port, or the first free one of a"
+        f" range A-B (default: MODSTREAM_METRICS_PORT or {METRICS_PORTS}; off: none)",
     )
     parser.add_argument(
         "--flink-conf",

@@ -7,9 +7,9 @@ after `--max-retries` repairs, one `alert`. Outputs go through this job's own ex
 Audits (`--audit-ms`, 0 to turn off): the job reads each known item's served state from the
 reference Content Service again (Redis and the public directory, read only), so a state that
 changed without a record (a Redis restarted from a rolled-back AOF) is found and repaired.
-Metrics (Flink's metric system, group `reconciler`): `enforcement_lag_ms` (a histogram of the
-time from an action's arrival to the matching effective visibility) and `open_discrepancies`
-(a gauge, per subtask).
+Metrics (jobs/metrics.py, docs/OPERATIONS.md): `enforcement_lag_ms` (a histogram of the time
+from an action's arrival to the matching effective visibility), `open_discrepancies` (a gauge,
+per subtask) and `dlq` by error class.
 
 One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
 validate goes to the DLQ as `schema`; a valid one whose handling fails unexpectedly goes as
@@ -33,7 +33,7 @@ from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import runtime
+from jobs import metrics, runtime
 from jobs.options import job_parser
 from modstream import logs
 from modstream.config import Settings
@@ -74,14 +74,8 @@ class Reconcile(KeyedProcessFunction):
                 self.redis, Path(config.media_dir), namespace=config.namespace
             )
         self.open_keys: set[str] = set()
-        self.lag: Any = None
-        try:
-            group = runtime_context.get_metrics_group().add_group("reconciler")
-            self.lag = group.distribution("enforcement_lag_ms")
-            group.gauge("open_discrepancies", lambda: len(self.open_keys))
-        except Exception as error:  # the job runs on without its two metrics, and says so
-            LOG.warning("reconciler: metrics unavailable (%s): not reported", type(error).__name__)
-            self.lag = None
+        self.metrics = metrics.OperatorMetrics(runtime_context, "reconcile")
+        self.metrics.set("open_discrepancies", 0)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
@@ -173,12 +167,16 @@ class Reconcile(KeyedProcessFunction):
             self.state.clear()
         else:
             self.state.update(stored)
+        opened = len(self.open_keys)
         if result.open:
             self.open_keys.add(key)
         else:
             self.open_keys.discard(key)
-        if result.lag_ms is not None and self.lag is not None:
-            self.lag.update(result.lag_ms)
+        if len(self.open_keys) != opened:
+            self.metrics.set("open_discrepancies", len(self.open_keys))
+        if result.lag_ms is not None:
+            self.metrics.observe("enforcement_lag_ms", result.lag_ms)
+        metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
         for timer in result.timers:
             ctx.timer_service().register_processing_time_timer(timer)
         return rows
@@ -195,6 +193,7 @@ class Reconcile(KeyedProcessFunction):
         letter = dead_letter(
             source, key, raw, error, ts=ts, error_class=error_class, operator="reconciler"
         )
+        self.metrics.inc("dlq", error_class=error_class)
         return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
 
 

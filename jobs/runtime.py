@@ -37,6 +37,7 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import restore
 from modstream.config import Settings
+from modstream.endpoints import PROMETHEUS_FACTORY
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
 # top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is
@@ -88,6 +89,9 @@ class JobConfig:
     # Every Kafka client's security (SASL, TLS) and the settings' `kafka.properties`
     # (modstream/config.py, KafkaSettings.java_properties), before the two above.
     kafka_properties: dict[str, str] = field(default_factory=dict)
+    # Where Flink's Prometheus reporter serves this job's metrics: a port or a range
+    # ("9250-9299": the first free one); None: no reporter (replay, tests).
+    metrics_port: str | None = None
 
     def topic(self, name: str) -> str:
         """The physical topic for a contract topic name (tests map them to unique names)."""
@@ -147,6 +151,7 @@ def job_config(
         source_properties=dict(args.source_property),
         sink_properties=dict(args.sink_property),
         kafka_properties=settings.kafka.java_properties(),
+        metrics_port=None if args.metrics_port in ("", "off") else args.metrics_port,
     )
 
 
@@ -173,6 +178,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
     os.environ.setdefault("FLINK_IDENT_STRING", f"{config.name}-{os.getpid()}")
+    if config.metrics_port:
+        _reporter_on_classpath()
     jars = settings.flink_jars
     if not any(jar.name.startswith("modstream-flink-ext") for jar in jars):
         raise RuntimeError(
@@ -199,6 +206,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     conf.set_string("execution.checkpointing.num-retained", "3")
     for key, value in settings.flink.conf().items():
         conf.set_string(key, value)
+    for key, value in prometheus_reporter(config.metrics_port).items():
+        conf.set_string(key, value)
     for key, value in config.flink_conf.items():
         conf.set_string(key, value)
     if config.restore_from:
@@ -208,6 +217,37 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(config.parallelism)
     return env
+
+
+def plugins_dir() -> Path:
+    """The wheel's Flink plugins (metrics-prometheus among them)."""
+    import pyflink
+
+    return Path(pyflink.__file__).resolve().parent / "plugins"
+
+
+def _reporter_on_classpath() -> None:
+    """The Prometheus reporter's jar on the gateway JVM's classpath: a local MiniCluster finds
+    reporters there only (it loads no plugins; a cluster loads it from plugins/). PyFlink's
+    gateway adds HADOOP_CLASSPATH to its classpath, the one way in from the environment."""
+    jars = sorted((plugins_dir() / "metrics-prometheus").glob("flink-metrics-prometheus-*.jar"))
+    if not jars:
+        return
+    existing = os.environ.get("HADOOP_CLASSPATH")
+    os.environ["HADOOP_CLASSPATH"] = os.pathsep.join(
+        [str(jars[-1]), *([existing] if existing else [])]
+    )
+
+
+def prometheus_reporter(port: str | None) -> dict[str, str]:
+    """Flink settings that serve every metric on `port` (or the first free one of a range
+    "A-B") at /metrics; none without a port. docs/OPERATIONS.md."""
+    if not port:
+        return {}
+    return {
+        "metrics.reporter.prom.factory.class": PROMETHEUS_FACTORY,
+        "metrics.reporter.prom.port": port,
+    }
 
 
 def keyed_by(stream: DataStream, row_type: Any, field: int = 1) -> KeyedStream:

@@ -25,6 +25,7 @@ import dataclasses
 import json
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,8 +39,9 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import runtime
+from jobs import metrics, runtime
 from jobs.options import job_parser
+from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
@@ -105,6 +107,8 @@ class Scan(KeyedProcessFunction):
     wait in keyed state (`retries`) for their retry timer.
     """
 
+    reporting = ScanMetrics(metrics.NO_METRICS)  # until open
+
     def __init__(self, config: ScanConfig) -> None:
         self.config = config
 
@@ -118,6 +122,7 @@ class Scan(KeyedProcessFunction):
         self.inflight: dict[str, deque[InFlight]] = {}
         self.seen: set[str] = set()
         self.workers = ThreadPoolExecutor(self.config.model_workers, "scan-model")
+        self.reporting = ScanMetrics(metrics.OperatorMetrics(runtime_context, "scan"))
 
     def close(self) -> None:
         self.workers.shutdown(wait=True, cancel_futures=True)
@@ -125,8 +130,14 @@ class Scan(KeyedProcessFunction):
     def _scanner(self, name: str) -> Detector:
         return detector(name, intra_op_threads=self.config.onnx_threads, limits=self.config.limits)
 
-    def _handle(self, rows: list[tuple[str, str | None, str | None]], now: int) -> Handled:
-        return handle_safely(self.config, rows, now, self._scanner, clock=self.config.clock)
+    def _handle(
+        self, rows: list[tuple[str, str | None, str | None]], now: int, detector: str = ""
+    ) -> Handled:
+        started = time.monotonic()
+        handled = handle_safely(self.config, rows, now, self._scanner, clock=self.config.clock)
+        # On a model worker thread: queued, reported by this operator's thread.
+        self.reporting.timed(detector, len(rows), time.monotonic() - started)
+        return handled
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         now = self.config.clock()
@@ -135,7 +146,7 @@ class Scan(KeyedProcessFunction):
         topics, keys, values = list(value[0]), list(value[1]), list(value[2])
         rows = list(zip(topics, keys, values, strict=True))
         drain_at = now + self.config.max_wait_ms
-        future = self.workers.submit(self._handle, rows, now)
+        future = self.workers.submit(self._handle, rows, now, detector_of(ctx.get_current_key()))
         flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at))
         ctx.timer_service().register_processing_time_timer(drain_at)
         # Oldest first: past the in-flight bound, or already done.
@@ -228,6 +239,7 @@ class Scan(KeyedProcessFunction):
         return self.inflight.setdefault(key, deque())
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
+        self.reporting.report(handled, self.config)
         for request, due in handled.retries:
             self.retries.put(request["request_id"], json.dumps([request, due]))
             ctx.timer_service().register_processing_time_timer(due)

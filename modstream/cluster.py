@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
+from modstream.endpoints import CLUSTER_METRICS_PORTS, PROMETHEUS_FACTORY
 from modstream.stack import StackError, port_open
 
 
@@ -64,6 +65,9 @@ def _configuration(settings: Settings, rest_port: int, rpc_port: int, slots: int
             "execution.checkpointing.num-retained: 3",
             "python.execution-mode: thread",
             f"python.executable: {sys.executable}",
+            # Flink's Prometheus reporter, from plugins/metrics-prometheus (docs/OPERATIONS.md).
+            f"metrics.reporter.prom.factory.class: {PROMETHEUS_FACTORY}",
+            f"metrics.reporter.prom.port: {CLUSTER_METRICS_PORTS}",
             "",
         ]
     )
@@ -117,6 +121,9 @@ def _build_home(run: Path, source: Path) -> None:
         (run / "lib" / jar.name).symlink_to(jar)
     for jar in (source / "opt").glob("*.jar"):
         (run / "opt" / jar.name).symlink_to(jar)
+    reporter = run / "plugins" / "metrics-prometheus"
+    if not reporter.exists() and (source / "plugins" / "metrics-prometheus").is_dir():
+        reporter.symlink_to(source / "plugins" / "metrics-prometheus")
     for name in (
         "log4j.properties",
         "log4j-console.properties",

@@ -33,7 +33,7 @@ from typing import Any
 
 import redis
 
-from modstream import stack, topics, workload
+from modstream import endpoints, stack, topics, workload
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
@@ -73,6 +73,7 @@ class Deployment:
     settings: Settings
     run_id: str  # "demo1a2b3c-": every record of the run carries it
     names: dict[str, str]  # contract topic name -> this run's topic
+    metrics_ports: dict[str, int] = dataclasses.field(default_factory=dict)  # job -> port
 
     @property
     def prefix(self) -> str:
@@ -94,7 +95,12 @@ class Deployment:
         ]  # fmt: skip
         for name, physical in self.names.items():
             args += ["--topic", f"{name}={physical}"]
+        if job in self.metrics_ports:
+            args += ["--metrics-port", str(self.metrics_ports[job])]
         return args
+
+    def metrics_endpoints(self) -> dict[str, str]:
+        return {job: endpoints.url(port) for job, port in self.metrics_ports.items()}
 
 
 def run(
@@ -124,7 +130,7 @@ def _run(
     with shown.waiting("starting the local stack"):
         stack.up(settings, say=say)
     with shown.waiting("creating this run's topics"):
-        deployment = _create_deployment(settings)
+        deployment = _create_deployment(settings, list(_job_options(Path(), Path(), real=real)))
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
     media_dir = settings.run_dir / "demo" / "media"
@@ -158,8 +164,8 @@ def _run(
     return _report(deployment, demo, service, client, watch, seed, started, as_json)
 
 
-def _create_deployment(settings: Settings) -> Deployment:
-    """A fresh run id and this run's topics, created."""
+def _create_deployment(settings: Settings, jobs: list[str]) -> Deployment:
+    """A fresh run id and this run's topics, created; a metrics port for each of `jobs`."""
     run_id = f"demo{uuid.uuid4().hex[:6]}-"
     prefix = run_id[:-1]
     names = topics.physical_names(prefix)
@@ -169,7 +175,8 @@ def _create_deployment(settings: Settings) -> Deployment:
         say=lambda _: None,
         layout=settings.topics,
     )
-    return Deployment(settings, run_id, names)
+    ports = dict(zip(jobs, endpoints.free_ports(len(jobs)), strict=True))
+    return Deployment(settings, run_id, names, ports)
 
 
 def _quarantine_uploads(service: ContentService, lines: Iterable[Line]) -> None:
@@ -318,7 +325,7 @@ def _report(
         client=client,
         watch=watch,
     )
-    summary = summarize(results, started)
+    summary = {**summarize(results, started), "metrics": deployment.metrics_endpoints()}
     ok = succeeded(results, summary)
     if as_json:
         print(json.dumps(summary))

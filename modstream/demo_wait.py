@@ -36,6 +36,8 @@ def await_running(
         _wait_running(job, deployment.log_path(name))
         shown.update(advance=1)
     say(f"demo: {', '.join(jobs)} jobs running (logs in {deployment.logs})")
+    metrics = deployment.metrics_endpoints()
+    say("demo: metrics for Prometheus at " + ", ".join(f"{metrics[job]} ({job})" for job in jobs))
     watch.start()
     time.sleep(2)
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
+from jobs.metrics import prometheus_name
+from modstream import endpoints, workload
 from modstream.config import Settings
 from modstream.workload import generate
 from tests.conftest import T0
@@ -59,6 +60,7 @@ def test_moderation_job_submitted_to_a_session_cluster(
             timeout_s=120,
         )
         assert all(action["policy_version"] == 1 for action in actions)
+        _assert_served_for_prometheus()
         rest(address, f"/jobs/{jobs[0]['jid']}?mode=cancel", method="PATCH")
         deadline = time.monotonic() + 60
         while rest(address, "/jobs/overview")["jobs"][0]["state"] != "CANCELED":
@@ -67,3 +69,23 @@ def test_moderation_job_submitted_to_a_session_cluster(
     finally:
         down = modstream(env, "cluster", "down")
         assert down.returncode == 0
+
+
+def _assert_served_for_prometheus() -> None:
+    """The cluster's reporter (docs/OPERATIONS.md) serves the job's own metrics."""
+    deadline = time.monotonic() + 60
+    while True:
+        samples = [
+            sample
+            for port in endpoints.port_range(endpoints.CLUSTER_METRICS_PORTS)
+            for sample in endpoints.samples(endpoints.scrape(port, timeout_s=5) or "")
+        ]
+        decisions = [
+            value
+            for name, labels, value in samples
+            if name == prometheus_name("decisions") and labels.get("job_name") == "moderation"
+        ]
+        if sum(decisions) > 0:
+            return
+        assert time.monotonic() < deadline, "the cluster serves no decisions metric"
+        time.sleep(2)

@@ -1,29 +1,87 @@
-"""`modstream demo --json` on the test stack: the whole loop ends enforced and reconciled."""
+"""`modstream demo --json` on the test stack: the whole loop ends enforced and reconciled, and
+while it runs its jobs serve the documented metrics for Prometheus (docs/OPERATIONS.md)."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import get_args
 
 import pytest
 
+from jobs.metrics import prometheus_name
+from modstream import endpoints
 from modstream.config import PROJECT_ROOT, Settings
+from schemas.common import Outcome, Trigger
+from schemas.dlq import ErrorClass
 
 pytestmark = pytest.mark.integration
 
+SCRAPE_EVERY_S = 2.0
 
-def test_the_demo_loop_enforces_every_action(stack: Settings) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "modstream.cli", "demo", "--events", "120", "--json"],
-        cwd=PROJECT_ROOT,
-        env=dict(os.environ),
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+
+def _free_range(size: int = 8) -> str:
+    """A range of `size` ports that were free a moment ago, below the ephemeral ports (which
+    any Kafka connection may take meanwhile); the demo picks its own from it."""
+    for _ in range(50):
+        first = random.randrange(20_000, 30_000)
+        try:
+            endpoints.free_ports(size, f"{first}-{first + size - 1}")
+        except RuntimeError:
+            continue
+        return f"{first}-{first + size - 1}"
+    raise RuntimeError("no free range of ports for the demo's metrics")
+
+
+Series = tuple[str, tuple[tuple[str, str], ...]]
+
+
+@contextmanager
+def _scraping(ports: range) -> Iterator[dict[Series, float]]:
+    """Scrape every port of the range until the block ends: the last value of every series
+    served. A series keeps its value once gone: as the demo stops its jobs, their operators
+    close and their metrics leave the endpoint before it stops answering."""
+    served: dict[Series, float] = {}
+    done = threading.Event()
+
+    def scrape() -> None:
+        while not done.is_set():
+            for port in ports:
+                for name, labels, value in endpoints.samples(endpoints.scrape(port, 5) or ""):
+                    served[(name, tuple(sorted(labels.items())))] = value
+            done.wait(SCRAPE_EVERY_S)
+
+    thread = threading.Thread(target=scrape, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        done.set()
+        thread.join(timeout=30)
+
+
+def _values(samples: list[endpoints.Sample], name: str) -> list[tuple[dict[str, str], float]]:
+    return [(labels, value) for sample, labels, value in samples if sample == name]
+
+
+def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Settings) -> None:
+    ports = _free_range()
+    with _scraping(endpoints.port_range(ports)) as scraped:
+        result = subprocess.run(
+            [sys.executable, "-m", "modstream.cli", "demo", "--events", "120", "--json"],
+            cwd=PROJECT_ROOT,
+            env={**os.environ, "MODSTREAM_METRICS_PORT": ports},
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["content_versions"] >= 120 and summary["actions"] > 0
@@ -33,3 +91,27 @@ def test_the_demo_loop_enforces_every_action(stack: Settings) -> None:
     assert summary["duplicate_revisions"] == 0
     assert summary["review_tasks"] > 0 and summary["dlq"] > 0
     assert set(summary["enforcement_lag_ms"]) >= {"p50", "p99"}
+    assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
+    samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
+    _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
+
+
+def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
+    """What the jobs served while the demo ran (`names`: modstream's, for a failure message)."""
+    decisions = _values(samples, prometheus_name("decisions"))
+    assert decisions, names
+    assert {labels["outcome"] for labels, _ in decisions} <= set(get_args(Outcome))
+    assert {labels["trigger"] for labels, _ in decisions} <= set(get_args(Trigger))
+    assert sum(value for labels, value in decisions if labels["trigger"] == "fast_gate") >= 100
+    dlq = _values(samples, prometheus_name("dlq"))
+    assert {labels["error_class"] for labels, _ in dlq} <= set(get_args(ErrorClass))
+    assert sum(value for labels, value in dlq if labels["error_class"] == "schema") > 0
+    lag_count = _values(samples, prometheus_name("enforcement_lag_ms") + "_count")
+    assert lag_count and max(value for _, value in lag_count) > 0, names
+    lag = _values(samples, prometheus_name("enforcement_lag_ms"))
+    assert {labels.get("quantile") for labels, _ in lag} >= {"0.5", "0.99"}
+    assert all(value >= 0 for _, value in lag)
+    for gauge in ("oldest_pending_age_ms", "versions_pending", "open_discrepancies"):
+        values = _values(samples, prometheus_name(gauge))
+        assert values and all(value >= 0 for _, value in values), gauge
+    assert _values(samples, prometheus_name("review_tasks"))

@@ -1,0 +1,201 @@
+"""What modstream's operators report through Flink's metric system, in one table (`METRICS`),
+and the small handle (`OperatorMetrics`) its adapters report through.
+
+Every metric sits in the operator's metric group under `modstream`, its labels as Flink
+key/value groups, so Flink's Prometheus reporter (jobs/runtime.py, modstream/cluster.py)
+exports it as `flink_taskmanager_job_task_operator_modstream_<labels…>_<name>` with one
+Prometheus label per key (`prometheus_name`). docs/OPERATIONS.md lists the same table with the
+alert each metric feeds; tests/jobs/test_metrics.py holds the docs, deploy/prometheus/ and
+deploy/grafana/ to it.
+
+In thread mode a Python "distribution" is a last-value gauge held in Java: gauges are those,
+set by the operator's own thread, never callables the reporter's thread would run in Python
+(`_register`). Latencies are Flink histograms (DescriptiveStatisticsHistogram, exported as a
+summary with quantiles) made through the Java metric group; where that class cannot be reached
+the last value is reported instead. A metric
+that cannot be registered (no metric group: tests' fake contexts) is a no-op, never an error:
+metrics never change what a job decides.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, Literal
+
+LOG = logging.getLogger("modstream.metrics")
+
+GROUP = "modstream"
+PROMETHEUS_PREFIX = "flink_taskmanager_job_task_operator_"
+HISTOGRAM_WINDOW = 1024  # samples a latency histogram's quantiles are computed over
+
+Kind = Literal["counter", "gauge", "histogram"]
+
+
+@dataclass(frozen=True)
+class Metric:
+    kind: Kind
+    labels: tuple[str, ...]
+    job: str  # the job whose operators register it
+    help: str
+
+
+METRICS: dict[str, Metric] = {
+    "decisions": Metric(
+        "counter", ("outcome", "trigger"), "moderation", "decision revisions emitted"
+    ),
+    "fast_gate_latency_ms": Metric(
+        "histogram", (), "moderation", "processing time of a fast-gate decision minus its upsert ts"
+    ),
+    "completion_latency_ms": Metric(
+        "histogram",
+        ("modality",),
+        "moderation",
+        "event time from an upsert to the decision that completed its evidence",
+    ),
+    "review_tasks": Metric("counter", ("queue",), "moderation", "review tasks opened"),
+    "oldest_pending_age_ms": Metric(
+        "gauge", (), "moderation", "how long the oldest incomplete version has waited"
+    ),
+    "versions_pending": Metric(
+        "gauge", (), "moderation", "versions whose evidence is incomplete (this subtask)"
+    ),
+    "versions_stuck": Metric(
+        "gauge", (), "moderation", "versions incomplete for longer than the stuck bound"
+    ),
+    "unknown_evidence": Metric(
+        "counter",
+        ("detector",),
+        "moderation",
+        "detectors named unknown by a deadline decision (missing, timed out or errored)",
+    ),
+    "dlq": Metric("counter", ("error_class",), "every job", "records written to moderation.dlq"),
+    "detector_results": Metric(
+        "counter", ("detector", "status"), "scan", "detector.results written, by status"
+    ),
+    "model_batch_size": Metric("histogram", ("detector",), "scan", "requests per model call"),
+    "inference_ms": Metric("histogram", ("detector",), "scan", "wall time of one model batch"),
+    "retries": Metric("counter", (), "scan, enforce", "transient failures retried"),
+    "enforcement_lag_ms": Metric(
+        "histogram", (), "reconciler", "an action's arrival to the matching visibility"
+    ),
+    "open_discrepancies": Metric(
+        "gauge", (), "reconciler", "content items whose visibility disagrees with the action"
+    ),
+}
+
+
+# Flink's own metrics that modstream's alerts and dashboard read (the Kafka source's lag).
+FLINK_METRICS: dict[str, str] = {
+    "flink_taskmanager_job_task_operator_KafkaSourceReader_KafkaConsumer_records_lag_max": (
+        "the source's consumer lag, records (the largest over its partitions)"
+    ),
+    "flink_taskmanager_job_task_operator_pendingRecords": "records the source has not read yet",
+    "flink_jobmanager_job_numRestarts": "restarts of the job since it was submitted",
+    "flink_jobmanager_job_lastCheckpointDuration": "the last checkpoint's duration, ms",
+}
+
+
+def prometheus_name(name: str) -> str:
+    """The name Flink's Prometheus reporter gives `name` (an operator's metric)."""
+    metric = METRICS[name]
+    return "_".join([PROMETHEUS_PREFIX + GROUP, *metric.labels, name])
+
+
+class OperatorMetrics:
+    """One operator instance's metrics, registered on first use per label values."""
+
+    def __init__(self, runtime_context: Any, operator: str) -> None:
+        self.operator = operator
+        self._group: Any = None
+        self._made: dict[tuple[str, tuple[str, ...]], Any] = {}
+        try:
+            self._group = runtime_context.get_metrics_group().add_group(GROUP)
+        except Exception as error:  # fakes in tests, or an engine without metrics
+            LOG.info("%s: metrics unavailable (%s)", operator, type(error).__name__)
+
+    def inc(self, name: str, count: int = 1, **labels: str) -> None:
+        metric = self._get(name, labels)
+        if metric is not None:
+            metric.inc(count)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        metric = self._get(name, labels)
+        if metric is not None:
+            metric.update(int(value))
+
+    def letter(self, row: Any) -> Any:
+        """A DLQ row `(topic, key, letter)`, counted by its class."""
+        self.inc("dlq", error_class=error_class(row[2]))
+        return row
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        """A gauge's new value (kept in Java: the reporter never calls into Python)."""
+        metric = self._get(name, labels)
+        if metric is not None:
+            metric.update(int(value))
+
+    def _get(self, name: str, labels: dict[str, str]) -> Any:
+        if self._group is None:
+            return None
+        spec = METRICS[name]
+        values = tuple(str(labels[label]) for label in spec.labels)
+        key = (name, values)
+        if key in self._made:
+            return self._made[key]
+        try:
+            group = self._group
+            for label, value in zip(spec.labels, values, strict=True):
+                group = group.add_group(label, value)
+            self._made[key] = _register(group, name, spec.kind)
+        except Exception as error:
+            LOG.warning("%s: metric %s not registered (%s)", self.operator, name, error)
+            self._made[key] = None
+        return self._made[key]
+
+
+def _register(group: Any, name: str, kind: Kind) -> Any:
+    if kind == "counter":
+        return group.counter(name)
+    if kind == "gauge":
+        # PyFlink's distribution is a Java gauge holding the last value set. Never a gauge
+        # over a Python callable: the reporter's thread would call into Python while holding
+        # the registry's lock, and a task thread registering a metric (holding the GIL, then
+        # waiting for that lock) would deadlock the TaskManager.
+        return group.distribution(name)
+    return _histogram(group, name)
+
+
+def _histogram(group: Any, name: str) -> Any:
+    """A Flink histogram (quantiles in Prometheus) through the Java group; else PyFlink's
+    distribution (the last value)."""
+    java_group = getattr(group, "_metrics", None)
+    if java_group is not None:
+        try:
+            from pemja import findClass
+
+            histogram = findClass("org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram")
+            return java_group.histogram(name, histogram(HISTOGRAM_WINDOW))
+        except Exception as error:
+            LOG.info("metric %s: no Java histogram (%s): last value", name, error)
+    return group.distribution(name)
+
+
+def letters(metrics: OperatorMetrics, rows: list[Any], dlq_topic: str) -> None:
+    """Count the DLQ rows among sink rows `(topic, key, value)` by their error class."""
+    for row in rows:
+        if row[0] == dlq_topic:
+            metrics.inc("dlq", error_class=error_class(row[2]))
+
+
+def error_class(letter: str) -> str:
+    """A DLQ letter's error class ("unknown" when it cannot be read)."""
+    try:
+        return str(json.loads(letter).get("error_class") or "unknown")
+    except Exception:
+        return "unknown"
+
+
+# Adapters built outside a Flink runtime (unit tests) report nowhere.
+NO_METRICS = OperatorMetrics(None, "none")

@@ -1,0 +1,82 @@
+"""moderation: what the `Moderate` adapter reports (jobs/metrics.py): decisions by outcome and
+trigger, review tasks by queue, detectors a deadline found unknown, fast-gate and completion
+latency, and the versions whose evidence is still incomplete (its DLQ rows: Moderate).
+
+Keyed state cannot be listed, so the incomplete versions are an index in this operator
+instance's memory (version key -> the processing time it was first decided incomplete),
+updated as each version is decided. Ages count from then, not from the upload's `ts`, so a
+backfill of old uploads (or the demo's back-dated workload) is not "stuck" at once. After a
+restore it starts empty and is rebuilt as versions are touched again (a new input or one of
+their timers), so the pending gauges undercount until then (docs/OPERATIONS.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jobs.metrics import OperatorMetrics
+from operators.version_state import Output
+
+# Decision states while evidence is still outstanding (contract: `state`).
+INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifying"})
+# A version incomplete for longer than this is stuck: its deadline (policy: seconds) has not
+# decided it, e.g. because event time stalled.
+STUCK_AFTER_MS = 300_000
+# The pending gauges are computed again at most this often (a pass over the index).
+REFRESH_MS = 1_000
+
+
+class ModerationMetrics:
+    """The Moderate operator instance's metrics and its index of incomplete versions."""
+
+    def __init__(self, metrics: OperatorMetrics, clock: Callable[[], int]) -> None:
+        self.metrics = metrics
+        self.clock = clock
+        self.pending: dict[str, int] = {}  # version key -> first decided incomplete (ms)
+        self._refreshed_at: int | None = None
+        self.refresh()
+
+    def decided(self, key: str, state: dict[str, Any] | None, outputs: list[Output]) -> None:
+        """Count a firing's outputs and move the version in or out of the pending index."""
+        content = (state or {}).get("content") or {}
+        for topic, _key, record in outputs:
+            if topic == "moderation.decisions":
+                self._decision(key, content, record)
+            elif topic == "review.tasks":
+                self.metrics.inc("review_tasks", queue=str(record.get("queue")))
+        if state is None or state.get("deleted") or state.get("retired"):
+            self.pending.pop(key, None)
+        self.refresh()
+
+    def _decision(self, key: str, content: dict[str, Any], record: dict[str, Any]) -> None:
+        self.metrics.inc(
+            "decisions", outcome=str(record.get("outcome")), trigger=str(record.get("trigger"))
+        )
+        upload_ts = int(content.get("ts") or record.get("ts") or 0)
+        if record.get("trigger") == "fast_gate":
+            self.metrics.observe("fast_gate_latency_ms", max(0, self.clock() - upload_ts))
+        completeness = record.get("completeness") or {}
+        if record.get("trigger") == "deadline":
+            for detector in completeness.get("unknown") or ():
+                self.metrics.inc("unknown_evidence", detector=str(detector))
+        complete = completeness.get("received", 0) >= completeness.get("required", 0)
+        if record.get("state") in INCOMPLETE_STATES and not complete:
+            self.pending.setdefault(key, self.clock())
+            return
+        if self.pending.pop(key, None) is not None and complete:
+            latency = max(0, int(record.get("ts") or 0) - upload_ts)
+            modality = str(content.get("modality") or "unknown")
+            self.metrics.observe("completion_latency_ms", latency, modality=modality)
+
+    def refresh(self) -> None:
+        """Set the pending gauges (at most every REFRESH_MS: each firing calls it)."""
+        now = self.clock()
+        if self._refreshed_at is not None and now - self._refreshed_at < REFRESH_MS:
+            return
+        self._refreshed_at = now
+        oldest = min(self.pending.values(), default=now)
+        self.metrics.set("versions_pending", len(self.pending))
+        self.metrics.set("oldest_pending_age_ms", max(0, now - oldest))
+        stuck = sum(1 for ts in self.pending.values() if now - ts > STUCK_AFTER_MS)
+        self.metrics.set("versions_stuck", stuck)

@@ -1,0 +1,277 @@
+"""jobs/metrics.py: the one table of metrics against the code that registers them, the docs,
+the alert rules and the dashboard; the operator handles on a fake metric group; the Prometheus
+reporter's settings. No JVM."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobs import metrics, runtime
+from jobs.metrics import FLINK_METRICS, METRICS, OperatorMetrics, prometheus_name
+from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
+from jobs.scan_metrics import ScanMetrics, detector_of
+from modstream import endpoints
+from operators.scan_batch import Handled
+
+ROOT = Path(__file__).resolve().parents[2]
+OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
+ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "modstream-dashboard.json"
+NAME = re.compile(r"flink_[A-Za-z0-9_]+")
+SUMMARY_SUFFIXES = ("_count", "_sum")
+
+
+class FakeGroup:
+    """A metric group that records what is registered under which labels."""
+
+    def __init__(self, path: tuple[str, ...] = (), made: dict[str, Any] | None = None) -> None:
+        self.path = path
+        self.made: dict[str, Any] = {} if made is None else made
+
+    def add_group(self, name: str, extra: str | None = None) -> FakeGroup:
+        return FakeGroup((*self.path, name if extra is None else f"{name}={extra}"), self.made)
+
+    def counter(self, name: str) -> FakeCounter:
+        return self.made.setdefault("/".join((*self.path, name)), FakeCounter())
+
+    def distribution(self, name: str) -> FakeCounter:
+        return self.made.setdefault("/".join((*self.path, name)), FakeCounter())
+
+
+class FakeCounter:
+    def __init__(self) -> None:
+        self.count = 0
+        self.values: list[int] = []
+
+    def inc(self, count: int = 1) -> None:
+        self.count += count
+
+    def update(self, value: int) -> None:
+        self.values.append(value)
+
+
+class FakeContext:
+    def __init__(self) -> None:
+        self.group = FakeGroup()
+
+    def get_metrics_group(self) -> FakeGroup:
+        return self.group
+
+
+def _known_names() -> set[str]:
+    names = {prometheus_name(name) for name in METRICS}
+    names |= {name + suffix for name in names for suffix in SUMMARY_SUFFIXES}
+    return names | set(FLINK_METRICS)
+
+
+def _registered_in_code() -> set[str]:
+    """Metric names the jobs pass to inc / observe / set."""
+    found: set[str] = set()
+    for path in (ROOT / "jobs").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("inc", "observe", "set")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
+                found.add(node.args[0].value)
+    return found
+
+
+def test_every_metric_in_the_table_is_registered_by_a_job_and_no_other() -> None:
+    assert _registered_in_code() == set(METRICS)
+
+
+def test_operations_md_lists_every_metric_and_only_those() -> None:
+    text = OPERATIONS.read_text(encoding="utf-8")
+    named = set(NAME.findall(text))
+    missing = {prometheus_name(name) for name in METRICS} | set(FLINK_METRICS)
+    assert missing - named == set()
+    unknown = {name for name in named if "_modstream_" in name or name in FLINK_METRICS}
+    assert unknown - _known_names() == set()
+    assert {name for name in named if name.startswith("flink_")} - _known_names() == {
+        # the naming example and the exported label prefix, not metrics
+        name
+        for name in named
+        if name.endswith("_") or name == "flink_taskmanager_job_task_operator_"
+    }
+
+
+def test_alerts_reference_documented_metrics_and_the_runbook() -> None:
+    rules = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"][0]["rules"]
+    anchors = set(re.findall(r"^### (.+)$", OPERATIONS.read_text(encoding="utf-8"), re.M))
+    slugs = {anchor.lower().replace(" ", "-") for anchor in anchors}
+    for rule in rules:
+        assert set(NAME.findall(rule["expr"])) <= _known_names(), rule["alert"]
+        assert rule["labels"]["severity"] in ("warning", "critical")
+        assert rule["annotations"]["summary"]
+        runbook = rule["annotations"]["runbook"]
+        assert runbook.startswith("docs/OPERATIONS.md#"), rule["alert"]
+        assert runbook.split("#", 1)[1].split(":")[0] in slugs, rule["alert"]
+    alerted = {name for rule in rules for name in NAME.findall(rule["expr"])}
+    for must in ("decisions", "detector_results", "oldest_pending_age_ms", "enforcement_lag_ms"):
+        assert prometheus_name(must) in alerted
+    for must in ("open_discrepancies", "dlq"):
+        assert prometheus_name(must) in alerted
+    assert any("records_lag_max" in name for name in alerted)
+
+
+def test_the_dashboard_references_documented_metrics_only() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = {name for expr in exprs for name in NAME.findall(expr)}
+    assert used <= _known_names()
+    assert {prometheus_name(name) for name in METRICS} <= used
+
+
+def test_prometheus_names_put_label_keys_before_the_name() -> None:
+    assert prometheus_name("decisions") == (
+        "flink_taskmanager_job_task_operator_modstream_outcome_trigger_decisions"
+    )
+    assert prometheus_name("dlq") == "flink_taskmanager_job_task_operator_modstream_error_class_dlq"
+
+
+def test_operator_metrics_register_once_per_label_values() -> None:
+    context = FakeContext()
+    reporter = OperatorMetrics(context, "test")
+    reporter.inc("decisions", outcome="BLOCK", trigger="fast_gate")
+    reporter.inc("decisions", 2, outcome="BLOCK", trigger="fast_gate")
+    reporter.inc("dlq", error_class="schema")
+    made = context.group.made
+    assert made["modstream/outcome=BLOCK/trigger=fast_gate/decisions"].count == 3
+    assert made["modstream/error_class=schema/dlq"].count == 1
+
+
+def test_without_a_metric_group_every_call_is_a_no_op() -> None:
+    metrics.NO_METRICS.inc("dlq", error_class="schema")
+    metrics.NO_METRICS.observe("enforcement_lag_ms", 5)
+    metrics.letters(metrics.NO_METRICS, [("moderation.dlq", None, "{}")], "moderation.dlq")
+
+
+def test_letters_are_counted_by_their_class() -> None:
+    context = FakeContext()
+    reporter = OperatorMetrics(context, "test")
+    rows = [
+        ("dlq", "c1", json.dumps({"error_class": "signature"})),
+        ("dlq", "c2", "not json"),
+        ("moderation.decisions", "c3", "{}"),
+    ]
+    metrics.letters(reporter, rows, "dlq")
+    made = context.group.made
+    assert made["modstream/error_class=signature/dlq"].count == 1
+    assert made["modstream/error_class=unknown/dlq"].count == 1
+
+
+def _decision(outcome: str, trigger: str, state: str, ts: int, **completeness: Any) -> Any:
+    record = {"outcome": outcome, "trigger": trigger, "state": state, "ts": ts}
+    record["completeness"] = {"required": 1, "received": 0, "unknown": [], **completeness}
+    return ("moderation.decisions", "c1", record)
+
+
+def _gauge(made: dict[str, Any], name: str) -> int:
+    return int(made[f"modstream/{name}"].values[-1])
+
+
+def test_pending_versions_are_indexed_until_their_evidence_is_complete() -> None:
+    now = [100_000]
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
+    made = context.group.made
+    assert _gauge(made, "versions_pending") == 0
+    state = {"content": {"ts": 40_000, "modality": "image"}}
+    now[0] += REFRESH_MS
+    reported.decided("c1\x1f1", state, [_decision("PENDING", "fast_gate", "scanning", 40_000)])
+    assert made["modstream/outcome=PENDING/trigger=fast_gate/decisions"].count == 1
+    assert made["modstream/fast_gate_latency_ms"].values == [61_000]
+    assert _gauge(made, "versions_pending") == 1
+    assert _gauge(made, "oldest_pending_age_ms") == 0  # waiting since now, whatever its ts
+    assert _gauge(made, "versions_stuck") == 0
+    now[0] += STUCK_AFTER_MS + 1
+    reported.refresh()
+    assert _gauge(made, "versions_stuck") == 1
+    complete = _decision("ALLOW", "evidence", "approved", 43_000, received=1)
+    reported.decided("c1\x1f1", state, [complete])  # within REFRESH_MS: gauges kept
+    assert made["modstream/modality=image/completion_latency_ms"].values == [3_000]
+    assert _gauge(made, "versions_pending") == 1
+    now[0] += REFRESH_MS
+    reported.refresh()
+    assert _gauge(made, "versions_pending") == 0
+    assert _gauge(made, "oldest_pending_age_ms") == 0
+
+
+def test_deadline_decisions_count_their_unknown_detectors_and_close_the_version() -> None:
+    now = [0]
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
+    content = {"content": {"ts": 0}}
+    reported.decided("k", content, [_decision("PENDING", "fast_gate", "scanning", 0)])
+    expired = _decision("PENDING", "deadline", "expired", 5_000, unknown=["nsfw_image"])
+    tasks = ("review.tasks", "k", {"queue": "adult"})
+    now[0] += REFRESH_MS
+    reported.decided("k", content, [expired, tasks])
+    made = context.group.made
+    assert made["modstream/detector=nsfw_image/unknown_evidence"].count == 1
+    assert made["modstream/queue=adult/review_tasks"].count == 1
+    assert _gauge(made, "versions_pending") == 0
+    reported.decided("k", content, [_decision("PENDING", "fast_gate", "scanning", 0)])
+    now[0] += REFRESH_MS
+    reported.decided("k", None, [])  # retired or cleared: out of the index
+    assert _gauge(made, "versions_pending") == 0
+
+
+def test_the_reporter_is_on_only_with_a_port() -> None:
+    assert runtime.prometheus_reporter(None) == {}
+    conf = runtime.prometheus_reporter("9250-9299")
+    assert conf["metrics.reporter.prom.port"] == "9250-9299"
+    assert conf["metrics.reporter.prom.factory.class"].endswith("PrometheusReporterFactory")
+    jar_dir = runtime.plugins_dir() / "metrics-prometheus"
+    assert list(jar_dir.glob("flink-metrics-prometheus-*.jar"))
+
+
+@pytest.mark.parametrize(
+    ("line", "sample"),
+    [
+        ('m{a="x",b="y z"} 3.0', ("m", {"a": "x", "b": "y z"}, 3.0)),
+        ("m 1", ("m", {}, 1.0)),
+        ('m{quantile="0.99",} 12.5', ("m", {"quantile": "0.99"}, 12.5)),
+    ],
+)
+def test_samples_are_read_from_the_exposition_text(line: str, sample: Any) -> None:
+    assert endpoints.samples(f"# HELP m x\n# TYPE m gauge\n{line}\n") == [sample]
+
+
+def test_free_ports_come_from_the_range() -> None:
+    ports = endpoints.free_ports(2, "20000-20100")
+    assert len(ports) == 2 and all(20000 <= port <= 20100 for port in ports)
+
+
+def test_the_scan_operator_reports_batches_results_retries_and_letters() -> None:
+    context = FakeContext()
+    reporting = ScanMetrics(OperatorMetrics(context, "test"))
+    reporting.timed(detector_of(("nsfw_image/3",)), 4, 0.25)  # from a model worker thread
+    handled = Handled()
+    handled.emit("detector.results", "c1", json.dumps({"detector": "nsfw_image", "status": "ok"}))
+    handled.emit(
+        "detector.results", "c2", json.dumps({"detector": "nsfw_image", "status": "timeout"})
+    )
+    handled.emit("moderation.dlq", "c3", json.dumps({"error_class": "permanent"}))
+    handled.retries.append(({"request_id": "r"}, 10))
+    reporting.report(handled, runtime.TopicNames())
+    made = context.group.made
+    assert made["modstream/detector=nsfw_image/model_batch_size"].values == [4]
+    assert made["modstream/detector=nsfw_image/inference_ms"].values == [250]
+    assert made["modstream/detector=nsfw_image/status=ok/detector_results"].count == 1
+    assert made["modstream/detector=nsfw_image/status=timeout/detector_results"].count == 1
+    assert made["modstream/error_class=permanent/dlq"].count == 1
+    assert made["modstream/retries"].count == 1
+    assert detector_of("offensive_text") == "offensive_text"
