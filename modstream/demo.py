@@ -19,6 +19,7 @@ run produced is read back and summarized in modstream/demo_summary.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -106,9 +107,11 @@ def run(
     *,
     as_json: bool = False,
     detectors: str = "generated",
+    jobmanager: str | None = None,
 ) -> int:
     """The whole loop on a generated workload; 0 when every action was enforced and the
-    visibility store matches the final decisions, else 1."""
+    visibility store matches the final decisions, else 1. With `jobmanager`, the jobs are
+    submitted to that session cluster (modstream/demo_cluster.py)."""
     started = time.monotonic()
 
     def say(message: str) -> None:
@@ -138,7 +141,7 @@ def run(
     deployment.logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
     keyring = Keyring.from_env(env)
-    jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real)
+    jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real, on=jobmanager)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:
         _await_running(deployment, jobs, watch, say)
@@ -204,15 +207,23 @@ def _start_jobs(
     env: dict[str, str],
     *,
     real: bool,
+    on: str | None = None,
 ) -> dict[str, subprocess.Popen[bytes]]:
-    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`."""
+    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`;
+    local processes, or submitted to the cluster `on` (demo_cluster.SubmittedJob: a Popen's
+    poll, send_signal, wait and kill)."""
+    if on is None:
+        start: Any = functools.partial(_start, deployment.settings, env=env)
+    else:
+        from modstream import demo_cluster, package
+
+        built = package.build(package.default_dir(deployment.settings), deployment.settings)
+        start = functools.partial(demo_cluster.submit, on, built, env=env)
     return {
-        job: _start(
-            deployment.settings,
+        job: start(
             job,
             [*options, *deployment.job_args(job)],
             deployment.log_path(job),
-            env,
         )
         for job, options in _job_options(policy_path, media_dir, real=real).items()
     }
@@ -424,6 +435,11 @@ def _wait_for_scans(
 
 
 def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
+    wait_running = getattr(job, "wait_running", None)
+    if wait_running is not None:  # submitted to a cluster (modstream/demo_cluster.py)
+        wait_running()
+        time.sleep(3)
+        return
     deadline = time.monotonic() + 180
     while " running" not in log_path.read_text(errors="replace"):
         if job.poll() is not None or time.monotonic() > deadline:
