@@ -47,6 +47,16 @@ def jobs(address: str) -> list[dict[str, Any]]:
     return list(rest(address, "/jobs/overview")["jobs"])
 
 
+def job_state(address: str, jid: str) -> str:
+    """Job `jid`'s state, from /jobs/overview: never /jobs/JID, whose handler fetches every
+    TaskManager's metrics, and a thread-mode job's Python gauge read while that job was being
+    cancelled crashed the TaskManager (SIGSEGV in libpython; the reconciler's gauge)."""
+    for job in jobs(address):
+        if job["jid"] == jid:
+            return str(job["state"])
+    raise StackError(f"no job {jid} on the cluster at {address}")
+
+
 def active_job(address: str, name: str) -> str:
     """The id of the one active job named `name`; an error when there is none or several."""
     found = [job["jid"] for job in jobs(address) if job["name"] == name and job["state"] in _ACTIVE]
@@ -61,7 +71,7 @@ def wait_state(address: str, jid: str, states: tuple[str, ...], timeout_s: float
     """Until job `jid` is in one of `states` (its state then); an error after `timeout_s`."""
     deadline = time.monotonic() + timeout_s
     while True:
-        state = str(rest(address, f"/jobs/{jid}")["state"])
+        state = job_state(address, jid)
         if state in states:
             return state
         if time.monotonic() > deadline:

@@ -22,7 +22,7 @@ class SubmittedJob:
         self.address, self.jid = address, jid
 
     def state(self) -> str:
-        return str(cluster_jobs.rest(self.address, f"/jobs/{self.jid}")["state"])
+        return cluster_jobs.job_state(self.address, self.jid)
 
     def poll(self) -> int | None:
         """None while the job is active, like a running process."""
