@@ -5,7 +5,9 @@ An upgrade keeps what makes the job the same deployment: its operator uids (ever
 operator sets one), its checkpoint directory and, recorded there, its transactional-id prefix
 (jobs/restore.py). The savepoint is handed to the job as `--restore-from SAVEPOINT`, the job's
 own way to pick its starting state; the old job has finished by then, so the new one is not
-refused as a second live instance.
+refused as a second live instance. In thread mode a TaskManager that already ran the job keeps
+the modules it imported then (one interpreter per process): the new code runs on fresh
+TaskManagers only (docs/cluster.md, "Known limits").
 """
 
 from __future__ import annotations
@@ -55,6 +57,22 @@ def job_state(address: str, jid: str) -> str:
         if job["jid"] == jid:
             return str(job["state"])
     raise StackError(f"no job {jid} on the cluster at {address}")
+
+
+def wait_tasks_running(address: str, jid: str, timeout_s: float = 300) -> None:
+    """Until every task of job `jid` runs: a job is RUNNING while its Python tasks still
+    initialize (each unpacks its Python archive first), and a savepoint triggered then fails
+    ("Not all required tasks are currently running")."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        job = next((job for job in jobs(address) if job["jid"] == jid), None)
+        if job is None or job["state"] != "RUNNING":
+            raise StackError(f"job {jid} is not running on the cluster at {address}")
+        if job["tasks"]["running"] == job["tasks"]["total"]:
+            return
+        if time.monotonic() > deadline:
+            raise StackError(f"job {jid}: not every task running after {timeout_s}s")
+        time.sleep(1)
 
 
 def active_job(address: str, name: str) -> str:
@@ -114,9 +132,10 @@ def upgrade(
     """Stop the running `job` with a savepoint under `savepoints`, then `submit` the job (the
     new code) with `job_args` and `--restore-from` that savepoint; submit's exit code."""
     jid = active_job(address, job)
+    wait_tasks_running(address, jid)
     say(f"upgrade {job}: stopping job {jid} with a savepoint")
     location = stop_with_savepoint(address, jid, savepoints / job)
-    say(f"upgrade {job}: savepoint {location}; submitting the new code from it")
+    say(f"upgrade {job}: savepoint {location}; submitting the package's code from it")
     code = submit([*job_args, "--restore-from", location])
     if code == 0:
         say(f"upgrade {job}: running {active_job(address, job)} from {location}")
