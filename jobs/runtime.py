@@ -38,6 +38,7 @@ from pyflink.java_gateway import get_gateway
 from jobs import restore
 from modstream.config import Settings
 from modstream.endpoints import PROMETHEUS_FACTORY
+from modstream.package import SUBMIT_PACKAGE_ENV
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
 # top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is
@@ -173,14 +174,19 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     environment variables set here.
     """
     settings = settings or Settings.from_env()
-    os.environ["PYTHONPATH"] = _python_path()
+    # Submitted with `modstream submit` (`flink run`): the TaskManagers' Python and the jars
+    # come from the package (modstream/package.py), never from this machine's virtualenv.
+    submitted_from = os.environ.get(SUBMIT_PACKAGE_ENV)
+    if not submitted_from:
+        os.environ["PYTHONPATH"] = _python_path()
     log_dir = config.log_dir or settings.run_dir / "flink" / "logs"
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
     os.environ.setdefault("FLINK_IDENT_STRING", f"{config.name}-{os.getpid()}")
     if config.metrics_port:
         _reporter_on_classpath()
-    jars = settings.flink_jars
+    jars = sorted((Path(submitted_from) / "jars").glob("*.jar")) if submitted_from else []
+    jars = jars or settings.flink_jars
     if not any(jar.name.startswith("modstream-flink-ext") for jar in jars):
         raise RuntimeError(
             f"modstream-flink-ext.jar is missing from {settings.jars_dir / 'flink'};"
@@ -191,7 +197,8 @@ def create_env(config: JobConfig, settings: Settings | None = None) -> StreamExe
     conf.set_string("pipeline.name", config.name)
     conf.set_string("pipeline.jars", ";".join(jar.as_uri() for jar in jars))
     conf.set_string("python.execution-mode", "thread")
-    conf.set_string("python.executable", sys.executable)
+    if not submitted_from:
+        conf.set_string("python.executable", sys.executable)
     conf.set_string("execution.checkpointing.interval", f"{config.checkpoint_interval_ms}ms")
     conf.set_string("execution.checkpointing.mode", "EXACTLY_ONCE")
     conf.set_string("pipeline.auto-watermark-interval", f"{WATERMARK_INTERVAL_MS}ms")

@@ -80,6 +80,12 @@ def add_job_parsers(add: Add) -> None:
     sub.add_argument("--rest-port", type=int, default=8081)
     sub.add_argument("--rpc-port", type=int, default=6123)
     sub.add_argument("--slots", type=int, default=1)
+    sub.add_argument(
+        "--taskmanager-memory",
+        default="2048m",
+        help="taskmanager.memory.process.size (four jobs: 4 slots and about 4096m)",
+    )
+    add_submit_parsers(add)
     sub = add("run", handlers.cmd_run, "run a job: local MiniCluster, or submit with --jobmanager")
     sub.add_argument("job", choices=["moderation"])
     sub.add_argument(
@@ -94,6 +100,37 @@ def add_job_parsers(add: Add) -> None:
         help="the Flink distribution whose `flink run` submits (default: the wheel's)",
     )
     sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
+
+
+def add_submit_parsers(add: Add) -> None:
+    """package, submit, upgrade: the jobs on a cluster that has no modstream installed."""
+    jobs = ["moderation", "scan", "enforce", "reconciler"]
+    sub = add(
+        "package",
+        handlers.cmd_package,
+        "build what a cluster needs: the job code archive, a relocatable Python with the"
+        " dependencies (-pyarch/-pyexec), the jars",
+    )
+    sub.add_argument("--out", type=Path, default=None, help="default: RUN_DIR/package")
+    sub = add("submit", handlers.cmd_submit, "submit a job to a session cluster with `flink run`")
+    sub.add_argument("job", choices=jobs)
+    sub.add_argument("--jobmanager", metavar="HOST:PORT", required=True, help="REST address")
+    sub.add_argument("--package", type=Path, default=None, help="default: RUN_DIR/package")
+    sub.add_argument("job_args", nargs="*", help="the job's own options, after `--`")
+    sub = add(
+        "upgrade",
+        handlers.cmd_upgrade,
+        "stop a running job with a savepoint, resubmit the current code from it",
+    )
+    sub.add_argument("job", choices=jobs)
+    sub.add_argument("--jobmanager", metavar="HOST:PORT", required=True, help="REST address")
+    sub.add_argument("--package", type=Path, default=None, help="default: RUN_DIR/package")
+    sub.add_argument(
+        "--savepoint-dir", type=Path, default=None, help="default: RUN_DIR/savepoints/JOB"
+    )
+    sub.add_argument(
+        "job_args", nargs="*", help="the job's options, after `--`: the same as at submit"
+    )
 
 
 def add_operations_parsers(add: Add) -> None:
@@ -216,6 +253,12 @@ def add_demo_parser(add: Add) -> None:
         choices=["generated", "real"],
         default="generated",
         help="real: text and images scanned by the ONNX detectors (scan job), sent in real time",
+    )
+    sub.add_argument(
+        "--jobmanager",
+        metavar="HOST:PORT",
+        help="submit the jobs to this session cluster (`modstream submit`) instead of running"
+        " them here",
     )
 
 

@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from modstream import topics
 from modstream.config import Settings
@@ -101,7 +102,13 @@ def cmd_cluster(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import cluster
 
     if args.action == "up":
-        cluster.up(settings, rest_port=args.rest_port, rpc_port=args.rpc_port, slots=args.slots)
+        cluster.up(
+            settings,
+            rest_port=args.rest_port,
+            rpc_port=args.rpc_port,
+            slots=args.slots,
+            conf={"taskmanager.memory.process.size": args.taskmanager_memory},
+        )
     else:
         cluster.down(settings)
     return 0
@@ -116,6 +123,46 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import cluster
 
     return cluster.submit("moderation", args.jobmanager, job_args, flink_home=args.flink_home)
+
+
+def cmd_package(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import package
+
+    built = package.build(args.out or package.default_dir(settings), settings)
+    for line in built.described():
+        print(f"package: {line}")
+    print(f"package: submit with -pyexec {package.PYTHON_EXEC} (`modstream submit`)")
+    return 0
+
+
+def _package(args: argparse.Namespace, settings: Settings) -> Any:
+    from modstream import package
+
+    built = package.build(args.package or package.default_dir(settings), settings)
+    return built
+
+
+def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import cluster
+
+    built = _package(args, settings)
+    code = cluster.submit(args.job, args.jobmanager, args.job_args, package=built)
+    if code != 0:
+        print(f"modstream submit: `flink run` of {args.job} failed ({code})", file=sys.stderr)
+    return code
+
+
+def cmd_upgrade(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import cluster, cluster_jobs
+
+    cluster_jobs.active_job(args.jobmanager, args.job)  # before the package: a clear error
+    built = _package(args, settings)
+
+    def submit(job_args: list[str]) -> int:
+        return cluster.submit(args.job, args.jobmanager, job_args, package=built)
+
+    savepoints = args.savepoint_dir or settings.run_dir / "savepoints"
+    return cluster_jobs.upgrade(args.job, args.jobmanager, args.job_args, savepoints, submit)
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
@@ -253,7 +300,12 @@ def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import demo
 
     return demo.run(
-        settings, count=args.count, seed=args.seed, as_json=args.json, detectors=args.detectors
+        settings,
+        count=args.count,
+        seed=args.seed,
+        as_json=args.json,
+        detectors=args.detectors,
+        jobmanager=args.jobmanager,
     )
 
 

@@ -2,10 +2,11 @@
 
 `modstream cluster up` builds a Flink home in RUN_DIR/flink-cluster (the wheel's scripts and
 jars, plus flink-python in lib/: with it, a TaskManager runs more than one thread-mode job on
-Java 17, FLINK-37727) with its own configuration (ports, pid and log directories, thread mode,
-the virtualenv's python) and starts one JobManager and one TaskManager with PYTHONPATH set so
-their embedded interpreter finds modstream and its dependencies. `modstream run moderation
---jobmanager HOST:PORT` submits through `flink run`, detached.
+Java 17, FLINK-37727) with its own configuration (ports, pid and log directories, thread mode)
+and starts one JobManager and one TaskManager. Neither is given modstream or a Python to run it:
+no PYTHONPATH, no `python.executable`. `modstream submit JOB --jobmanager HOST:PORT` hands a
+job everything its Python operators need through `flink run` (modstream/package.py): the code
+(`-pyfs`), a relocatable Python with the dependencies (`-pyarch`, `-pyexec`) and the jars.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import site
 import subprocess
 import sys
 import time
@@ -22,19 +22,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
+from modstream.config import LOCALHOST, Settings
 from modstream.endpoints import CLUSTER_METRICS_PORTS, PROMETHEUS_FACTORY
+from modstream.package import ENV_NAME, PYTHON_EXEC, SUBMIT_PACKAGE_ENV, Package, default_dir
+from modstream.package import build as build_package
 from modstream.stack import StackError, port_open
+
+# What `modstream submit` submits: jobs/<name>.py, each a PyFlink job with its own options.
+JOBS = ("moderation", "scan", "enforce", "reconciler")
 
 
 def pyflink_home() -> Path:
     import pyflink
 
     return Path(pyflink.__file__).resolve().parent
-
-
-def python_path() -> str:
-    return os.pathsep.join([str(PROJECT_ROOT), *site.getsitepackages()])
 
 
 def home(settings: Settings) -> Path:
@@ -64,7 +65,6 @@ def _configuration(settings: Settings, rest_port: int, rpc_port: int, slots: int
             # when the broker had aborted that checkpoint's transactions (jobs/restore.py).
             "execution.checkpointing.num-retained: 3",
             "python.execution-mode: thread",
-            f"python.executable: {sys.executable}",
             # Flink's Prometheus reporter, from plugins/metrics-prometheus (docs/OPERATIONS.md).
             f"metrics.reporter.prom.factory.class: {PROMETHEUS_FACTORY}",
             f"metrics.reporter.prom.port: {CLUSTER_METRICS_PORTS}",
@@ -151,14 +151,22 @@ def down(settings: Settings, say: Callable[[str], None] = print) -> None:
 
 
 def script_env(run: Path) -> dict[str, str]:
-    """The environment of Flink's scripts for the cluster at `run`: its configuration, and the
-    PYTHONPATH a TaskManager's thread-mode interpreter needs; no other FLINK_* variable. A py4j
-    gateway started in this process (any job's `create_env`) sets FLINK_HOME and FLINK_LIB_DIR
-    to the wheel, whose lib/ lacks flink-python: inherited, they made the cluster's JobManager
-    refuse every Python job (ClassNotFoundException: EmbeddedPythonProcessOperator; the fault
-    test in `make test`, after tests/integration/test_end_offsets.py had started a gateway)."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("FLINK_")}
-    return {**env, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": python_path()}
+    """The environment of Flink's scripts for the cluster at `run`: its configuration, and
+    nothing that would hand its TaskManagers a Python: no PYTHONPATH, PYTHONHOME or virtualenv
+    (jobs bring theirs, `submit`), no other FLINK_* variable. A py4j gateway started in this
+    process (any job's `create_env`) sets FLINK_HOME and FLINK_LIB_DIR to the wheel, whose lib/
+    lacks flink-python: inherited, they made the cluster's JobManager refuse every Python job
+    (ClassNotFoundException: EmbeddedPythonProcessOperator; the fault test in `make test`, after
+    tests/integration/test_end_offsets.py had started a gateway)."""
+    dropped = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("FLINK_") and key not in dropped
+    }
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry != venv_bin]
+    return {**env, "PATH": os.pathsep.join(path), "FLINK_CONF_DIR": str(run / "conf")}
 
 
 def _script(run: Path, name: str, *, check: bool) -> None:
@@ -182,30 +190,50 @@ def submit(
     jobmanager: str,
     job_args: list[str],
     *,
+    package: Package | None = None,
+    savepoint: str | None = None,
     flink_home: Path | None = None,
     output: Any = None,
+    env: dict[str, str] | None = None,
 ) -> int:
-    """`flink run -d` the job's module on the cluster at `jobmanager` (its REST address)."""
+    """`flink run -d` the job's module on the cluster at `jobmanager` (its REST address), its
+    code and Python from `package` (built in RUN_DIR/package when not given), from `savepoint`
+    when given. The job's main runs here (`-pyclientexec`: this interpreter); its operators
+    run on the TaskManagers in the package's Python."""
+    if job not in JOBS:
+        raise StackError(f"unknown job {job!r}: one of {', '.join(JOBS)}")
+    if _overview(jobmanager) is None:
+        raise StackError(f"no Flink cluster answers at {jobmanager}")
+    if package is None:
+        settings = Settings.from_env()
+        package = build_package(default_dir(settings), settings)
     flink_home = flink_home or Path(os.environ.get("FLINK_HOME") or pyflink_home())
-    script = PROJECT_ROOT / "jobs" / f"{job}.py"
     command = [
         str(flink_home / "bin" / "flink"),
         "run",
         "-m",
         jobmanager,
         "-d",
-        "-py",
-        str(script),
-        "-pyclientexec",
-        sys.executable,
+        *(["--fromSavepoint", savepoint] if savepoint else []),
+        "-pym",
+        f"jobs.{job}",
+        "-pyfs",
+        str(package.code),
+        "-pyarch",
+        f"{package.env}#{ENV_NAME}",
         "-pyexec",
+        PYTHON_EXEC,
+        "-pyclientexec",
         sys.executable,
         "--",
         *job_args,
         "--detached",
     ]
+    # The job's main lists the package's jars in pipeline.jars, and leaves python.executable
+    # to -pyexec (jobs/runtime.py create_env).
+    client_env = {**(env or os.environ), SUBMIT_PACKAGE_ENV: str(package.root)}
     return subprocess.run(
-        command, check=False, timeout=300, stdout=output, stderr=output
+        command, check=False, timeout=300, stdout=output, stderr=output, env=client_env
     ).returncode
 
 

@@ -20,6 +20,7 @@ read back and summarized in modstream/demo_summary.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -110,16 +111,33 @@ def run(
     *,
     as_json: bool = False,
     detectors: str = "generated",
+    jobmanager: str | None = None,
 ) -> int:
     """The whole loop on a generated workload; 0 when every action was enforced and the
-    visibility store matches the final decisions, else 1. Progress on stderr (no bar with
-    `as_json`: plain log lines)."""
+    visibility store matches the final decisions, else 1. With `jobmanager`, the jobs are
+    submitted to that session cluster (modstream/demo_cluster.py). Progress on stderr (no bar
+    with `as_json`: plain log lines)."""
     with Progress("demo", live=False if as_json else None) as shown:
-        return _run(settings, count, seed, as_json=as_json, real=detectors == "real", shown=shown)
+        return _run(
+            settings,
+            count,
+            seed,
+            as_json=as_json,
+            real=detectors == "real",
+            shown=shown,
+            jobmanager=jobmanager,
+        )
 
 
 def _run(
-    settings: Settings, count: int, seed: int, *, as_json: bool, real: bool, shown: Progress
+    settings: Settings,
+    count: int,
+    seed: int,
+    *,
+    as_json: bool,
+    real: bool,
+    shown: Progress,
+    jobmanager: str | None,
 ) -> int:
     started = time.monotonic()
 
@@ -152,7 +170,7 @@ def _run(
     deployment.logs.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
     keyring = Keyring.from_env(env)
-    jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real)
+    jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real, on=jobmanager)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:
         await_running(deployment, jobs, watch, say, shown)
@@ -219,15 +237,23 @@ def _start_jobs(
     env: dict[str, str],
     *,
     real: bool,
+    on: str | None = None,
 ) -> dict[str, subprocess.Popen[bytes]]:
-    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`."""
+    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`;
+    local processes, or submitted to the cluster `on` (demo_cluster.SubmittedJob: a Popen's
+    poll, send_signal, wait and kill)."""
+    if on is None:
+        start: Any = functools.partial(_start, deployment.settings, env=env)
+    else:
+        from modstream import demo_cluster, package
+
+        built = package.build(package.default_dir(deployment.settings), deployment.settings)
+        start = functools.partial(demo_cluster.submit, on, built, env=env)
     return {
-        job: _start(
-            deployment.settings,
+        job: start(
             job,
             [*options, *deployment.job_args(job)],
             deployment.log_path(job),
-            env,
         )
         for job, options in _job_options(policy_path, media_dir, real=real).items()
     }

@@ -110,6 +110,11 @@ def wait_for_scans(
 
 
 def _wait_running(job: subprocess.Popen[bytes], log_path: Path) -> None:
+    wait_running = getattr(job, "wait_running", None)
+    if wait_running is not None:  # submitted to a cluster (modstream/demo_cluster.py)
+        wait_running()
+        time.sleep(3)
+        return
     deadline = time.monotonic() + 180
     while " running" not in log_path.read_text(errors="replace"):
         if job.poll() is not None or time.monotonic() > deadline:

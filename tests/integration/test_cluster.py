@@ -1,19 +1,23 @@
-"""`modstream run moderation --jobmanager` on a real Flink session cluster (`modstream cluster`)."""
+"""Every job on a real Flink session cluster (`modstream cluster up`) whose TaskManager has no
+modstream and no Python of ours: the jobs bring theirs (`modstream package`, `modstream
+submit`). The demo submits its four jobs there and ends with every action enforced; an upgrade
+stops the moderation job with a savepoint and resubmits it from there, nothing decided twice."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
-import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from jobs.metrics import prometheus_name
-from modstream import endpoints, workload
-from modstream.config import Settings
+from modstream import cluster, cluster_jobs, endpoints, workload
+from modstream.config import PROJECT_ROOT, Settings
 from modstream.workload import generate
 from tests.conftest import T0
 from tests.integration.conftest import Kafka, ModerationDeployment
@@ -22,53 +26,121 @@ from tests.integration.processes import free_ports, modstream
 pytestmark = pytest.mark.integration
 
 
-def rest(address: str, path: str, method: str = "GET") -> Any:
-    request = urllib.request.Request(f"http://{address}{path}", method=method)
-    with urllib.request.urlopen(request, timeout=10) as response:
-        body = response.read()
-    return json.loads(body) if body else None
-
-
-def test_moderation_job_submitted_to_a_session_cluster(
-    stack: Settings, kafka: Kafka, tmp_path: Path, moderation_deployment: ModerationDeployment
-) -> None:
+@pytest.fixture(scope="module")
+def session_cluster(
+    stack: Settings, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """A session cluster of its own (4 slots), in a run directory of its own, shared by this
+    module's tests (each leaves no job running); its address and the environment its commands
+    run with. The TaskManagers' environment is checked: no PYTHONPATH, no virtualenv."""
     rest_port, rpc_port = free_ports(2)
     env = {
         **os.environ,
-        "MODSTREAM_RUN_DIR": str(tmp_path / "run"),
+        "MODSTREAM_RUN_DIR": str(tmp_path_factory.mktemp("cluster") / "run"),
         "MODSTREAM_KAFKA_PORT": str(stack.kafka_port),
         "MODSTREAM_KAFKA_CONTROLLER_PORT": str(stack.controller_port),
         "MODSTREAM_REDIS_PORT": str(stack.redis_port),
     }
-    up = modstream(env, "cluster", "up", "--rest-port", str(rest_port), "--rpc-port", str(rpc_port))
+    up = modstream(
+        env,
+        *("cluster", "up", "--rest-port", str(rest_port), "--rpc-port", str(rpc_port)),
+        *("--slots", "4", "--taskmanager-memory", "4096m"),
+    )
     assert up.returncode == 0, up.stdout + up.stderr
-    address = f"127.0.0.1:{rest_port}"
     try:
-        topics = moderation_deployment.topics
-        job_args = moderation_deployment.args
-        submitted = modstream(env, "run", "moderation", "--jobmanager", address, "--", *job_args)
-        assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
-        jobs = rest(address, "/jobs/overview")["jobs"]
-        assert [(job["name"], job["state"]) for job in jobs] == [("moderation", "RUNNING")]
-
-        lines = generate(seed=21, versions=10, extras=False, malformed=False)
-        workload.produce(stack.bootstrap_servers, [*lines, workload.marker(T0 + 3_600_000)], topics)
-        wanted = {line["value"]["content_id"] for line in lines}
-        actions = kafka.wait_for(
-            topics["moderation.actions"],
-            lambda v: {a["content_id"] for a in v} >= wanted,
-            timeout_s=120,
-        )
-        assert all(action["policy_version"] == 1 for action in actions)
-        _assert_served_for_prometheus()
-        rest(address, f"/jobs/{jobs[0]['jid']}?mode=cancel", method="PATCH")
-        deadline = time.monotonic() + 60
-        while rest(address, "/jobs/overview")["jobs"][0]["state"] != "CANCELED":
-            assert time.monotonic() < deadline, "the job did not cancel"
-            time.sleep(1)
+        run_settings = Settings.from_env(env)
+        pids = cluster.daemon_pids(run_settings)
+        assert pids
+        for pid in pids:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            names = {entry.split(b"=", 1)[0] for entry in environ}
+            assert not names & {b"PYTHONPATH", b"PYTHONHOME", b"VIRTUAL_ENV"}
+        yield f"127.0.0.1:{rest_port}", env
     finally:
         down = modstream(env, "cluster", "down")
         assert down.returncode == 0
+
+
+@pytest.mark.timeout(1500)  # on two busy cores: each job's Python archive is unpacked (~50 s)
+def test_the_demo_submits_all_four_jobs_to_a_cluster_and_ends_enforced(
+    stack: Settings, session_cluster: tuple[str, dict[str, str]]
+) -> None:
+    address, _ = session_cluster
+    result = subprocess.run(
+        [
+            *(sys.executable, "-m", "modstream.cli", "demo", "--events", "30"),
+            *("--detectors", "real", "--jobmanager", address, "--json"),
+        ],
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    summary = json.loads(result.stdout.strip().splitlines()[-1])
+    names = sorted(job["name"] for job in cluster_jobs.jobs(address))
+    assert names == ["enforce", "moderation", "reconciler", "scan"]  # all of them, there
+    assert summary["content_versions"] >= 30 and summary["actions"] > 0
+    assert summary["applied"] == summary["actions"]
+    assert summary["visibility_mismatches"] == 0
+    assert summary["duplicate_revisions"] == 0
+
+
+@pytest.mark.timeout(1200)
+def test_upgrade_resumes_the_moderation_job_from_a_savepoint(
+    stack: Settings,
+    kafka: Kafka,
+    session_cluster: tuple[str, dict[str, str]],
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    address, env = session_cluster
+    topics, job_args = moderation_deployment.topics, moderation_deployment.args
+    package = ["--package", str(stack.run_dir / "package")]  # the demo's, built once
+    submitted = modstream(
+        env, "submit", "moderation", "--jobmanager", address, *package, "--", *job_args,
+        timeout_s=600,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stdout[-3000:] + submitted.stderr[-3000:]
+    first = cluster_jobs.active_job(address, "moderation")
+    cluster_jobs.wait_state(address, first, ("RUNNING",))
+
+    def batch(seed: int, start_ts: int, prefix: str) -> list[workload.Line]:
+        return generate(
+            seed=seed, versions=6, start_ts=start_ts, extras=False, malformed=False, prefix=prefix
+        )
+
+    # Event time: the first batch, a marker past its deadlines, the second batch, a marker.
+    before, after = batch(21, T0, "up1-"), batch(22, T0 + 1_200_000, "up2-")
+    workload.produce(stack.bootstrap_servers, [*before, workload.marker(T0 + 600_000)], topics)
+    wanted = {line["value"]["content_id"] for line in before}
+    kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda v: {d["content_id"] for d in v} >= wanted,
+        timeout_s=180,
+    )
+    upgraded = modstream(
+        env, "upgrade", "moderation", "--jobmanager", address, *package, "--", *job_args,
+        timeout_s=600,
+    )  # fmt: skip
+    assert upgraded.returncode == 0, upgraded.stdout[-3000:] + upgraded.stderr[-3000:]
+    assert "savepoint" in upgraded.stdout
+    second = cluster_jobs.active_job(address, "moderation")
+    assert second != first and cluster_jobs.job_state(address, first) == "FINISHED"
+
+    workload.produce(stack.bootstrap_servers, [*after, workload.marker(T0 + 3_600_000)], topics)
+    wanted |= {line["value"]["content_id"] for line in after}
+    decisions = kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda v: {d["content_id"] for d in v} >= wanted,
+        timeout_s=180,
+    )
+    revisions = [(d["content_id"], d["decision_revision"]) for d in decisions]
+    assert len(revisions) == len(set(revisions)), "a revision decided twice across the upgrade"
+    _assert_served_for_prometheus()
+    cluster_jobs.rest(address, f"/jobs/{second}?mode=cancel", method="PATCH")
+    cluster_jobs.wait_state(address, second, ("CANCELED",))
 
 
 def _assert_served_for_prometheus() -> None:
@@ -89,3 +161,14 @@ def _assert_served_for_prometheus() -> None:
             return
         assert time.monotonic() < deadline, "the cluster serves no decisions metric"
         time.sleep(2)
+
+
+def test_submit_names_what_is_wrong(session_cluster: tuple[str, dict[str, str]]) -> None:
+    address, env = session_cluster
+    unknown = modstream(env, "submit", "ingest", "--jobmanager", address)
+    assert unknown.returncode == 2 and "invalid choice: 'ingest'" in unknown.stderr
+    (port,) = free_ports(1)
+    nowhere = modstream(env, "upgrade", "moderation", "--jobmanager", f"127.0.0.1:{port}")
+    assert nowhere.returncode == 1 and "no Flink cluster answers" in nowhere.stderr
+    idle = modstream(env, "upgrade", "moderation", "--jobmanager", address)
+    assert idle.returncode == 1 and "no running moderation job" in idle.stderr
