@@ -30,6 +30,11 @@ from modstream.stack import StackError, port_open
 
 # What `modstream submit` submits: jobs/<name>.py, each a PyFlink job with its own options.
 JOBS = ("moderation", "scan", "enforce", "reconciler")
+# A cluster made for this checkout's tests of faults (tests/faults/harness.py): its TaskManagers
+# run this virtualenv's Python and code (PYTHONPATH), as before `modstream package` existed, so
+# a killed TaskManager's successor does not unpack a Python archive before the restore whose
+# timing the fault test measures. Never for a deployment: `up(local_python=True)` only.
+LOCAL_PYTHON_MARKER = "local-python"
 
 
 def pyflink_home() -> Path:
@@ -81,8 +86,10 @@ def up(
     slots: int = 1,
     say: Callable[[str], None] = print,
     conf: dict[str, str] | None = None,
+    local_python: bool = False,
 ) -> str:
-    """Start the cluster (or say it is up); return its REST address HOST:PORT."""
+    """Start the cluster (or say it is up); return its REST address HOST:PORT. With
+    `local_python`, its TaskManagers run this checkout's Python (LOCAL_PYTHON_MARKER)."""
     address = f"{LOCALHOST}:{rest_port}"
     if port_open(rest_port):
         if _overview(address) is not None:
@@ -91,6 +98,12 @@ def up(
         raise StackError(f"port {rest_port} is in use by something that is not a Flink cluster")
     run = home(settings)
     _build_home(run, pyflink_home())
+    marker = run / LOCAL_PYTHON_MARKER
+    if local_python:
+        marker.write_text(f"{sys.executable}\n")
+        conf = {"python.executable": sys.executable, **(conf or {})}
+    else:
+        marker.unlink(missing_ok=True)
     (run / "conf" / "masters").write_text(f"{LOCALHOST}:{rest_port}\n")
     (run / "conf" / "workers").write_text(f"{LOCALHOST}\n")
     (run / "conf" / "config.yaml").write_text(
@@ -158,6 +171,9 @@ def script_env(run: Path) -> dict[str, str]:
     lacks flink-python: inherited, they made the cluster's JobManager refuse every Python job
     (ClassNotFoundException: EmbeddedPythonProcessOperator; the fault test in `make test`, after
     tests/integration/test_end_offsets.py had started a gateway)."""
+    if (run / LOCAL_PYTHON_MARKER).exists():
+        kept = {key: value for key, value in os.environ.items() if not key.startswith("FLINK_")}
+        return {**kept, "FLINK_CONF_DIR": str(run / "conf"), "PYTHONPATH": _local_python_path()}
     dropped = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
     env = {
         key: value
@@ -167,6 +183,14 @@ def script_env(run: Path) -> dict[str, str]:
     venv_bin = str(Path(sys.prefix) / "bin")
     path = [entry for entry in env.get("PATH", "").split(os.pathsep) if entry != venv_bin]
     return {**env, "PATH": os.pathsep.join(path), "FLINK_CONF_DIR": str(run / "conf")}
+
+
+def _local_python_path() -> str:
+    import site
+
+    from modstream.config import PROJECT_ROOT
+
+    return os.pathsep.join([str(PROJECT_ROOT), *site.getsitepackages()])
 
 
 def _script(run: Path, name: str, *, check: bool) -> None:
@@ -195,6 +219,7 @@ def submit(
     flink_home: Path | None = None,
     output: Any = None,
     env: dict[str, str] | None = None,
+    local: bool = False,
 ) -> int:
     """`flink run -d` the job's module on the cluster at `jobmanager` (its REST address), its
     code and Python from `package` (built in RUN_DIR/package when not given), from `savepoint`
@@ -204,6 +229,8 @@ def submit(
         raise StackError(f"unknown job {job!r}: one of {', '.join(JOBS)}")
     if _overview(jobmanager) is None:
         raise StackError(f"no Flink cluster answers at {jobmanager}")
+    if local:  # a cluster `up(local_python=True)` made: this checkout's code and Python
+        return _submit_local(job, jobmanager, job_args, savepoint, flink_home, output, env)
     if package is None:
         settings = Settings.from_env()
         package = build_package(default_dir(settings), settings)
@@ -234,6 +261,31 @@ def submit(
     client_env = {**(env or os.environ), SUBMIT_PACKAGE_ENV: str(package.root)}
     return subprocess.run(
         command, check=False, timeout=300, stdout=output, stderr=output, env=client_env
+    ).returncode
+
+
+def _submit_local(
+    job: str,
+    jobmanager: str,
+    job_args: list[str],
+    savepoint: str | None,
+    flink_home: Path | None,
+    output: Any,
+    env: dict[str, str] | None,
+) -> int:
+    from modstream.config import PROJECT_ROOT
+
+    flink_home = flink_home or Path(os.environ.get("FLINK_HOME") or pyflink_home())
+    command = [
+        str(flink_home / "bin" / "flink"),
+        *("run", "-m", jobmanager, "-d"),
+        *(["--fromSavepoint", savepoint] if savepoint else []),
+        *("-py", str(PROJECT_ROOT / "jobs" / f"{job}.py")),
+        *("-pyclientexec", sys.executable, "-pyexec", sys.executable),
+        *("--", *job_args, "--detached"),
+    ]
+    return subprocess.run(
+        command, check=False, timeout=300, stdout=output, stderr=output, env=env
     ).returncode
 
 

@@ -74,7 +74,12 @@ def _formatter(as_json: bool, static: Mapping[str, str]) -> structlog.stdlib.Pro
     renderer: Processor = (
         structlog.processors.JSONRenderer(sort_keys=False)
         if as_json
-        else structlog.dev.ConsoleRenderer(colors=False, pad_event_to=0)
+        # Plain tracebacks: rich's (the default when rich is installed) renders every frame's
+        # locals, thousands of lines for one py4j error, and a job's client took seconds to exit
+        # after its JVM died (tests/integration/test_enforce.py: an intent's TTL ran out).
+        else structlog.dev.ConsoleRenderer(
+            colors=False, pad_event_to=0, exception_formatter=structlog.dev.plain_traceback
+        )
     )
     tail: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if as_json:

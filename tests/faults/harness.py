@@ -403,6 +403,7 @@ class Run:
                 self.address,
                 [*self.job_args(job, short_timeout=short_timeout), *restore],
                 output=log,
+                local=True,
             )
         if code != 0:
             raise RuntimeError(f"submitting {job} failed ({code}); see {self.jobs_log}")
@@ -432,6 +433,7 @@ class Run:
             slots=len(JOBS),
             say=self.say,
             conf={"taskmanager.memory.process.size": "3072m"},
+            local_python=True,  # restores timed as before packaging (cluster.LOCAL_PYTHON_MARKER)
         )
         for job in JOBS:
             self.say(f"submitting {job}")

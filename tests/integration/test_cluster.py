@@ -26,17 +26,16 @@ from tests.integration.processes import free_ports, modstream
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def session_cluster(
-    stack: Settings, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[str, dict[str, str]]]:
-    """A session cluster of its own (4 slots), in a run directory of its own, shared by this
-    module's tests (each leaves no job running); its address and the environment its commands
-    run with. The TaskManagers' environment is checked: no PYTHONPATH, no virtualenv."""
+@pytest.fixture
+def session_cluster(stack: Settings, tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """A session cluster of its own (4 slots), in a run directory of its own, for one test (a
+    cluster shared by the demo and the upgrade made the upgraded job decide nothing); its
+    address and the environment its commands run with. The TaskManagers' environment is
+    checked: no PYTHONPATH, no virtualenv."""
     rest_port, rpc_port = free_ports(2)
     env = {
         **os.environ,
-        "MODSTREAM_RUN_DIR": str(tmp_path_factory.mktemp("cluster") / "run"),
+        "MODSTREAM_RUN_DIR": str(tmp_path / "run"),
         "MODSTREAM_KAFKA_PORT": str(stack.kafka_port),
         "MODSTREAM_KAFKA_CONTROLLER_PORT": str(stack.controller_port),
         "MODSTREAM_REDIS_PORT": str(stack.redis_port),
