@@ -34,7 +34,7 @@ from typing import Any
 
 import redis
 
-from modstream import endpoints, stack, topics, workload
+from modstream import deployments, endpoints, stack, topics, workload
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
@@ -149,6 +149,7 @@ def _run(
         stack.up(settings, say=say)
     with shown.waiting("creating this run's topics"):
         deployment = _create_deployment(settings, list(_job_options(Path(), Path(), real=real)))
+    deployments.record_demo(settings, deployment.run_id)
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
     media_dir = settings.run_dir / "demo" / "media"
