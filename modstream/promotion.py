@@ -158,10 +158,12 @@ def gate(
     if comparison.within(max_changed):
         return False
     if comparison.compared == 0:
-        refusal = (
-            f"no content version decided by both the active policy and {name} since "
-            f"{iso(since)}: nothing to compare (widen --window or --since)"
+        what = (
+            f"no content version decided by both the active policy and {name}"
+            if comparison.candidate_only
+            else f"no {chosen.mode} decision of {name}"
         )
+        refusal = f"{what} since {iso(since)}: nothing to compare (widen --window or --since)"
     else:
         refusal = (
             f"{name} changes {comparison.changed} of {comparison.compared} outcomes "

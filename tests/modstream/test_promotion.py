@@ -102,10 +102,14 @@ def test_the_gate_refuses_past_the_limit_names_both_and_is_forced_only_with_a_re
 
 
 def test_no_comparison_no_promotion_unless_forced() -> None:
-    with pytest.raises(PolicyCliError, match="nothing to compare") as refused:
+    with pytest.raises(PolicyCliError, match="no shadow decision of global v2 since") as refused:
         gate(comparison(0, 0), SHADOW, Fraction(1), since=T0, force=False, reason=None)
     assert "since 2025-11-30T00:00:00Z" in str(refused.value)
     assert gate(comparison(0, 0), SHADOW, Fraction(1), since=T0, force=True, reason="x") is True
+    only_shadow = comparison(1, 1)
+    only_shadow.compared, only_shadow.candidate_only = 0, [("c0", 1)]
+    with pytest.raises(PolicyCliError, match="decided by both the active policy and global v2"):
+        gate(only_shadow, SHADOW, Fraction(1), since=T0, force=False, reason=None)
 
 
 def test_the_promotion_field_and_how_history_shows_it() -> None:
