@@ -61,9 +61,10 @@ def cmd_promote(args: argparse.Namespace, say: Say) -> int:
     topic = args.topic or names["policy.rules"]
     since = args.since if args.since is not None else int(time.time() * 1000) - args.window
     chosen = promotion.load_candidate(args.bootstrap_servers, topic, args.policy_id, args.version)
+    active = f"v{chosen.active}" if chosen.active else "policy (a --policy file, not on the topic)"
     say(
-        f"{chosen.policy_id} v{chosen.version} ({chosen.mode}) against the active "
-        f"v{chosen.active or '-'}: decisions since {promotion.iso(since)} "
+        f"{chosen.policy_id} v{chosen.version} ({chosen.mode}) against the active {active}: "
+        f"decisions since {promotion.iso(since)} "
         f"({names['moderation.shadow']} vs {names['moderation.decisions']})"
     )
     comparison = promotion.compare_live(args.bootstrap_servers, names, chosen, since)
@@ -126,6 +127,11 @@ def cmd_backtest(args: argparse.Namespace, say: Say) -> int:
         if result.dlq[side]:
             classes = ", ".join(f"{name} {n}" for name, n in sorted(result.dlq[side].items()))
             say(f"  note: the {side} replay dead-lettered input ({classes})")
+    if any("signature" in classes for classes in result.dlq.values()):
+        say(
+            "  note: replay checks signatures as MODSTREAM_SIGNATURES_REQUIRED says; unsigned "
+            "history (the shipped sample) needs it unset"
+        )
     for line in render(result.comparison, args.max_changed):
         say(f"  {line}")
     if args.max_changed is not None and not result.comparison.within(args.max_changed):

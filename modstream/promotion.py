@@ -260,7 +260,7 @@ def backtest(old: Path, new: Path, events: Path, out: Path | None = None) -> Bac
 
 # The sample that ships: deploy/demo/backtest-events.jsonl, from the workload generator.
 SAMPLE_EVENTS = PROJECT_ROOT / "deploy" / "demo" / "backtest-events.jsonl"
-SAMPLE_CANDIDATE = PROJECT_ROOT / "policy_rules" / "examples" / "global-nsfw-0.9.yaml"
+SAMPLE_CANDIDATE = PROJECT_ROOT / "policy_rules" / "examples" / "global-nsfw-0.8.yaml"
 
 
 def write_sample_events(path: Path = SAMPLE_EVENTS) -> Path:

@@ -15,7 +15,7 @@ from tests.operators.policy_builders import GLOBAL_YAML
 def test_the_sample_candidate_differs_from_global_in_one_threshold() -> None:
     old, new = read_document(GLOBAL_YAML), read_document(SAMPLE_CANDIDATE)
     assert diff(old, new) == [
-        "~ nsfw-block-public: threshold score('nsfw_image', 'nsfw') >= 0.95 -> 0.9"
+        "~ nsfw-block-public: threshold score('nsfw_image', 'nsfw') >= 0.95 -> 0.8"
     ]
     assert (new["policy_id"], new["version"]) == (old["policy_id"], old["version"] + 1)
 
