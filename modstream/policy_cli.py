@@ -17,39 +17,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modstream import promote_cli
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.policy_service import (
     PolicyCliError,
     control_record,
+    describe,
     load_store,
     now_ms,
     person_key,
     policy_key,
+    publish,
     read_document,
     require_approval_default,
-    valid_approvals,
     version_record,
 )
 from operators.policy import PolicyError, load_policy, warnings
 from operators.policy_diff import diff
-from operators.policy_store import Rejected, Snapshot
 from operators.signing import approval_record
 
 APPROVALS_DIR = PROJECT_ROOT / "policy_rules" / "approvals"
 Say = Callable[[str], None]
-
-
-def describe(snapshot: Snapshot | None, policy_id: str) -> str:
-    if snapshot is None:
-        return f"{policy_id}: no version yet"
-    parts = [f"active v{snapshot.active}" if snapshot.active else "no active version"]
-    if snapshot.shadow:
-        parts.append(f"shadow v{snapshot.shadow}")
-    if snapshot.canary:
-        parts.append(f"canary v{snapshot.canary} at {snapshot.canary_percent:g}%")
-    if snapshot.paused:
-        parts.append("PUBLICATION PAUSED")
-    return f"{policy_id}: " + ", ".join(parts) + f" (since ts {snapshot.ts})"
 
 
 def _iso(ts: int) -> str:
@@ -130,52 +118,22 @@ def cmd_approve(args: argparse.Namespace, say: Say) -> int:
 
 
 def cmd_push(args: argparse.Namespace, say: Say) -> int:
-    from modstream import kafkaio
-
     if args.mode == "canary" and args.percent is None:
         raise PolicyCliError("--mode canary needs --percent N")
     document = _checked(args.file)
-    key = policy_key()
-    store, _ = load_store(args.bootstrap_servers, args.topic, key)
-    policy_id, version = document["policy_id"], document["version"]
-    current = store.snapshot(policy_id)
-    if store.version(policy_id, version) is not None:
-        raise PolicyCliError(f"{policy_id} v{version} is already on {args.topic}; bump version")
-    if current and current.active is not None and version <= current.active:
-        raise PolicyCliError(
-            f"{policy_id} v{version} is not greater than the active v{current.active}"
-        )
-    approvals = valid_approvals(document, args.author, args.approvals)
-    if args.mode == "active" and args.require_approval and not approvals:
-        raise PolicyCliError(
-            f"{policy_id} v{version} has no approval from someone other than its author "
-            f"{args.author!r}: run `modstream policy approve {version} --approver NAME` "
-            f"(as that person) first"
-        )
-    record = version_record(
+    record, after = publish(
+        args.bootstrap_servers,
+        args.topic,
         document,
         mode=args.mode,
         author=args.author,
         ts=args.ts or now_ms(),
-        parent_version=current.active if current else None,
-        key=key,
+        approvals_dir=args.approvals,
+        require_approval=args.require_approval,
         percent=args.percent,
-        approvals=approvals,
     )
-    # The job's own rules (PolicyStore.apply, approvals included): never push what it refuses.
-    try:
-        store.apply(record, key)
-    except Rejected as error:
-        raise PolicyCliError(
-            f"the moderation job would refuse {policy_id} v{version} ({error.error_class}): {error}"
-        ) from None
-    kafkaio.produce(
-        args.bootstrap_servers,
-        args.topic,
-        [(policy_id, json.dumps(record, ensure_ascii=False).encode("utf-8"))],
-    )
-    after, _ = load_store(args.bootstrap_servers, args.topic, key)
-    say(f"pushed {policy_id} v{version} as {args.mode} (event {record['event_id']})")
+    policy_id = record["policy_id"]
+    say(f"pushed {policy_id} v{record['version']} as {args.mode} (event {record['event_id']})")
     say(describe(after.snapshot(policy_id), policy_id))
     return 0
 
@@ -217,35 +175,60 @@ def cmd_show(args: argparse.Namespace, say: Say) -> int:
         say(f"no policy on {args.topic}")
     for policy_id in policy_ids:
         say(describe(store.snapshot(policy_id), policy_id))
-        if not args.history:
-            continue
-        previous: dict[str, Any] | None = None
-        for record in store.records(policy_id):
-            when = _iso(int(record["ts"]))
-            if "command" in record:
-                target = f" v{record['version']}" if "version" in record else ""
-                say(f"  {when}  {record['command']}{target}")
-                continue
-            approvers = (
-                ", ".join(
-                    f"{a['approver']} at {_iso(int(a['ts']))}" for a in record.get("approvals", [])
-                )
-                or "none"
-            )
-            share = f" {record.get('canary_percent')}%" if record["mode"] == "canary" else ""
-            say(
-                f"  {when}  v{record['version']} {record['mode']}{share}"
-                f"  author {record.get('author')}  approved by {approvers}"
-            )
-            if previous is not None:
-                for line in diff(previous, record["document"]):
-                    say(f"      {line}")
-            previous = record["document"]
+        if args.history:
+            _history(store.records(policy_id), say)
     if rejected:
         say(f"{len(rejected)} record(s) on {args.topic} were rejected and ignored:")
         for line in rejected:
             say(f"  {line}")
     return 0
+
+
+def _history(records: list[dict[str, Any]], say: Say) -> None:
+    """One policy's audit trail: versions with author, approvers, promotion gate and the
+    rule-level diff to the version before; control records."""
+    previous: dict[str, Any] | None = None
+    for record in records:
+        when = _iso(int(record["ts"]))
+        if "command" in record:
+            target = f" v{record['version']}" if "version" in record else ""
+            say(f"  {when}  {record['command']}{target}")
+            continue
+        approvers = (
+            ", ".join(
+                f"{a['approver']} at {_iso(int(a['ts']))}" for a in record.get("approvals", [])
+            )
+            or "none"
+        )
+        share = f" {record.get('canary_percent')}%" if record["mode"] == "canary" else ""
+        say(
+            f"  {when}  v{record['version']} {record['mode']}{share}"
+            f"  author {record.get('author')}  approved by {approvers}"
+        )
+        for line in _promotion_lines(record.get("promotion")):
+            say(f"      {line}")
+        if previous is not None:
+            for line in diff(previous, record["document"]):
+                say(f"      {line}")
+        previous = record["document"]
+
+
+def _promotion_lines(promotion: Any) -> list[str]:
+    """What an activation record says about its promotion gate (modstream/promotion.py)."""
+    if not isinstance(promotion, dict):
+        return []
+    share = f"{float(promotion.get('changed_fraction', 0)) * 100:.2f}%"
+    limit = f"{float(promotion.get('max_changed', 0)) * 100:.2f}%"
+    lines = [
+        f"promoted from {promotion.get('from_mode')} by {promotion.get('by')}: "
+        f"{promotion.get('changed')} of {promotion.get('compared')} outcomes changed "
+        f"({share}, limit {limit}) since {_iso(int(promotion.get('window_since') or 0))}"
+    ]
+    if promotion.get("forced"):
+        lines.append(f"FORCED past the limit by {promotion.get('by')}: {promotion.get('reason')}")
+    elif promotion.get("reason"):
+        lines.append(f"reason: {promotion.get('reason')}")
+    return lines
 
 
 Action = Callable[..., argparse.ArgumentParser]  # (name, handler, help_text, broker=False)
@@ -325,6 +308,7 @@ def _add_publishing_parsers(action: Action, author: str) -> None:
             sub.add_argument("version", type=int)
         sub.add_argument("--policy-id", default="global")
         sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
+    promote_cli.add_parsers(action, author, APPROVALS_DIR)
     sub = action("show", cmd_show, "active, shadow, canary, pause and --history", broker=True)
     sub.add_argument("--policy-id")
     sub.add_argument("--history", action="store_true")

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from operators import signing
-from operators.policy_store import PolicyStore, Rejected, sign
+from operators.policy_store import PolicyStore, Rejected, Snapshot, sign
 from operators.signing import Keyring
 from schemas import SchemaError
 
@@ -91,6 +91,19 @@ def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
     return env.get("MODSTREAM_REQUIRE_APPROVAL", "1").lower() not in ("0", "false", "no")
 
 
+def describe(snapshot: Snapshot | None, policy_id: str) -> str:
+    if snapshot is None:
+        return f"{policy_id}: no version yet"
+    parts = [f"active v{snapshot.active}" if snapshot.active else "no active version"]
+    if snapshot.shadow:
+        parts.append(f"shadow v{snapshot.shadow}")
+    if snapshot.canary:
+        parts.append(f"canary v{snapshot.canary} at {snapshot.canary_percent:g}%")
+    if snapshot.paused:
+        parts.append("PUBLICATION PAUSED")
+    return f"{policy_id}: " + ", ".join(parts) + f" (since ts {snapshot.ts})"
+
+
 # Documents and records.
 def read_document(path: Path) -> dict[str, Any]:
     try:
@@ -117,7 +130,10 @@ def version_record(
     percent: float | None = None,
     approvals: list[dict[str, Any]] | None = None,
     event_id: str | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """A signed policy.rules version; `extra` fields (a promotion's gate result) are signed
+    with it (the contract lets records carry fields it does not name)."""
     record: dict[str, Any] = {
         "event_id": event_id
         or f"{document['policy_id']}-v{document['version']}-{uuid.uuid4().hex[:12]}",
@@ -133,6 +149,7 @@ def version_record(
         record["canary_percent"] = percent
     if approvals:
         record["approvals"] = approvals
+    record.update(extra or {})
     record["signature"] = sign(record, key)
     return record
 
@@ -173,3 +190,75 @@ def load_store(
         except (Rejected, SchemaError) as error:
             rejected.append(f"offset {message.offset}: {error}")
     return store, rejected
+
+
+def publish(
+    bootstrap: str,
+    topic: str,
+    document: dict[str, Any],
+    *,
+    mode: str,
+    author: str,
+    ts: int,
+    approvals_dir: Path,
+    require_approval: bool = True,
+    percent: float | None = None,
+    extra: Mapping[str, Any] | None = None,
+    promoting: bool = False,
+) -> tuple[dict[str, Any], PolicyStore]:
+    """Check, sign and produce one policy version: the one path of every push and every
+    activation (`policy push`, `policy promote`). The version must be new (or, `promoting`, a
+    shadow or canary candidate on the topic) and greater than the active one; an active one
+    needs an approval in `approvals_dir` by someone other than `author`; the record must pass
+    the moderation job's own rules (PolicyStore.apply). Returns the record and the store
+    re-read from the topic after it."""
+    from modstream import kafkaio
+
+    key = policy_key()
+    store, _ = load_store(bootstrap, topic, key)
+    policy_id, version = document["policy_id"], document["version"]
+    current = store.snapshot(policy_id)
+    _check_new(store, document, topic, promoting)
+    approvals = valid_approvals(document, author, approvals_dir)
+    if mode == "active" and require_approval and not approvals:
+        raise PolicyCliError(
+            f"{policy_id} v{version} has no approval from someone other than its author "
+            f"{author!r}: run `modstream policy approve {version} --approver NAME` "
+            f"(as that person) first"
+        )
+    record = version_record(
+        document,
+        mode=mode,
+        author=author,
+        ts=ts,
+        parent_version=current.active if current else None,
+        key=key,
+        percent=percent,
+        approvals=approvals,
+        extra=extra,
+    )
+    # The job's own rules (PolicyStore.apply, approvals included): never push what it refuses.
+    try:
+        store.apply(record, key)
+    except Rejected as error:
+        raise PolicyCliError(
+            f"the moderation job would refuse {policy_id} v{version} ({error.error_class}): {error}"
+        ) from None
+    payload = json.dumps(record, ensure_ascii=False).encode("utf-8")
+    kafkaio.produce(bootstrap, topic, [(policy_id, payload)])
+    after, _ = load_store(bootstrap, topic, key)
+    return record, after
+
+
+def _check_new(
+    store: PolicyStore, document: Mapping[str, Any], topic: str, promoting: bool
+) -> None:
+    """A version number never pushed (unless promoting), greater than the active one."""
+    policy_id, version = document["policy_id"], document["version"]
+    current = store.snapshot(policy_id)
+    if store.version(policy_id, version) is not None and not promoting:
+        raise PolicyCliError(f"{policy_id} v{version} is already on {topic}; bump version")
+    if current and current.active is not None and version <= current.active:
+        raise PolicyCliError(
+            f"{policy_id} v{version} is not greater than the active v{current.active}"
+        )

@@ -335,14 +335,28 @@ def _compile_version(parsed: PolicyVersion) -> CompiledPolicy:
 
 
 def _check_version(parsed: PolicyVersion, policy: _Policy | None, active: int | None) -> None:
-    """A version is new and greater than the active one (versions only go forward)."""
-    if policy is not None and parsed.version in policy.versions:
+    """A version is new and greater than the active one (versions only go forward), or the
+    promotion of a shadow or canary candidate to active (`_promotes`)."""
+    if policy is not None and parsed.version in policy.versions and not _promotes(parsed, policy):
         raise Rejected("policy", f"{parsed.policy_id} v{parsed.version} was already seen")
     if active is not None and parsed.version <= active:
         raise Rejected(
             "policy",
             f"{parsed.policy_id} v{parsed.version} is not greater than the active version {active}",
         )
+
+
+def _promotes(parsed: PolicyVersion, policy: _Policy) -> bool:
+    """An active record of a version last seen as shadow or canary, carrying exactly the same
+    document: the candidate that was evaluated becomes active (`modstream policy promote`).
+    A version once active (even if rolled back since) is never activated again this way."""
+    seen = policy.records.get(parsed.version)
+    return (
+        parsed.mode == "active"
+        and seen is not None
+        and seen.get("mode") in ("shadow", "canary")
+        and canonical_json(seen.get("document") or {}) == canonical_json(parsed.document)
+    )
 
 
 def _compile(document: Mapping[str, Any]) -> CompiledPolicy:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from operators.policy_store import (
     PolicyStore,
     Rejected,
+    Snapshot,
     canary_bucket,
     canonical_json,
     dead_letter_for,
@@ -188,6 +189,37 @@ def test_shadow_and_canary_candidates() -> None:
     store.apply(version_record(global_document(4), ts=T0 + 30), KEY)
     final = store.resolve("global", T0 + 30, "content-1")
     assert (final.decide.version, final.shadows) == (4, ())  # type: ignore[union-attr]
+
+
+def test_a_shadow_or_canary_candidate_is_promoted_with_its_own_document_only() -> None:
+    candidate = global_document(2, default="PENDING")
+    store = store_with(
+        version_record(global_document(1), ts=T0),
+        version_record(candidate, ts=T0 + 10, mode="shadow"),
+    )
+    # Another document under the candidate's number is not a promotion.
+    with pytest.raises(Rejected, match="v2 was already seen") as caught:
+        store.apply(version_record(global_document(2), ts=T0 + 20, event_id="other"), KEY)
+    assert caught.value.error_class == "policy"
+    # Without an approval the promotion is refused like any activation.
+    with pytest.raises(Rejected, match="no approval"):
+        store.apply(version_record(candidate, ts=T0 + 20, event_id="u", approvals=[]), KEY)
+    promoted = version_record(candidate, ts=T0 + 20, event_id="promote", promotion={"x": 1})
+    assert store.apply(promoted, KEY) is True
+    assert store.snapshot("global") == Snapshot(ts=T0 + 20, active=2)
+    assert store.resolve("global", T0 + 15, "c").decide.version == 1  # type: ignore[union-attr]
+    assert store.resolve("global", T0 + 20, "c").decide.version == 2  # type: ignore[union-attr]
+    assert store.records("global")[-1]["promotion"] == {"x": 1}
+    # Once active, the version is never activated again (after a rollback: a new number).
+    store.apply(control("rollback", version=1, ts=T0 + 30), KEY)
+    with pytest.raises(Rejected, match="v2 was already seen"):
+        store.apply(version_record(candidate, ts=T0 + 40, event_id="again"), KEY)
+    # A canary is promoted the same way; the job's broadcast state keeps both records.
+    canary = global_document(3, default="PENDING")
+    store.apply(version_record(canary, ts=T0 + 50, mode="canary", canary_percent=5.0), KEY)
+    store.apply(version_record(canary, ts=T0 + 60, event_id="promote-3"), KEY)
+    copy = PolicyStore.from_records(json.loads(json.dumps(store.to_records())))
+    assert copy.snapshot("global") == store.snapshot("global") == Snapshot(ts=T0 + 60, active=3)
 
 
 def test_broadcast_state_round_trip() -> None:
