@@ -53,6 +53,8 @@ def add_parsers(add: Add) -> None:
 
 
 def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
+    from kafka.errors import KafkaError
+
     from modstream import archive
     from modstream.archive_store import ArchiveError
 
@@ -67,6 +69,13 @@ def cmd_archive(args: argparse.Namespace, settings: Settings) -> int:
         summary = archive.archive(settings, prefix, follow=True, stop=stop)
     except (deployments.DeploymentError, ArchiveError, TimeoutError) as error:
         print(f"modstream archive: {error}", file=sys.stderr)
+        return 1
+    except KafkaError as error:
+        print(
+            f"modstream archive: Kafka at {settings.bootstrap_servers}: {type(error).__name__}: "
+            f"{error}",
+            file=sys.stderr,
+        )
         return 1
     print(f"archive: stopped; {sum(summary.rows.values())} rows archived")
     for line in summary.lines():
