@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, handlers.policy_handler)
+    from modstream import archive_cli
+
+    archive_cli.add_parsers(add)  # archive, query, report (issue 16)
     add_demo_parser(add)
     return parser
 
@@ -52,6 +55,7 @@ def add_stack_parsers(add: Add) -> None:
     add("up", handlers.cmd_up, "start Kafka (KRaft) and Redis on 127.0.0.1, wait until healthy")
     add("down", handlers.cmd_down, "stop what `up` started, by recorded pid")
     add("status", handlers.cmd_status, "show what runs where (exit 3 when something is down)")
+    add("clean", handlers.cmd_clean, "down, then remove the stack's data: topics, Redis, archives")
     sub = add("topics", handlers.cmd_topics, "create (idempotent) or list the contract's topics")
     sub.add_argument("action", choices=["create", "list"])
     sub = add(

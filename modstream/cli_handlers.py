@@ -29,6 +29,13 @@ def cmd_down(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_clean(args: argparse.Namespace, settings: Settings) -> int:
+    from modstream import stack
+
+    stack.clean(settings)
+    return 0
+
+
 def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import stack
 

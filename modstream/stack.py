@@ -354,5 +354,37 @@ def down(settings: Settings, say: Callable[[str], None] = print) -> None:
         raise StackError("; ".join(errors))
 
 
+# What modstream writes under the run directory; `clean` removes these and nothing else (the
+# run directory may be one a user chose, MODSTREAM_RUN_DIR, holding files of their own).
+RUN_DIR_ENTRIES = (
+    "kafka", "redis", "archive", "demo", "checkpoints", "savepoints", "flink", "flink-cluster",
+    "package", "media", "bench",
+)  # fmt: skip
+
+
+def clean(settings: Settings, say: Callable[[str], None] = print) -> list[Path]:
+    """Stop the stack, then remove its data (topics, Redis, the archives, demo runs,
+    checkpoints): what survives `down` and `up` until this. Refuses while a Flink session
+    cluster of this run directory is running."""
+    from modstream import cluster
+
+    if cluster.daemon_pids(settings, "taskexecutor") or cluster.daemon_pids(
+        settings, "standalonesession"
+    ):
+        raise StackError("a Flink session cluster runs from this run directory: "
+                         "`modstream cluster down` first")  # fmt: skip
+    down(settings, say)
+    removed = []
+    for name in RUN_DIR_ENTRIES:
+        path = settings.run_dir / name
+        if path.exists():
+            shutil.rmtree(path)
+            removed.append(path)
+            say(f"removed {path}")
+    if not removed:
+        say(f"clean: nothing to remove in {settings.run_dir}")
+    return removed
+
+
 def status(settings: Settings) -> list[ServiceStatus]:
     return [service.status() for service in services(settings)]

@@ -1,0 +1,86 @@
+"""A small archive for the archive, analytics and report tests, built without a broker: the
+demo workload's inputs (modstream/workload.py, seed 7) and the moderation job's outputs for
+them (tests/golden/replay_demo), fed to the archive's writer with made-up Kafka coordinates.
+
+Kafka timestamps: a decision is written 1 s after its event time; the Content Service serves a
+revision 200 to 800 ms after that (content.visibility, made from the actions), so the report's
+enforcement lag has a known spread.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+from modstream.archive_schema import TABLES
+from modstream.archive_store import Archiver, load_manifest
+from modstream.workload import generate
+from tests.golden import GOLDEN
+
+PARTITIONS = 2
+INPUT_TOPICS = ("content.versions", "review.decisions", "moderation.appeals")
+OUTPUT_TOPICS = ("moderation.decisions", "moderation.shadow", "moderation.actions", "review.tasks",
+                 "moderation.dlq")  # fmt: skip
+WRITTEN_AFTER_MS = 1_000
+
+
+def golden(topic: str) -> list[dict[str, Any]]:
+    lines = (GOLDEN / f"{topic}.jsonl").read_text().splitlines()
+    return sorted((json.loads(line) for line in lines), key=lambda record: record["ts"])
+
+
+def visibility(actions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the Content Service reports after applying each action."""
+    return [
+        {
+            "content_id": action["content_id"],
+            "content_version": action["content_version"],
+            "decision_revision": action["decision_revision"],
+            "visibility": action["visibility"],
+            "ts": action["ts"] + WRITTEN_AFTER_MS + 200 + 100 * (index % 7),
+        }
+        for index, action in enumerate(actions)
+    ]
+
+
+@functools.cache
+def records() -> dict[str, list[Any]]:
+    """Contract topic -> its records (dicts, or raw text for a malformed one), in ts order;
+    shared by the tests, which must not change them."""
+    lines = generate(seed=7, versions=200)
+    found: dict[str, list[Any]] = {
+        topic: [line["value"] for line in lines if line["topic"] == topic] for topic in INPUT_TOPICS
+    }
+    for topic in OUTPUT_TOPICS:
+        found[topic] = golden(topic)
+    found["content.visibility"] = visibility(found["moderation.actions"])
+    return found
+
+
+def raw(value: Any) -> bytes:
+    return (value if isinstance(value, str) else json.dumps(value)).encode("utf-8")
+
+
+def feed(archiver: Archiver, topic: str, values: list[Any], offsets: dict[int, int]) -> None:
+    """`values` of `topic` into `archiver`: partition by content_id, the next offsets."""
+    table = next(t for t in TABLES.values() if t.topic == topic)
+    for value in values:
+        key = value.get("content_id", "") if isinstance(value, dict) else ""
+        partition = sum(key.encode()) % PARTITIONS
+        offset = offsets.get(partition, 0)
+        ts = value.get("ts", 0) if isinstance(value, dict) else 0
+        archiver.add(table, partition, offset, ts + WRITTEN_AFTER_MS, raw(value))
+        offsets[partition] = offset + 1
+
+
+def build(root: Path) -> Archiver:
+    """The archive of `records()` at `root`, flushed once per topic; returns its writer."""
+    archiver = Archiver(root, load_manifest(root))
+    for topic, values in records().items():
+        table = next(t for t in TABLES.values() if t.topic == topic)
+        offsets: dict[int, int] = {}
+        feed(archiver, topic, values, offsets)
+        archiver.flush({(table.name, p): offset for p, offset in offsets.items()})
+    return archiver

@@ -1,0 +1,73 @@
+"""`modstream report`: one self-contained HTML file, its plots embedded, "no data" rather than
+a failure where the archive has nothing for a plot."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from modstream import analytics, report, report_plots
+from tests.modstream import archive_data
+
+IMAGE = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("archive")
+    archive_data.build(where)
+    return where
+
+
+def _said(figure: object) -> list[str]:
+    return [text.get_text() for axes in figure.axes for text in axes.texts]  # type: ignore[attr-defined]
+
+
+def test_the_report_is_one_html_file_with_every_plot_embedded(root: Path, tmp_path: Path) -> None:
+    out = report.write(None, "demo123abc", tmp_path / "deep" / "report.html", root=root)
+    page = out.read_text(encoding="utf-8")
+    images = IMAGE.findall(page)
+    assert len(images) == len(report_plots.PLOTS) >= 5
+    assert all(len(image) > 2_000 for image in images)  # PNGs, not empty placeholders
+    assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch from anywhere
+    assert "<h1>modstream report: demo123abc</h1>" in page
+    assert f"<td>decisions</td><td>{len(archive_data.records()['moderation.decisions'])}</td>" in (
+        page
+    )
+    for title, _, caption in report_plots.PLOTS:
+        assert f"<h2>{title}</h2>" in page
+        assert caption.replace("'", "&#x27;") in page
+
+
+def test_a_report_of_an_empty_archive_is_written_with_no_data_plots(tmp_path: Path) -> None:
+    out = report.write(None, None, tmp_path / "report.html", root=tmp_path / "empty")
+    page = out.read_text(encoding="utf-8")
+    assert len(IMAGE.findall(page)) == len(report_plots.PLOTS)
+    assert "<p>no data</p>" in page
+    con = analytics.connect(root=tmp_path / "empty")
+    for _, plot, _ in report_plots.PLOTS:
+        assert any(text.startswith("no data") for text in _said(plot(con))), plot.__name__
+
+
+def test_the_plots_with_data_draw_and_say_no_no_data(root: Path) -> None:
+    con = analytics.connect(root=root)
+    for _, plot, _ in report_plots.PLOTS:
+        figure = plot(con)
+        assert not any(text.startswith("no data") for text in _said(figure)), plot.__name__
+        assert figure.axes[0].patches or figure.axes[0].lines, plot.__name__
+
+
+def test_the_enforcement_lag_is_from_decision_written_to_revision_served(root: Path) -> None:
+    lags = report_plots.enforcement_lags(analytics.connect(root=root))
+    assert len(lags) == len(archive_data.records()["moderation.actions"])
+    assert set(lags) == {200.0 + 100 * step for step in range(7)}  # archive_data.visibility
+
+
+@pytest.mark.parametrize(
+    ("span_ms", "width_s"),
+    [(0, 1), (40_000, 1), (41_000, 5), (3_600_000, 300), (86_400_000, 3600), (10**13, 604_800)],
+)
+def test_time_buckets_are_round_and_at_most_forty(span_ms: int, width_s: int) -> None:
+    assert report_plots.bucket_s(span_ms) == width_s
