@@ -95,11 +95,12 @@ class ReviewTask(OutputRecord):
 
 
 class ContentVisibility(OutputRecord):
-    """content.visibility: what users can actually see now (written by enforcement)."""
+    """content.visibility: what users can actually see now (written by enforcement).
+    `decision_revision` 0: no decision applied to this version yet (a new upload, pending)."""
 
     content_id: Id
     content_version: ContentVersion
-    decision_revision: DecisionRevision
+    decision_revision: Annotated[int, Field(ge=0)]
     visibility: Visibility
     ts: EventTime
 

@@ -156,3 +156,15 @@ def test_a_forgotten_item_clears_its_state() -> None:
     runtime.content.update(json.dumps(state))
     assert list(function.on_timer(T0, ctx)) == []
     assert runtime.content.current is None
+
+
+def test_a_new_uploads_pending_visibility_with_revision_0_is_an_input_not_a_letter() -> None:
+    """The Content Service publishes a new version as pending before any decision applies to
+    it (revision 0); the reconciler reads it, it never dead-letters it as a schema error."""
+    record = {
+        "content_id": "c1", "content_version": 2, "decision_revision": 0,
+        "visibility": "pending", "ts": T0,
+    }  # fmt: skip
+    assert reconciler._decode("content.visibility", json.dumps(record))["decision_revision"] == 0
+    with pytest.raises(reconciler.SchemaError):
+        reconciler._decode("content.visibility", json.dumps({**record, "decision_revision": -1}))
