@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, handlers.policy_handler)
+    from modstream import eval_cli
+
+    eval_cli.add_parser(add)
     add_demo_parser(add)
     return parser
 
