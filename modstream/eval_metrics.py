@@ -23,6 +23,7 @@ share whose graded decision is BLOCK, review rate the share with at least one re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -54,6 +55,13 @@ class Prediction:
     @property
     def positive(self) -> bool:
         return self.outcome in POSITIVE
+
+
+def natural(version: Version) -> tuple[Any, ...]:
+    """Sort key: `c7-3` before `c7-24` (digit runs compared as numbers)."""
+    content_id, content_version = version
+    parts = re.split(r"(\d+)", content_id)
+    return (tuple((int(p) if p.isdigit() else -1, p) for p in parts), content_version)
 
 
 def ratio(part: int, whole: int) -> float | None:
@@ -137,6 +145,7 @@ class EvalResult:
     slices: tuple[SliceRow, ...]
     coverage: Coverage
     notes: tuple[str, ...] = field(default=())
+    source: str = ""  # what was graded against what, for the table's first line
 
     @property
     def block_rate(self) -> float | None:
@@ -157,6 +166,7 @@ class EvalResult:
             for row in self.slices
         ]
         return {
+            "source": self.source,
             "reasons": reasons,
             "versions": self.versions,
             "block_rate": self.block_rate,
@@ -235,7 +245,7 @@ def reason_rows(
     graded: Iterable[tuple[Label, Prediction]], samples: int = 5
 ) -> tuple[ReasonRow, ...]:
     """`(any)` and every reason that a label or a positive prediction names."""
-    pairs = sorted(graded, key=lambda pair: pair[0].version)
+    pairs = sorted(graded, key=lambda pair: natural(pair[0].version))
     reasons = {label.reason for label, _ in pairs if label.violating and label.reason}
     reasons |= {r for _, p in pairs if p.positive for r in p.reasons}
     rows = []
@@ -309,7 +319,7 @@ def evaluate(
     reviewed &= set(predictions)
     labels = label_set.labels
     graded = [(label, predictions[v]) for v, label in labels.items() if v in predictions]
-    unmatched = sorted(v for v in labels if v not in predictions)
+    unmatched = sorted((v for v in labels if v not in predictions), key=natural)
     coverage = Coverage(
         labels=len(labels),
         from_file=label_set.from_file,

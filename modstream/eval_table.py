@@ -39,10 +39,13 @@ def format_table(result: EvalResult) -> str:
 
 def _coverage(result: EvalResult) -> str:
     coverage = result.coverage
-    lines = [
+    both = f"{coverage.overlap} versions in both"
+    if coverage.overlap:
+        both += f": the file's label kept, {coverage.disagree} disagreeing"
+    lines = [f"modstream eval: {result.source}"] if result.source else []
+    lines += [
         f"labels: {coverage.labels} ({coverage.from_file} from the file, "
-        f"{coverage.from_reviews} from review decisions; {coverage.overlap} labelled by both, "
-        f"the file's label kept, {coverage.disagree} of them disagreeing)",
+        f"{coverage.from_reviews} from review decisions, {both})",
         f"graded: {coverage.matched} labels matched an automated decision; "
         f"{coverage.unmatched} have none"
         + (f" (e.g. {ids(coverage.unmatched_samples)})" if coverage.unmatched else ""),

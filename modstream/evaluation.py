@@ -120,4 +120,5 @@ def run(
             f"note: no label matched a decision of {prefix or 'the default deployment'}"
             f" (label ids prefixed with {id_prefix!r}; see --id-prefix)"
         )
-    return replace(result, notes=tuple(notes))
+    source = f"{labels_path} against the archive of {prefix or 'the default deployment'} ({root})"
+    return replace(result, notes=tuple(notes), source=source)

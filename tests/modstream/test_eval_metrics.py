@@ -14,6 +14,7 @@ from modstream.eval_metrics import (
     ReasonRow,
     automated_predictions,
     evaluate,
+    natural,
 )
 from modstream.eval_table import format_table
 from modstream.labels import Label, LabelSet, merge
@@ -181,3 +182,10 @@ def test_nothing_to_grade_gives_dashes_not_errors() -> None:
     table = format_table(empty)
     assert "block rate -, review rate -" in table
     assert empty.to_dict()["reasons"][0]["precision"] is None
+
+
+def test_ids_sort_as_people_count() -> None:
+    versions = [("c7-24", 1), ("c7-3", 2), ("banked-1", 1), ("c7-3", 1), ("a1", 1), ("a", 1)]
+    assert sorted(versions, key=natural) == [
+        ("a", 1), ("a1", 1), ("banked-1", 1), ("c7-3", 1), ("c7-3", 2), ("c7-24", 1),
+    ]  # fmt: skip
