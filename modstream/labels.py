@@ -69,7 +69,8 @@ def read_labels(path: Path) -> list[Label]:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise LabelsError(f"{path}: cannot read the labels file: {error}") from None
-    return parse_labels(text.splitlines(), str(path))
+    # Split on "\n" only: line numbers are an editor's, whatever a string holds.
+    return parse_labels((line.rstrip("\r") for line in text.split("\n")), str(path))
 
 
 def parse_labels(lines: Iterable[str], name: str = "<labels>") -> list[Label]:
