@@ -146,6 +146,7 @@ class EvalResult:
     coverage: Coverage
     notes: tuple[str, ...] = field(default=())
     source: str = ""  # what was graded against what, for the table's first line
+    id_prefix: str = ""  # put before the labels' ids: the table shows ids without it
 
     @property
     def block_rate(self) -> float | None:

@@ -21,8 +21,14 @@ def percent(value: float | None) -> str:
     return DASH if value is None else f"{100 * value:.1f}%"
 
 
-def ids(versions: tuple[Version, ...]) -> str:
-    return ", ".join(f"{content_id} v{version}" for content_id, version in versions) or DASH
+def ids(versions: tuple[Version, ...], id_prefix: str = "") -> str:
+    """`c7-3 v1, …`: each content id without `id_prefix` where it starts with it."""
+    return (
+        ", ".join(
+            f"{content_id.removeprefix(id_prefix)} v{version}" for content_id, version in versions
+        )
+        or DASH
+    )
 
 
 def format_table(result: EvalResult) -> str:
@@ -30,7 +36,7 @@ def format_table(result: EvalResult) -> str:
     parts = [
         _coverage(result),
         _reasons(result.reasons),
-        _mistakes(result.reasons),
+        _mistakes(result.reasons, result.id_prefix),
         _slices(result.slices),
         *result.notes,
     ]
@@ -48,7 +54,11 @@ def _coverage(result: EvalResult) -> str:
         f"{coverage.from_reviews} from review decisions, {both})",
         f"graded: {coverage.matched} labels matched an automated decision; "
         f"{coverage.unmatched} have none"
-        + (f" (e.g. {ids(coverage.unmatched_samples)})" if coverage.unmatched else ""),
+        + (
+            f" (e.g. {ids(coverage.unmatched_samples, result.id_prefix)})"
+            if coverage.unmatched
+            else ""
+        ),
         f"automated decisions: {result.versions} versions, block rate "
         f"{percent(result.block_rate)}, review rate {percent(result.review_rate)}",
     ]
@@ -67,14 +77,15 @@ def _reasons(rows: tuple[ReasonRow, ...]) -> str:
     return "\n".join(lines)
 
 
-def _mistakes(rows: tuple[ReasonRow, ...]) -> str:
+def _mistakes(rows: tuple[ReasonRow, ...], id_prefix: str) -> str:
     lines = []
     for row in rows:
         if row.false_positives:
-            lines.append(f"  false positives, {row.reason}: {ids(row.false_positives)}")
+            lines.append(f"  false positives, {row.reason}: {ids(row.false_positives, id_prefix)}")
         if row.false_negatives:
-            lines.append(f"  false negatives, {row.reason}: {ids(row.false_negatives)}")
-    return "\n".join(["samples (ids only):", *lines]) if lines else ""
+            lines.append(f"  false negatives, {row.reason}: {ids(row.false_negatives, id_prefix)}")
+    title = "samples (ids only" + (f", after {id_prefix}" if id_prefix else "") + "):"
+    return "\n".join([title, *lines]) if lines else ""
 
 
 def _slices(rows: tuple[SliceRow, ...]) -> str:

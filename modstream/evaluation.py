@@ -62,12 +62,13 @@ def rule_reasons(policy_path: Path) -> frozenset[str]:
         ) from None
 
 
-def read_archive(root: Path, table: str) -> Rows:
+def read_archive(settings: Settings, prefix: str | None, table: str) -> Rows:
     """One archived table's grading columns, as rows; no rows when nothing is archived yet.
 
-    The one place that knows how the archive is stored (hive-partitioned Parquet per table).
+    The one place that knows how the archive is stored (hive-partitioned Parquet per table,
+    read as modstream.analytics.connect reads it).
     """
-    folder = root / table
+    folder = deployments.archive_root(settings, prefix) / table
     if not any(folder.rglob("*.parquet")):
         return []
     import duckdb
@@ -99,16 +100,17 @@ def run(
     prefixed with `id_prefix`) and, with `reviews`, its reviewers' decisions."""
     file_labels = with_id_prefix(read_labels(labels_path), id_prefix)
     root = deployments.archive_root(settings, prefix)
-    decisions = read_archive(root, "decisions")
+    decisions = read_archive(settings, prefix, "decisions")
     human = []
     if reviews:
         policy = policy_path or settings.project_root / "policy_rules" / "global.yaml"
-        refused = frozenset(refused_event_ids(read_archive(root, "dlq")))
-        human = review_labels(read_archive(root, "review_decisions"), rule_reasons(policy), refused)
+        refused = frozenset(refused_event_ids(read_archive(settings, prefix, "dlq")))
+        reviewed = read_archive(settings, prefix, "review_decisions")
+        human = review_labels(reviewed, rule_reasons(policy), refused)
     result = evaluate(
         decisions,
-        read_archive(root, "contents"),
-        read_archive(root, "review_tasks"),
+        read_archive(settings, prefix, "contents"),
+        read_archive(settings, prefix, "review_tasks"),
         merge(file_labels, human),
         samples,
     )
@@ -121,4 +123,4 @@ def run(
             f" (label ids prefixed with {id_prefix!r}; see --id-prefix)"
         )
     source = f"{labels_path} against the archive of {prefix or 'the default deployment'} ({root})"
-    return replace(result, notes=tuple(notes), source=source)
+    return replace(result, notes=tuple(notes), source=source, id_prefix=id_prefix)
