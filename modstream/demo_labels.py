@@ -71,7 +71,9 @@ def derive(real: bool = False) -> list[dict[str, Any]]:
     for upload in _uploads(lines, extras=not real):
         content_id = upload["content_id"]
         if content_id not in truths:
-            truths[content_id] = _truth(rng, scores.get((content_id, 1), {}))
+            # Its own noise per content: the same truth in both label sets.
+            noise = random.Random(f"{LABEL_SEED}:{content_id}")
+            truths[content_id] = _truth(noise, scores.get((content_id, 1), {}))
         reason = _reason(upload, truths[content_id], banked, content_id in scanned)
         labels.append(_record(upload, reason, rng.choice(LABELLERS)))
     _add_misses(rng, labels)
@@ -118,13 +120,13 @@ def _scores(lines: Iterable[Line]) -> dict[tuple[str, int], Truth]:
     return scores
 
 
-def _truth(rng: random.Random, scores: Truth) -> Truth:
+def _truth(noise: random.Random, scores: Truth) -> Truth:
     """What the content really is, per label: the score plus the labeller's noise."""
     truth = {}
     for label in ("malware", "nsfw", "offensive"):
         seen = scores.get(label)
-        base = seen if seen is not None else rng.betavariate(1.2, 14)
-        truth[label] = min(1.0, max(0.0, base + rng.gauss(0.0, NOISE)))
+        base = seen if seen is not None else noise.betavariate(1.2, 14)
+        truth[label] = min(1.0, max(0.0, base + noise.gauss(0.0, NOISE)))
     return truth
 
 
