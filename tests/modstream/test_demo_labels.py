@@ -43,4 +43,6 @@ def test_the_shipped_labels_are_a_fair_test(real: bool) -> None:
     reasons = {label.reason for label in violating}
     assert None in reasons  # a labeller who flags without a code
     assert reasons - {None} <= _policy_reasons()
-    assert len(reasons - {None}) >= 3
+    # the generated workload's hash-bank uploads are known matches; real text is harassment
+    expected = {"harassment", "malware"} | (set() if real else {"known_match", "mature_content"})
+    assert expected <= reasons
