@@ -43,9 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, handlers.policy_handler)
-    from modstream import archive_cli
+    from modstream import archive_cli, eval_cli
 
     archive_cli.add_parsers(add)  # archive, query, report (issue 16)
+    eval_cli.add_parser(add)
     add_demo_parser(add)
     return parser
 
