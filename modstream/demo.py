@@ -34,7 +34,7 @@ from typing import Any
 
 import redis
 
-from modstream import deployments, endpoints, stack, topics, workload
+from modstream import demo_analytics, deployments, endpoints, stack, topics, workload
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
@@ -102,6 +102,12 @@ class Deployment:
 
     def metrics_endpoints(self) -> dict[str, str]:
         return {job: endpoints.url(port) for job, port in self.metrics_ports.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    summary: dict[str, Any]
+    ok: bool  # every action enforced, the visibility store matching the final decisions
 
 
 def run(
@@ -180,7 +186,13 @@ def _run(
             return 1
     finally:
         _stop(jobs, watch)
-    return _report(deployment, demo, service, client, watch, seed, started, as_json)
+    outcome = _report(deployment, demo, service, client, watch, seed, started, as_json)
+    analysed = demo_analytics.analyse(
+        settings, deployment.prefix, deployment.run_id, real=real, shown=shown, say=say
+    )
+    if as_json:
+        print(json.dumps({**outcome.summary, **analysed}))
+    return 0 if outcome.ok else 1
 
 
 def _create_deployment(settings: Settings, jobs: list[str]) -> Deployment:
@@ -339,8 +351,8 @@ def _report(
     seed: int,
     started: float,
     as_json: bool,
-) -> int:
-    """The summary (one JSON line with `as_json`); 0 when the run succeeded, else 1."""
+) -> Outcome:
+    """The summary (printed now unless `as_json`: the caller prints it with the analytics)."""
     results = collect(
         deployment.settings,
         deployment.names,
@@ -353,10 +365,10 @@ def _report(
         watch=watch,
     )
     summary = {**summarize(results, started), "metrics": deployment.metrics_endpoints()}
+    summary["run_id"] = deployment.run_id
     ok = succeeded(results, summary)
     if as_json:
-        print(json.dumps(summary))
-        return 0 if ok else 1
+        return Outcome(summary, ok)
     print_summary(
         results,
         summary,
@@ -366,7 +378,7 @@ def _report(
         retro_bank=demo.retro_bank,
         started=started,
     )
-    return 0 if ok else 1
+    return Outcome(summary, ok)
 
 
 def _produce_paced(

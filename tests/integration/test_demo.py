@@ -11,12 +11,14 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import get_args
+from pathlib import Path
+from typing import Any, get_args
 
+import duckdb
 import pytest
 
 from jobs.metrics import prometheus_name
-from modstream import endpoints
+from modstream import analytics, deployments, endpoints
 from modstream.config import PROJECT_ROOT, Settings
 from schemas.common import Outcome, Trigger
 from schemas.dlq import ErrorClass
@@ -70,7 +72,9 @@ def _values(samples: list[endpoints.Sample], name: str) -> list[tuple[dict[str, 
     return [(labels, value) for sample, labels, value in samples if sample == name]
 
 
-def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Settings) -> None:
+def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(
+    stack: Settings, tmp_path: Path
+) -> None:
     ports = _free_range()
     with _scraping(endpoints.port_range(ports)) as scraped:
         result = subprocess.run(
@@ -94,6 +98,54 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
+    _assert_analytics(stack, summary, tmp_path)
+
+
+def _modstream(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [sys.executable, "-m", "modstream.cli", *args],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    assert result.returncode == 0, (
+        f"modstream {args[0]}: {result.stdout[-2000:]}{result.stderr[-3000:]}"
+    )
+    return result
+
+
+def _assert_analytics(stack: Settings, summary: dict[str, Any], tmp_path: Path) -> None:
+    """What an analyst gets from the run (docs/ANALYSTS.md): the archive the demo wrote holds its
+    decisions and DuckDB and pandas read them; the report has its plots; eval grades the shipped
+    labels; every ready Flink SQL query returns rows on the run's topics."""
+    prefix = summary["run_id"].rstrip("-")
+    archived = summary["archive"]
+    assert archived["decisions"] >= summary["decisions"] > 0
+    root = deployments.archive_root(stack, prefix)
+    files = str(root / "decisions" / "**" / "*.parquet")
+    with duckdb.connect() as connection:
+        sql = f"SELECT count(*) FROM read_parquet('{files}', hive_partitioning=true)"
+        assert connection.execute(sql).fetchone() == (archived["decisions"],)
+    table = analytics.read_decisions(settings=stack, prefix=prefix)
+    assert table.num_rows == archived["decisions"]
+    assert set(table.to_pandas()["content_id"]) >= {summary["run_id"] + "c7-0"}
+    queried = _modstream("query", "--prefix", prefix, "--format", "json",
+                         "SELECT count(DISTINCT content_id) AS n FROM decisions")  # fmt: skip
+    assert (
+        json.loads(queried.stdout.splitlines()[-1])["n"]
+        == table.to_pandas()["content_id"].nunique()
+    )
+    page = Path(summary["report"]).read_text(encoding="utf-8")
+    assert page.count('<img src="data:image/png;base64,') >= 5
+    graded = _modstream("eval", "--labels", str(PROJECT_ROOT / "deploy/demo/labels.jsonl"),
+                        "--prefix", prefix, "--id-prefix", summary["run_id"], "--json")  # fmt: skip
+    evaluated = json.loads(graded.stdout)
+    assert evaluated["coverage"]["matched"] >= 60
+    reasons = {row["reason"]: row for row in evaluated["reasons"]}
+    assert reasons["(any)"]["precision"] is not None and reasons["(any)"]["recall"] is not None
+    assert {"malware", "harassment", "known_match"} <= set(reasons)
 
 
 def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
