@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -138,7 +139,9 @@ def _assert_analytics(stack: Settings, summary: dict[str, Any], tmp_path: Path) 
         == table.to_pandas()["content_id"].nunique()
     )
     page = Path(summary["report"]).read_text(encoding="utf-8")
-    assert page.count('<img src="data:image/png;base64,') >= 5
+    assert (
+        len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,[A-Za-z0-9+/=]+">', page)) >= 5
+    )
     graded = _modstream("eval", "--labels", str(PROJECT_ROOT / "deploy/demo/labels.jsonl"),
                         "--prefix", prefix, "--id-prefix", summary["run_id"], "--json")  # fmt: skip
     evaluated = json.loads(graded.stdout)
