@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     policy_cli.add_parser(commands, handlers.policy_handler)
     add_demo_parser(add)
+    from modstream import sql_cli
+
+    sql_cli.add_parser(add)
     return parser
 
 
