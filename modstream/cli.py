@@ -58,7 +58,9 @@ def add_stack_parsers(add: Add) -> None:
     sub = add("topics", handlers.cmd_topics, "create (idempotent) or list the contract's topics")
     sub.add_argument("action", choices=["create", "list"])
     sub = add(
-        "schemas", handlers.cmd_schemas, "export the contract's JSON Schema, or check it is fresh"
+        "schemas",
+        handlers.cmd_schemas,
+        "export the contract's JSON Schema and Flink SQL tables, or check they are fresh",
     )
     sub.add_argument("action", choices=["export", "check"])
     sub = add(

@@ -150,7 +150,10 @@ def explain(trace: str, statement: Statement | None = None) -> Failure:
         missing = (found.group(1) or found.group(2)) if found else None
         where = _place(statement, message)
         return Failure(f"{where}{_without_positions(message)}", True, missing)
-    root = _trimmed(causes[-1][1])
+    root = next((_trimmed(text) for _, text in reversed(causes) if text.strip()), "")
+    deepest = causes[-1][0].rsplit(".", 1)[-1]
+    if not causes[-1][1].strip() and len(causes) > 1:
+        root = f"{deepest} after {root}" if root else deepest
     if root and root not in message:
         message = f"{message} (cause: {root})"
     where = f"{statement.source}:{statement.line}: " if statement else ""

@@ -1,6 +1,6 @@
 -- Shadow vs active disagreement by rule: for each content version decided by both a shadow (or
--- canary) policy version and the active policy, their latest decisions compared (the active
--- one's latest automated revision: a human review or appeal is no policy's outcome), per rule
+-- canary) policy version and the active policy, their latest automated decisions compared (a
+-- human review or appeal, which both follow, is no policy's outcome), per rule
 -- that either matched ("(default)": neither matched a rule): versions, how many outcomes differ,
 -- and the new BLOCKs the candidate would add. What `policy promote` checks before activating.
 WITH active AS (
@@ -16,6 +16,7 @@ shadow AS (
       PARTITION BY content_id, content_version, policy_version
       ORDER BY decision_revision DESC) AS newest
   FROM moderation_shadow
+  WHERE `trigger` NOT IN ('review', 'appeal')
 ),
 pairs AS (
   SELECT s.policy_version AS shadow_version, a.policy_version AS active_version,

@@ -14,15 +14,15 @@ latest AS (
       PARTITION BY content_id, content_version ORDER BY decision_revision DESC) AS newest
   FROM moderation_decisions
 ),
-unknown AS (
+missing_evidence AS (
   SELECT missing.detector, l.content_id, l.content_version
-  FROM latest AS l CROSS JOIN UNNEST(l.completeness.unknown) AS missing (detector)
+  FROM latest AS l CROSS JOIN UNNEST(l.completeness.`unknown`) AS missing (detector)
   WHERE l.newest = 1
 ),
 per_version AS (
   SELECT detector, content_id, content_version FROM results
   UNION
-  SELECT detector, content_id, content_version FROM unknown
+  SELECT detector, content_id, content_version FROM missing_evidence
 ),
 by_results AS (
   SELECT detector, COUNT(*) AS results,
@@ -33,7 +33,7 @@ by_results AS (
 by_versions AS (
   SELECT p.detector, COUNT(*) AS versions, COUNT(u.detector) AS versions_unknown
   FROM per_version AS p
-  LEFT JOIN unknown AS u ON p.detector = u.detector AND p.content_id = u.content_id
+  LEFT JOIN missing_evidence AS u ON p.detector = u.detector AND p.content_id = u.content_id
     AND p.content_version = u.content_version
   GROUP BY p.detector
 )
