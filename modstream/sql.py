@@ -18,7 +18,9 @@ import json
 import logging
 import os
 import re
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,10 @@ from modstream.sql_format import Result, plain
 from modstream.sql_script import Script, Statement, explain, read_script
 
 CONNECTOR_JAR = "flink-sql-connector-kafka-"
+AHEAD = 4  # queries running at once (`_pipelined`)
+# The MiniCluster's memory for batch operators (sort, hash join, aggregation), shared by the
+# slots of the queries running at once.
+MANAGED_MEMORY = "512m"
 # A statement that is a query (some of its columns come back as JSON text, `_execute_one`).
 _QUERY = re.compile(r"^\(*\s*(SELECT|WITH|VALUES)\b", re.IGNORECASE)
 
@@ -96,7 +102,7 @@ def table_environment(settings: Settings, parallelism: int = 1) -> tuple[Any, An
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    cluster, host, port = _mini_cluster(parallelism)
+    cluster, host, port = _mini_cluster(AHEAD * parallelism)
     conf = Configuration()
     conf.set_string("pipeline.jars", ";".join(jar.as_uri() for jar in jars))
     conf.set_string("table.local-time-zone", "UTC")
@@ -119,6 +125,7 @@ def _mini_cluster(slots: int) -> tuple[Any, str, int]:
     # The Kafka clients' threads log while their job's class loader closes; Flink's check for
     # that would print a Java stack trace on stderr for every query.
     conf.setString("classloader.check-leaked-classloader", "false")
+    conf.setString("taskmanager.memory.managed.size", MANAGED_MEMORY)
     minicluster = jvm.org.apache.flink.runtime.minicluster
     built = (
         minicluster.MiniClusterConfiguration.Builder()
@@ -154,13 +161,30 @@ def execute(
             [sql_tables.table_name(t) for t in present],
             [where.topic(t) for t in sql_tables.TABLE_TOPICS if t not in present],
         )
-        for script in scripts:
-            for statement in script.statements:
-                result = _statement(t_env, statement, script.title, tables)
-                if result is not None:
-                    yield result
+        yield from _pipelined(t_env, scripts, tables)
     finally:
         cluster.close()
+
+
+def _pipelined(t_env: Any, scripts: Sequence[Script], tables: Tables) -> Iterator[Result]:
+    """Each statement submitted in order, its rows collected in order, up to AHEAD queries
+    running at once: planning is the client's serial part, and the jobs of the queries already
+    planned run meanwhile (all ready queries on a demo's topics: 36 s instead of 50)."""
+    pending: deque[Pending] = deque()
+    for script in scripts:
+        for statement in script.statements:
+            try:
+                submitted = _submit(t_env, statement, script.title, tables)
+            except SqlError:
+                while pending:  # what ran before the wrong statement is still shown
+                    yield _collect(pending.popleft())
+                raise
+            if submitted is not None:
+                pending.append(submitted)
+            if len(pending) >= AHEAD:
+                yield _collect(pending.popleft())
+    while pending:
+        yield _collect(pending.popleft())
 
 
 def run_files(
@@ -190,27 +214,45 @@ class Tables:
         return text
 
 
-def _statement(t_env: Any, statement: Statement, title: str, tables: Tables) -> Result | None:
-    """Run one statement; its Result when it returns rows (a query, SHOW, DESCRIBE)."""
+@dataclass(frozen=True)
+class Pending:
+    """A statement whose rows are on their way (its job may still run)."""
+
+    statement: Statement
+    title: str
+    table_result: Any
+    encoded: frozenset[int]  # the columns that come as JSON text
+
+
+def _submit(t_env: Any, statement: Statement, title: str, tables: Tables) -> Pending | None:
+    """Plan and start one statement; a Pending when it returns rows (a query, SHOW,
+    DESCRIBE), None when it does not (CREATE VIEW, …)."""
     from pyflink.table import ResultKind
 
     try:
         table_result, encoded = _run(lambda: _execute_one(t_env, statement.text), statement)
-        if table_result.get_result_kind() != ResultKind.SUCCESS_WITH_CONTENT:
-            return None
-        columns = tuple(table_result.get_resolved_schema().get_column_names())
-        with table_result.collect() as rows:
-            collected = tuple(_decoded(_values(row), encoded) for row in rows)
     except SqlError as error:
         if error.missing_table:
             raise SqlError(f"{error}\n{tables.listing()}", error.exit_code) from None
         raise
+    if table_result.get_result_kind() != ResultKind.SUCCESS_WITH_CONTENT:
+        return None
+    return Pending(statement, title, table_result, encoded)
+
+
+def _collect(pending: Pending) -> Result:
+    """The rows of a submitted statement; SqlError (exit 1) when its job failed."""
+    statement = pending.statement
+    try:
+        columns = tuple(pending.table_result.get_resolved_schema().get_column_names())
+        with pending.table_result.collect() as rows:
+            collected = tuple(_decoded(_values(row), pending.encoded) for row in rows)
     except Exception as error:  # a Java failure while collecting: the job failed
         trace = _java_trace(error)
         if trace is None:
             raise
         raise SqlError(explain(trace, statement).message, 1) from None
-    return Result(statement.source, title, columns, collected)
+    return Result(statement.source, pending.title, columns, collected)
 
 
 def _execute_one(t_env: Any, text: str) -> tuple[Any, frozenset[int]]:

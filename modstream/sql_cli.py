@@ -63,7 +63,12 @@ def scripts_of(args: argparse.Namespace) -> list[Script]:
         try:
             script = read_script(path)
         except (OSError, UnicodeDecodeError) as error:
-            raise ValueError(f"{path}: {getattr(error, 'strerror', None) or error}") from None
+            reason = getattr(error, "strerror", None) or error
+            if " " in str(path) and not path.exists():  # SQL taken for a file by --file's nargs
+                reason = (
+                    f'{reason} (a query goes before --file: modstream sql "SELECT …" --file Q.sql)'
+                )
+            raise ValueError(f"{path}: {reason}") from None
         if not script.statements:
             raise ValueError(f"{path}: no SQL statement in it")
         scripts.append(script)

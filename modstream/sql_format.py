@@ -12,11 +12,13 @@ import datetime
 import decimal
 import io
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 FORMATS = ("table", "csv", "json")
+_HEADLINE = re.compile(r"[:.](?:\s|$)")
 _NULL = "NULL"
 
 
@@ -115,7 +117,8 @@ def as_table(result: Result) -> str:
         ]
         return " | ".join(padded).rstrip() + "\n"
 
-    heading = f"{result.source}: {result.title}" if result.title else result.source
+    headline = _HEADLINE.split(result.title, maxsplit=1)[0]  # the title's first clause
+    heading = f"{result.source}: {headline}" if headline else result.source
     count = len(result.rows)
     return (
         f"{heading}\n"

@@ -37,6 +37,10 @@ def test_an_inline_query_runs_after_the_files(tmp_path: Path) -> None:
         (["sql"], "give a query"),
         (["sql", "--file", "/nonexistent/q.sql"], "/nonexistent/q.sql: No such file"),
         (["sql", "  -- nothing\n"], "the query is empty"),
+        (
+            ["sql", "--file", str(QUERIES_DIR / "review_backlog_by_queue.sql"), "SELECT 1"],
+            "SELECT 1: No such file or directory (a query goes before --file",
+        ),
         (["sql", "SELECT 1", "--prefix", "no/slash"], "is not a topic prefix"),
         (["sql", "SELECT 1", "--parallelism", "0"], "--parallelism must be at least 1"),
     ],

@@ -14,7 +14,7 @@ from modstream.sql_format import Result, as_csv, as_json, as_table, plain, rende
 
 RATES = Result(
     "deploy/sql/queries/block_rate.sql",
-    "Block rate per hour.",
+    "Block rate per hour: blocked versions out of decided ones.",
     ("surface", "versions", "block_rate", "rules"),
     (
         ("public_post", 12, 0.25, ["nsfw-block"]),
@@ -55,7 +55,7 @@ def test_plain_values(value: object, expected: object) -> None:
 
 def test_table_aligns_numbers_right_and_counts_rows() -> None:
     assert as_table(RATES) == (
-        "deploy/sql/queries/block_rate.sql: Block rate per hour.\n"
+        "deploy/sql/queries/block_rate.sql: Block rate per hour\n"
         "surface     | versions | block_rate | rules\n"
         "------------+----------+------------+---------------\n"
         'public_post |       12 |       0.25 | ["nsfw-block"]\n'
@@ -87,7 +87,7 @@ def test_json_is_one_document_per_query() -> None:
         "block_rate": None,
         "rules": [],
     }
-    assert documents[0]["title"] == "Block rate per hour."
+    assert documents[0]["title"] == "Block rate per hour: blocked versions out of decided ones."
     assert documents[1] == {"source": "query", "title": "", "columns": ["n"], "rows": [{"n": 1}]}
     assert as_json(RATES).endswith("\n")
 

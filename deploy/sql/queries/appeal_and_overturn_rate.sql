@@ -1,8 +1,9 @@
 -- Appeal rate and overturn rate per policy version: of the content versions that version
--- blocked or restricted, the share whose author appealed (moderation.appeals, matched to the
--- decision revision named in the appeal); of those appeals a reviewer decided (review.decisions
--- with task_id `appeal-<appeal_id>`), the share where the reviewer's outcome differs from the
--- appealed one (overturned).
+-- blocked or restricted (sanctioned_versions, plus any appealed version it decided otherwise),
+-- the share whose author appealed (moderation.appeals, matched to the decision revision named
+-- in the appeal); of those appeals a reviewer decided (review.decisions with task_id
+-- `appeal-<appeal_id>`), the share where the reviewer's outcome differs from the appealed one
+-- (overturned).
 WITH negative AS (
   SELECT DISTINCT policy_version, content_id, content_version
   FROM moderation_decisions

@@ -1,8 +1,8 @@
 -- Shadow vs active disagreement by rule: for each content version decided by both a shadow (or
 -- canary) policy version and the active policy, their latest automated decisions compared (a
--- human review or appeal, which both follow, is no policy's outcome), per rule
--- that either matched ("(default)": neither matched a rule): versions, how many outcomes differ,
--- and the new BLOCKs the candidate would add. What `policy promote` checks before activating.
+-- human review or appeal, which both follow, is no policy's outcome), per rule that either
+-- matched ("(default)": neither matched a rule): versions, how many outcomes differ, and the
+-- new BLOCKs the candidate would add (the diff `modstream policy promote` is about).
 WITH active AS (
   SELECT content_id, content_version, policy_version, outcome, matched_rules,
     ROW_NUMBER() OVER (
