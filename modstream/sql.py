@@ -96,13 +96,20 @@ def table_environment(settings: Settings, parallelism: int = 1) -> tuple[Any, An
     log_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("FLINK_LOG_DIR", str(log_dir))
     os.environ.setdefault("FLINK_IDENT_STRING", f"sql-{os.getpid()}")
-    # The gateway JVM lives for one call: C1 alone compiles enough and costs a third less CPU
-    # (all ready queries on a demo's topics: 45 s of CPU against 70).
-    os.environ.setdefault("JVM_ARGS", "-XX:TieredStopAtLevel=1")
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    cluster, host, port = _mini_cluster(AHEAD * parallelism)
+    # The gateway JVM lives for one call: C1 alone compiles enough and costs a third less CPU
+    # (all ready queries on a demo's topics: 45 s of CPU against 70). Only for the gateway this
+    # starts: the variable is gone again before any job process inherits it.
+    own_args = "JVM_ARGS" not in os.environ
+    if own_args:
+        os.environ["JVM_ARGS"] = "-XX:TieredStopAtLevel=1"
+    try:
+        cluster, host, port = _mini_cluster(AHEAD * parallelism)
+    finally:
+        if own_args:
+            os.environ.pop("JVM_ARGS", None)
     conf = Configuration()
     conf.set_string("pipeline.jars", ";".join(jar.as_uri() for jar in jars))
     conf.set_string("table.local-time-zone", "UTC")
