@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     archive_cli.add_parsers(add)  # archive, query, report (issue 16)
     eval_cli.add_parser(add)
     add_demo_parser(add)
+    from modstream import sql_cli
+
+    sql_cli.add_parser(add)
     return parser
 
 
@@ -60,7 +63,9 @@ def add_stack_parsers(add: Add) -> None:
     sub = add("topics", handlers.cmd_topics, "create (idempotent) or list the contract's topics")
     sub.add_argument("action", choices=["create", "list"])
     sub = add(
-        "schemas", handlers.cmd_schemas, "export the contract's JSON Schema, or check it is fresh"
+        "schemas",
+        handlers.cmd_schemas,
+        "export the contract's JSON Schema and Flink SQL tables, or check they are fresh",
     )
     sub.add_argument("action", choices=["export", "check"])
     sub = add(

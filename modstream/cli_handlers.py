@@ -65,19 +65,21 @@ def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace, settings: Settings) -> int:
+    """schemas/json/ and the Flink SQL tables (deploy/sql/tables.sql), both from the models."""
+    from modstream import sql_tables
     from schemas import export
 
     if args.action == "export":
-        for path in export.export():
+        for path in [*export.export(), sql_tables.export()]:
             print(f"wrote {path.relative_to(settings.project_root)}")
         return 0
-    problems = export.stale()
+    problems = export.stale() + sql_tables.stale()
     for problem in problems:
         print(f"stale: {problem}")
     if problems:
-        print("run `modstream schemas export` and commit schemas/json/")
+        print("run `modstream schemas export` and commit schemas/json/ and deploy/sql/tables.sql")
         return 1
-    print("schemas/json/ matches the models")
+    print("schemas/json/ and deploy/sql/tables.sql match the models")
     return 0
 
 
