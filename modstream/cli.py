@@ -43,14 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     from modstream import policy_cli
 
     policy_cli.add_parser(commands, handlers.policy_handler)
-    from modstream import archive_cli, eval_cli
+    from modstream import archive_cli, eval_cli, sql_cli
 
-    archive_cli.add_parsers(add)  # archive, query, report (issue 16)
+    sql_cli.add_parser(add)  # the analysts' commands (docs/ANALYSTS.md)
+    archive_cli.add_parsers(add)  # archive, query, report
     eval_cli.add_parser(add)
     add_demo_parser(add)
-    from modstream import sql_cli
-
-    sql_cli.add_parser(add)
     return parser
 
 

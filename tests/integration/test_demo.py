@@ -149,6 +149,13 @@ def _assert_analytics(stack: Settings, summary: dict[str, Any], tmp_path: Path) 
     reasons = {row["reason"]: row for row in evaluated["reasons"]}
     assert reasons["(any)"]["precision"] is not None and reasons["(any)"]["recall"] is not None
     assert {"malware", "harassment", "known_match"} <= set(reasons)
+    queries = sorted(str(path) for path in (PROJECT_ROOT / "deploy/sql/queries").glob("*.sql"))
+    answered = _modstream("sql", "--prefix", prefix, "--format", "json", "--file", *queries)
+    results = [json.loads(line) for line in answered.stdout.splitlines() if line.startswith("{")]
+    assert len(results) == len(queries) >= 7
+    assert all(result["rows"] for result in results), [
+        (result.get("source"), len(result["rows"])) for result in results
+    ]
 
 
 def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
