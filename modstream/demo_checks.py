@@ -1,0 +1,80 @@
+"""What a `modstream demo` run must reach, from the records it sent and read back: every
+scanned upload answered by each detector its policy requires (`expected_scans`, `unanswered`),
+and no version still `scanning` long after its deadline (`overdue`).
+
+Pure: the demo's waits (modstream/demo_wait.py) and its summary (modstream/demo_summary.py)
+read the topics and call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from operators.version_state import EVIDENCE_GRACE_MS
+
+ScanKey = tuple[str, int, str]  # (content_id, content_version, detector)
+
+
+def _uploads(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The well-formed `upsert` records among the run's lines."""
+    return [
+        value
+        for line in lines
+        if line.get("topic") == "content.versions"
+        and isinstance(value := line.get("value"), dict)
+        and value.get("type") == "upsert"
+        and isinstance(value.get("content_id"), str)
+        and isinstance(value.get("content_version"), int)
+        and isinstance(value.get("ts"), int)
+    ]
+
+
+def _spec(policy: dict[str, Any], modality: Any) -> dict[str, Any]:
+    spec = (policy.get("detectors") or {}).get(modality)
+    return spec if isinstance(spec, dict) else {}
+
+
+def expected_scans(
+    lines: Iterable[dict[str, Any]], policy: dict[str, Any], scanned: set[str]
+) -> set[ScanKey]:
+    """Each scanned upload's required detectors (the policy's `detectors.<modality>.required`):
+    a result of each must be in before the run may end (a gate's result alone is not the model's
+    answer)."""
+    return {
+        (upload["content_id"], upload["content_version"], str(detector))
+        for upload in _uploads(lines)
+        if upload["content_id"] in scanned
+        for detector in _spec(policy, upload.get("modality")).get("required") or ()
+    }
+
+
+def unanswered(expected: set[ScanKey], results: Iterable[dict[str, Any]]) -> set[ScanKey]:
+    """The expected (version, detector) pairs no result answers yet (any status: a timeout or an
+    error is an answer)."""
+    answered = {(r["content_id"], r["content_version"], r["detector"]) for r in results}
+    return expected - answered
+
+
+def overdue(
+    latest: dict[tuple[str, int], dict[str, Any]],
+    lines: Iterable[dict[str, Any]],
+    policy: dict[str, Any],
+    reached: int,
+) -> list[tuple[str, int]]:
+    """The versions whose latest decision is still `scanning` though event time (`reached`: the
+    newest decision `ts` of the run) passed their deadline by more than the wait a deadline may
+    take (a full `deadline_ms` more for the detectors, plus the evidence grace: operators/
+    timers.py `postponed`). Each should have had an `evidence` or a `deadline` revision."""
+    found = []
+    for upload in _uploads(lines):
+        version = (upload["content_id"], upload["content_version"])
+        decision = latest.get(version)
+        deadline_ms = _spec(policy, upload.get("modality")).get("deadline_ms")
+        if decision is None or decision.get("state") != "scanning":
+            continue
+        if not isinstance(deadline_ms, int):
+            continue
+        if reached > upload["ts"] + 2 * deadline_ms + EVIDENCE_GRACE_MS:
+            found.append(version)
+    return sorted(set(found))
