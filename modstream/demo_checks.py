@@ -8,7 +8,7 @@ read the topics and call these.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from operators.version_state import EVIDENCE_GRACE_MS
@@ -49,11 +49,29 @@ def expected_scans(
     }
 
 
-def unanswered(expected: set[ScanKey], results: Iterable[dict[str, Any]]) -> set[ScanKey]:
+def settled(decisions: Iterable[dict[str, Any]]) -> set[tuple[str, int]]:
+    """The versions whose latest decision no longer waits for evidence (deleted, blocked by a
+    bank match, withheld by a failed gate, decided): a detector they never asked is not waited
+    for."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for decision in decisions:
+        version = (decision["content_id"], decision["content_version"])
+        if version not in latest or (
+            decision["decision_revision"] > latest[version]["decision_revision"]
+        ):
+            latest[version] = decision
+    return {version for version, decision in latest.items() if decision["state"] != "scanning"}
+
+
+def unanswered(
+    expected: set[ScanKey],
+    results: Iterable[dict[str, Any]],
+    done: Collection[tuple[str, int]] = (),
+) -> set[ScanKey]:
     """The expected (version, detector) pairs no result answers yet (any status: a timeout or an
-    error is an answer)."""
+    error is an answer), less those of versions already `done` (`settled`)."""
     answered = {(r["content_id"], r["content_version"], r["detector"]) for r in results}
-    return expected - answered
+    return {key for key in expected - answered if key[:2] not in done}
 
 
 def overdue(

@@ -64,6 +64,22 @@ def test_a_gate_result_alone_leaves_the_model_unanswered() -> None:
     assert demo_checks.unanswered(expected, results) == set()
 
 
+def test_a_version_that_no_longer_waits_for_evidence_is_not_waited_for() -> None:
+    """A deleted image (or one a bank match blocked, or whose gate failed) never asks its
+    model: the wait must not run to its timeout for it."""
+    expected = demo_checks.expected_scans(LINES, POLICY, {"r-img", "r-txt"})
+    results = [result("r-img", "media_check"), result("r-txt", "offensive_text")]
+    decisions = [
+        {**decision("r-img", "scanning"), "decision_revision": 1},
+        {**decision("r-img", "deleted"), "decision_revision": 2},
+        {**decision("r-txt", "scanning"), "decision_revision": 1},
+    ]
+    done = demo_checks.settled(decisions)
+    assert done == {("r-img", 1)}
+    assert demo_checks.unanswered(expected, results, done) == set()
+    assert demo_checks.unanswered(expected, results[:1], done) == {("r-txt", 1, "offensive_text")}
+
+
 @pytest.mark.parametrize(
     ("state", "reached", "overdue"),
     [

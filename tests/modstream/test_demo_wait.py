@@ -61,8 +61,11 @@ def test_the_scan_wait_holds_until_the_model_after_the_gate_answered(
     the images' model answered (issue 16's real-demo run: 55 of 66 images left `scanning`)."""
     clock = {"now": 0.0}
     polls: list[int] = []
+    gate_key = {"content_id": "r-img", "content_version": 1}
 
-    def mine(_settings: Any, _topic: str, _run: str) -> list[dict[str, Any]]:
+    def mine(_settings: Any, topic: str, _run: str) -> list[dict[str, Any]]:
+        if topic == "r.decisions":
+            return [{**gate_key, "decision_revision": 1, "state": "scanning"}]
         polls.append(1)
         gate = [{"content_id": "r-img", "content_version": 1, "detector": "media_check"}]
         model = [{"content_id": "r-img", "content_version": 1, "detector": "nsfw_image"}]
@@ -80,6 +83,6 @@ def test_the_scan_wait_holds_until_the_model_after_the_gate_answered(
     expected = {("r-img", 1, "media_check"), ("r-img", 1, "nsfw_image")}
     with Progress("demo", live=False, every_s=0.0) as shown:
         settings = types.SimpleNamespace(bootstrap_servers="nowhere:9092")
-        names = {"detector.results": "r.d"}
+        names = {"detector.results": "r.d", "moderation.decisions": "r.decisions"}
         demo_wait.wait_for_scans(settings, "r-", names, expected, shown, 6.0)  # type: ignore[arg-type]
     assert 20 + 6 < len(polls) < 40  # past the model's answer, then quiet for 6 s
