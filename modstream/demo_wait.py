@@ -88,12 +88,13 @@ def wait_for_scans(
     """Until every scanned upload has a result of each detector its policy requires (the models
     asked after a gate included: demo_checks.expected_scans), unless its version no longer
     waits for evidence (deleted, bank-blocked, gate failed: demo_checks.settled), and no new
-    result came for `quiet_s`. Meanwhile a tiny upload every second keeps event time moving, as
-    live traffic would: the last uploads are decided, and their scans requested, once the
-    watermark passes them; and a result that arrives more than the live window after its `ts` (stamped in its
-    upload's time, behind a queue of images) makes its partition look like a paused backlog,
-    which holds event time until live lanes have spoken for two fetch rounds after it, else
-    for `--drained-after-ms` (ValidatedTime.java): `quiet_s` leaves time for those rounds."""
+    result came for `quiet_s`. Meanwhile a tiny upload every second keeps event time moving,
+    as live traffic would: the last uploads are decided, and their scans requested, once the
+    watermark passes them; and a result that arrives more than the live window after its `ts`
+    (stamped in its upload's time, behind a queue of images) makes its partition look like a
+    paused backlog, which holds event time until live lanes have spoken for two fetch rounds
+    after it, else for `--drained-after-ms` (ValidatedTime.java): `quiet_s` leaves time for
+    those rounds."""
     last_count, last_change = -1, time.monotonic()
     deadline = time.monotonic() + WAIT_TIMEOUT_S
     shown.phase("waiting for the scan job's detector results", unit="results")
