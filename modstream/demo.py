@@ -37,6 +37,7 @@ import redis
 from modstream import demo_analytics, deployments, endpoints, stack, topics, workload
 from modstream.config import Settings
 from modstream.content_service import ContentService
+from modstream.demo_checks import expected_scans
 from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
 from modstream.demo_wait import (
     RECONCILER_SLA_MS,
@@ -317,7 +318,8 @@ def _send(
         say(f"demo: sending {len(demo.lines)} records at the pace of their event time")
         with shown.waiting(f"sending {len(demo.lines)} records at the pace of their event time"):
             _produce_paced(settings, demo.lines, names, keyring)
-        wait_for_scans(settings, run_id, names, demo.scanned, shown)
+        expected = expected_scans(demo.lines, demo.policy, demo.scanned)
+        wait_for_scans(settings, run_id, names, expected, shown)
         workload.produce(settings.bootstrap_servers, demo.markers, names)
     else:
         with shown.waiting(f"sending {len(demo.lines)} records"):

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from modstream import kafkaio
+from modstream import demo_checks, kafkaio
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators.moderation import VISIBILITY
@@ -146,6 +146,7 @@ class Results:
     notices: list[dict[str, Any]]
     saved: dict[str, int]  # scan_calls_saved
     mismatched: set[str]  # content ids whose served visibility is not the final decision's
+    overdue: list[tuple[str, int]]  # versions still `scanning` long after their deadline
     applied: int  # actions the Action Service finished
     lags: list[float]  # LagWatch.lags_ms
 
@@ -163,11 +164,8 @@ def collect(
     watch: LagWatch,
 ) -> Results:
     """Read this run's outputs back and check the served visibility against them."""
-    decisions = [
-        d
-        for d in mine(settings, names["moderation.decisions"], run_id)
-        if not d["content_id"].startswith(marker)
-    ]
+    everything = mine(settings, names["moderation.decisions"], run_id)
+    decisions = [d for d in everything if not d["content_id"].startswith(marker)]
     actions = mine(settings, names["moderation.actions"], run_id)
     tasks = mine(settings, names["review.tasks"], run_id)
     shadows = mine(settings, names["moderation.shadow"], run_id)
@@ -179,6 +177,7 @@ def collect(
     saved = scan_calls_saved(settings, names, run_id, lines, decided, policy)
     latest = _latest_revisions(decisions)
     mismatched = _visibility_mismatches(service, _final_decisions(latest))
+    reached = max((d["ts"] for d in everything), default=0)  # the end markers' included
     applied = sum(1 for a in actions if client.get(f"intent:{a['action_id']}") in DONE)
     return Results(
         decisions=decisions,
@@ -192,6 +191,7 @@ def collect(
         notices=notices,
         saved=saved,
         mismatched=mismatched,
+        overdue=demo_checks.overdue(latest, lines, policy, reached),
         applied=applied,
         lags=watch.lags_ms(),
     )
@@ -248,6 +248,7 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "actions": len(results.actions),
         "applied": results.applied,
         "visibility_mismatches": len(mismatched),
+        "overdue_scanning": len(results.overdue),
         "discrepancies_open": len({d["content_id"] for d in results.discrepancies} & mismatched),
         "discrepancies_seen": len(results.discrepancies),
         "dlq": len(results.letters),
@@ -263,13 +264,24 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
 
 
 def succeeded(results: Results, summary: dict[str, Any]) -> bool:
-    """Something was decided, no revision twice, every action enforced, nothing mismatched."""
+    """Something was decided, no revision twice, every action enforced, nothing mismatched,
+    and no version left `scanning` long past its deadline (neither its evidence nor its
+    deadline decided it: demo_checks.overdue)."""
     return (
         bool(results.latest)
         and summary["duplicate_revisions"] == 0
         and results.applied == len(results.actions)
         and not results.mismatched
+        and not results.overdue
     )
+
+
+def _first(versions: list[tuple[str, int]], shown: int = 3) -> str:
+    """A few of `versions`, for a summary row."""
+    if not versions:
+        return ""
+    names = ", ".join(f"{content_id} v{version}" for content_id, version in versions[:shown])
+    return f" ({names}{', …' if len(versions) > shown else ''})"
 
 
 def _row(title: str, counts: Counter[str]) -> None:
@@ -302,6 +314,7 @@ def print_summary(
     print(f"  retroactive (bank addition)   {len(retroactive)} decision(s), policy_change")
     print(f"  actions enforced              {results.applied} of {len(actions)}")
     print(f"  visibility mismatches         {len(results.mismatched)} (after the reconciler's SLA)")
+    print(f"  still scanning past deadline  {len(results.overdue)}" + _first(results.overdue))
     print(
         f"  discrepancies seen / open     {len(results.discrepancies)} / "
         f"{summary['discrepancies_open']}"

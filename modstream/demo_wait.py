@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from modstream import stack, workload
 from modstream.config import Settings
+from modstream.demo_checks import ScanKey, settled, unanswered
 from modstream.demo_summary import DONE, LagWatch, mine
 from modstream.progress import Progress
 
@@ -80,13 +81,20 @@ def wait_for_scans(
     settings: Settings,
     run_id: str,
     names: dict[str, str],
-    scanned: set[str],
+    expected: set[ScanKey],
     shown: Progress,
-    quiet_s: float = 6.0,
+    quiet_s: float = 12.0,
 ) -> None:
-    """Until every scanned upload has results and no new result came for `quiet_s`. Meanwhile
-    a tiny upload every second keeps event time moving, as live traffic would (the last
-    uploads are decided, and their scans requested, once the watermark passes them)."""
+    """Until every scanned upload has a result of each detector its policy requires (the models
+    asked after a gate included: demo_checks.expected_scans), unless its version no longer
+    waits for evidence (deleted, bank-blocked, gate failed: demo_checks.settled), and no new
+    result came for `quiet_s`. Meanwhile a tiny upload every second keeps event time moving,
+    as live traffic would: the last uploads are decided, and their scans requested, once the
+    watermark passes them; and a result that arrives more than the live window after its `ts`
+    (stamped in its upload's time, behind a queue of images) makes its partition look like a
+    paused backlog, which holds event time until live lanes have spoken for two fetch rounds
+    after it, else for `--drained-after-ms` (ValidatedTime.java): `quiet_s` leaves time for
+    those rounds."""
     last_count, last_change = -1, time.monotonic()
     deadline = time.monotonic() + WAIT_TIMEOUT_S
     shown.phase("waiting for the scan job's detector results", unit="results")
@@ -98,13 +106,13 @@ def wait_for_scans(
         results = [
             r
             for r in mine(settings, names["detector.results"], run_id)
-            if r["content_id"] in scanned
-        ]
+            if (r["content_id"], r["content_version"], r["detector"]) in expected
+        ]  # not the ticks' own results: one a second would never leave it quiet
         if len(results) != last_count:
             last_count, last_change = len(results), time.monotonic()
         shown.update(len(results))
-        covered = {r["content_id"] for r in results}
-        if covered >= scanned and time.monotonic() - last_change > quiet_s:
+        done = settled(mine(settings, names["moderation.decisions"], run_id))
+        if not unanswered(expected, results, done) and time.monotonic() - last_change > quiet_s:
             return
         time.sleep(1)
 

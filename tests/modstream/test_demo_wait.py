@@ -52,3 +52,37 @@ def test_decisions_then_enforcement_are_counted_on_stderr_only(
     assert "demo: waiting for enforcement: 1/2 actions (50.0%)" in err
     assert "demo: waiting for enforcement: 2/2 actions (100.0%)" in err
     assert "demo: 20 s (the reconciler's SLA) and a bit" in err
+
+
+def test_the_scan_wait_holds_until_the_model_after_the_gate_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The real-detector run stopped waiting once every image had its gate's result, before
+    the images' model answered (issue 16's real-demo run: 55 of 66 images left `scanning`)."""
+    clock = {"now": 0.0}
+    polls: list[int] = []
+    gate_key = {"content_id": "r-img", "content_version": 1}
+
+    def mine(_settings: Any, topic: str, _run: str) -> list[dict[str, Any]]:
+        if topic == "r.decisions":
+            return [{**gate_key, "decision_revision": 1, "state": "scanning"}]
+        polls.append(1)
+        gate = [{"content_id": "r-img", "content_version": 1, "detector": "media_check"}]
+        model = [{"content_id": "r-img", "content_version": 1, "detector": "nsfw_image"}]
+        tick = {"content_id": f"r-end-tick-{len(polls)}", "content_version": 1}
+        ticks = [{**tick, "detector": "offensive_text"}]  # a new one every second
+        return gate + (model if len(polls) > 20 else []) + ticks
+
+    def sleep(seconds: float) -> None:
+        clock["now"] += seconds
+
+    monkeypatch.setattr(demo_wait, "mine", mine)
+    monkeypatch.setattr(demo_wait.workload, "produce", lambda *_a, **_k: None)
+    monkeypatch.setattr(demo_wait.time, "sleep", sleep)
+    monkeypatch.setattr(demo_wait.time, "monotonic", lambda: clock["now"])
+    expected = {("r-img", 1, "media_check"), ("r-img", 1, "nsfw_image")}
+    with Progress("demo", live=False, every_s=0.0) as shown:
+        settings = types.SimpleNamespace(bootstrap_servers="nowhere:9092")
+        names = {"detector.results": "r.d", "moderation.decisions": "r.decisions"}
+        demo_wait.wait_for_scans(settings, "r-", names, expected, shown, 6.0)  # type: ignore[arg-type]
+    assert 20 + 6 < len(polls) < 40  # past the model's answer, then quiet for 6 s

@@ -1,0 +1,98 @@
+"""What a `modstream demo` run must reach, from the records it sent and read back: every
+scanned upload answered by each detector its policy requires (`expected_scans`, `unanswered`),
+and no version still `scanning` long after its deadline (`overdue`).
+
+Pure: the demo's waits (modstream/demo_wait.py) and its summary (modstream/demo_summary.py)
+read the topics and call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from typing import Any
+
+from operators.version_state import EVIDENCE_GRACE_MS
+
+ScanKey = tuple[str, int, str]  # (content_id, content_version, detector)
+
+
+def _uploads(lines: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The well-formed `upsert` records among the run's lines."""
+    return [
+        value
+        for line in lines
+        if line.get("topic") == "content.versions"
+        and isinstance(value := line.get("value"), dict)
+        and value.get("type") == "upsert"
+        and isinstance(value.get("content_id"), str)
+        and isinstance(value.get("content_version"), int)
+        and isinstance(value.get("ts"), int)
+    ]
+
+
+def _spec(policy: dict[str, Any], modality: Any) -> dict[str, Any]:
+    spec = (policy.get("detectors") or {}).get(modality)
+    return spec if isinstance(spec, dict) else {}
+
+
+def expected_scans(
+    lines: Iterable[dict[str, Any]], policy: dict[str, Any], scanned: set[str]
+) -> set[ScanKey]:
+    """Each scanned upload's required detectors (the policy's `detectors.<modality>.required`):
+    a result of each must be in before the run may end (a gate's result alone is not the model's
+    answer)."""
+    return {
+        (upload["content_id"], upload["content_version"], str(detector))
+        for upload in _uploads(lines)
+        if upload["content_id"] in scanned
+        for detector in _spec(policy, upload.get("modality")).get("required") or ()
+    }
+
+
+def settled(decisions: Iterable[dict[str, Any]]) -> set[tuple[str, int]]:
+    """The versions whose latest decision no longer waits for evidence (deleted, blocked by a
+    bank match, withheld by a failed gate, decided): a detector they never asked is not waited
+    for."""
+    latest: dict[tuple[str, int], dict[str, Any]] = {}
+    for decision in decisions:
+        version = (decision["content_id"], decision["content_version"])
+        if version not in latest or (
+            decision["decision_revision"] > latest[version]["decision_revision"]
+        ):
+            latest[version] = decision
+    return {version for version, decision in latest.items() if decision["state"] != "scanning"}
+
+
+def unanswered(
+    expected: set[ScanKey],
+    results: Iterable[dict[str, Any]],
+    done: Collection[tuple[str, int]] = (),
+) -> set[ScanKey]:
+    """The expected (version, detector) pairs no result answers yet (any status: a timeout or an
+    error is an answer), less those of versions already `done` (`settled`)."""
+    answered = {(r["content_id"], r["content_version"], r["detector"]) for r in results}
+    return {key for key in expected - answered if key[:2] not in done}
+
+
+def overdue(
+    latest: dict[tuple[str, int], dict[str, Any]],
+    lines: Iterable[dict[str, Any]],
+    policy: dict[str, Any],
+    reached: int,
+) -> list[tuple[str, int]]:
+    """The versions whose latest decision is still `scanning` though event time (`reached`: the
+    newest decision `ts` of the run) passed their deadline by more than the wait a deadline may
+    take (a full `deadline_ms` more for the detectors, plus the evidence grace: operators/
+    timers.py `postponed`). Each should have had an `evidence` or a `deadline` revision."""
+    found = []
+    for upload in _uploads(lines):
+        version = (upload["content_id"], upload["content_version"])
+        decision = latest.get(version)
+        deadline_ms = _spec(policy, upload.get("modality")).get("deadline_ms")
+        if decision is None or decision.get("state") != "scanning":
+            continue
+        if not isinstance(deadline_ms, int):
+            continue
+        if reached > upload["ts"] + 2 * deadline_ms + EVIDENCE_GRACE_MS:
+            found.append(version)
+    return sorted(set(found))

@@ -1,0 +1,135 @@
+"""What a demo run must reach (modstream/demo_checks.py), without the stack: every scanned
+upload answered by each required detector (the model after its gate too), and no version still
+`scanning` long after its deadline, which the demo's success check now reports."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from modstream import demo_checks, demo_summary
+
+POLICY = {
+    "detectors": {
+        "text": {"required": ["offensive_text"], "deadline_ms": 5_000},
+        "image": {
+            "required": ["media_check", "nsfw_image"],
+            "gate": ["media_check"],
+            "deadline_ms": 30_000,
+        },
+        "video": {"required": ["media_check", "nsfw_image"], "deadline_ms": 120_000},
+    }
+}
+T0 = 1_796_179_284_699
+
+
+def upload(content_id: str, modality: str, ts: int = T0) -> dict[str, Any]:
+    value = {"type": "upsert", "content_id": content_id, "content_version": 1, "ts": ts}
+    return {"topic": "content.versions", "value": {**value, "modality": modality}}
+
+
+def result(content_id: str, detector: str, status: str = "ok") -> dict[str, Any]:
+    return {"content_id": content_id, "content_version": 1, "detector": detector, "status": status}
+
+
+def decision(content_id: str, state: str, ts: int = T0) -> dict[str, Any]:
+    return {"content_id": content_id, "content_version": 1, "state": state, "ts": ts}
+
+
+LINES = [
+    upload("r-img", "image"),
+    upload("r-txt", "text"),
+    upload("r-vid", "video"),  # generated evidence: not scanned
+    {"topic": "content.versions", "value": {"type": "upsert", "modality": "image"}},  # malformed
+]
+
+
+def test_the_model_after_a_gate_is_expected_not_only_the_gate() -> None:
+    expected = demo_checks.expected_scans(LINES, POLICY, {"r-img", "r-txt"})
+    assert expected == {
+        ("r-img", 1, "media_check"),
+        ("r-img", 1, "nsfw_image"),
+        ("r-txt", 1, "offensive_text"),
+    }
+
+
+def test_a_gate_result_alone_leaves_the_model_unanswered() -> None:
+    # The bug's run: every image had its media_check result when the demo stopped waiting.
+    expected = demo_checks.expected_scans(LINES, POLICY, {"r-img", "r-txt"})
+    results = [result("r-img", "media_check"), result("r-txt", "offensive_text")]
+    assert demo_checks.unanswered(expected, results) == {("r-img", 1, "nsfw_image")}
+    results.append(result("r-img", "nsfw_image", status="timeout"))  # an answer, if unknown
+    assert demo_checks.unanswered(expected, results) == set()
+
+
+def test_a_version_that_no_longer_waits_for_evidence_is_not_waited_for() -> None:
+    """A deleted image (or one a bank match blocked, or whose gate failed) never asks its
+    model: the wait must not run to its timeout for it."""
+    expected = demo_checks.expected_scans(LINES, POLICY, {"r-img", "r-txt"})
+    results = [result("r-img", "media_check"), result("r-txt", "offensive_text")]
+    decisions = [
+        {**decision("r-img", "scanning"), "decision_revision": 1},
+        {**decision("r-img", "deleted"), "decision_revision": 2},
+        {**decision("r-txt", "scanning"), "decision_revision": 1},
+    ]
+    done = demo_checks.settled(decisions)
+    assert done == {("r-img", 1)}
+    assert demo_checks.unanswered(expected, results, done) == set()
+    assert demo_checks.unanswered(expected, results[:1], done) == {("r-txt", 1, "offensive_text")}
+
+
+@pytest.mark.parametrize(
+    ("state", "reached", "overdue"),
+    [
+        ("scanning", T0 + 178_000, True),  # the reported run: 178 s past a 30 s deadline
+        ("scanning", T0 + 2 * 30_000 + 5_000, False),  # a deadline may still be waiting
+        ("scanning", T0 + 2 * 30_000 + 5_001, True),
+        ("approved", T0 + 178_000, False),  # its evidence decided it
+        ("expired", T0 + 178_000, False),  # its deadline decided it
+    ],
+)
+def test_a_version_still_scanning_long_after_its_deadline_is_overdue(
+    state: str, reached: int, overdue: bool
+) -> None:
+    latest = {("r-img", 1): decision("r-img", state)}
+    found = demo_checks.overdue(latest, LINES, POLICY, reached)
+    assert found == ([("r-img", 1)] if overdue else [])
+
+
+def test_each_modality_has_its_own_deadline() -> None:
+    latest = {(c, 1): decision(c, "scanning") for c in ("r-img", "r-txt", "r-vid")}
+    reached = T0 + 178_000  # past text's and image's waits, not video's (2 x 120 s + 5 s)
+    assert demo_checks.overdue(latest, LINES, POLICY, reached) == [("r-img", 1), ("r-txt", 1)]
+
+
+def results(**changes: Any) -> demo_summary.Results:
+    fields = {
+        "decisions": [],
+        "latest": {("r-img", 1): decision("r-img", "approved")},
+        "actions": [],
+        "tasks": [],
+        "shadows": [],
+        "letters": [],
+        "discrepancies": [],
+        "sanctions": [],
+        "notices": [],
+        "saved": {"required": 0, "models": 0, "checks": 0},
+        "mismatched": set(),
+        "overdue": [],
+        "applied": 0,
+        "lags": [],
+    }
+    return demo_summary.Results(**{**fields, **changes})
+
+
+def test_the_demo_fails_when_a_version_is_left_scanning() -> None:
+    fine = results()
+    summary = demo_summary.summarize(fine, started=0.0)
+    assert summary["overdue_scanning"] == 0
+    assert demo_summary.succeeded(fine, summary)
+    stuck = dataclasses.replace(fine, overdue=[("r-img", 1)])
+    summary = demo_summary.summarize(stuck, started=0.0)
+    assert summary["overdue_scanning"] == 1
+    assert not demo_summary.succeeded(stuck, summary)
