@@ -31,6 +31,8 @@ SLOWEST_FIRST = (
     "tests/integration/test_scan.py",
     "tests/integration/test_retention.py",
     "tests/integration/test_ingest_job.py",
+    "tests/integration/test_archive_lifecycle.py",
+    "tests/integration/test_policy_backtest.py",
 )
 for _name, _default in {
     "MODSTREAM_RUN_DIR": str(ROOT / ".run" / "test"),
