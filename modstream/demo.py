@@ -365,6 +365,7 @@ def _report(
         service=service,
         client=client,
         watch=watch,
+        live=demo.live,
     )
     summary = {**summarize(results, started), "metrics": deployment.metrics_endpoints()}
     summary["run_id"] = deployment.run_id

@@ -42,6 +42,7 @@ class DemoWorkload:
     retro_bank: Line | None  # the bank addition that re-decides an allowed upload
     marker: str  # the first end marker's content id; decided last
     markers: list[Line]  # the end markers
+    live: bool  # sent at the pace of its event time (`--detectors real`), not as a backlog
 
 
 def prepare(
@@ -71,7 +72,7 @@ def prepare(
     markers = end_markers(lines, policy, marker)
     if not real:
         lines += markers
-    return DemoWorkload(lines, policy, scanned, retro_bank, marker, markers)
+    return DemoWorkload(lines, policy, scanned, retro_bank, marker, markers, live=real)
 
 
 def shadow_record(policy: dict[str, Any], key: str, ts: int, run_id: str) -> dict[str, Any]:
