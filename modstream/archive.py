@@ -15,7 +15,6 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from modstream import deployments, topics
@@ -67,14 +66,11 @@ def run(
     """Archive the deployment `prefix` up to the topics' ends now; rows written per table.
     `progress`: a caller's own (the demo's), else one of its own on stderr."""
     summary = archive(settings, prefix, say=say, progress=progress)
-    say(f"archive: {sum(summary.rows.values())} rows into {root_of(settings, prefix)}")
+    where = deployments.archive_root(settings, prefix)
+    say(f"archive: {sum(summary.rows.values())} rows into {where}")
     for line in summary.lines():
         say(line)
     return summary.rows
-
-
-def root_of(settings: Settings, prefix: str | None) -> Path:
-    return deployments.archive_root(settings, prefix)
 
 
 def archive(
@@ -90,7 +86,7 @@ def archive(
     """Archive the deployment `prefix` (see the module's docstring); ArchiveError when another
     archiver holds the archive, TimeoutError when the topics' ends are not reached because
     nothing arrives for `stall_timeout_s`."""
-    root = root_of(settings, prefix)
+    root = deployments.archive_root(settings, prefix)
     with locked(root):
         manifest = load_manifest(root)
         removed = recover(root, manifest)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream import archive, evaluation, report
+from modstream import archive, deployments, evaluation, report
 from modstream.config import Settings
 from modstream.progress import Progress
 
@@ -40,7 +40,7 @@ def analyse(
     with shown.waiting("writing the report"):
         page = report.write(settings, prefix, report_path(settings, prefix))
     say("")
-    say(f"archive: {sum(rows.values())} rows in {archive.root_of(settings, prefix)}")
+    say(f"archive: {sum(rows.values())} rows in {deployments.archive_root(settings, prefix)}")
     say(f"safety quality against {labels.relative_to(settings.project_root)} (synthetic):")
     say(evaluation.format_table(graded))
     say(f"report: {page}")

@@ -21,6 +21,7 @@ from modstream import promote_cli
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.policy_service import (
     PolicyCliError,
+    checked_document,
     control_record,
     describe,
     load_store,
@@ -76,17 +77,8 @@ def cmd_diff(args: argparse.Namespace, say: Say) -> int:
     return 0
 
 
-def _checked(path: Path) -> dict[str, Any]:
-    document = read_document(path)
-    try:
-        load_policy(document)
-    except PolicyError as error:
-        raise PolicyCliError(f"{path} is not valid:\n  " + "\n  ".join(error.problems)) from None
-    return document
-
-
 def cmd_sign(args: argparse.Namespace, say: Say) -> int:
-    document = _checked(args.file)
+    document = checked_document(args.file)
     record = version_record(
         document,
         mode=args.mode,
@@ -101,7 +93,7 @@ def cmd_sign(args: argparse.Namespace, say: Say) -> int:
 
 
 def cmd_approve(args: argparse.Namespace, say: Say) -> int:
-    document = _checked(args.file)
+    document = checked_document(args.file)
     if document["version"] != args.version:
         raise PolicyCliError(f"{args.file} holds version {document['version']}, not {args.version}")
     key = person_key(args.approver)
@@ -120,7 +112,7 @@ def cmd_approve(args: argparse.Namespace, say: Say) -> int:
 def cmd_push(args: argparse.Namespace, say: Say) -> int:
     if args.mode == "canary" and args.percent is None:
         raise PolicyCliError("--mode canary needs --percent N")
-    document = _checked(args.file)
+    document = checked_document(args.file)
     record, after = publish(
         args.bootstrap_servers,
         args.topic,

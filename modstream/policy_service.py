@@ -115,6 +115,18 @@ def read_document(path: Path) -> dict[str, Any]:
     return document
 
 
+def checked_document(path: Path) -> dict[str, Any]:
+    """A policy file read and validated; its problems, one a line, in the error."""
+    from operators.policy import PolicyError, load_policy
+
+    document = read_document(path)
+    try:
+        load_policy(document)
+    except PolicyError as error:
+        raise PolicyCliError(f"{path} is not valid:\n  " + "\n  ".join(error.problems)) from None
+    return document
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)
 

@@ -11,17 +11,15 @@ import time
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 from modstream import deployments, promotion
 from modstream.config import Settings
 from modstream.policy_service import (
     PolicyCliError,
+    checked_document,
     describe,
-    read_document,
     require_approval_default,
 )
-from operators.policy import PolicyError, load_policy
 from operators.policy_compare import ThresholdError, parse_share, percent, render
 
 Say = Callable[[str], None]
@@ -99,17 +97,8 @@ def cmd_promote(args: argparse.Namespace, say: Say) -> int:
     return 0
 
 
-def _policy_file(path: Path) -> dict[str, Any]:
-    document = read_document(path)
-    try:
-        load_policy(document)
-    except PolicyError as error:
-        raise PolicyCliError(f"{path} is not valid:\n  " + "\n  ".join(error.problems)) from None
-    return document
-
-
 def cmd_backtest(args: argparse.Namespace, say: Say) -> int:
-    old, new = _policy_file(args.old), _policy_file(args.new)
+    old, new = checked_document(args.old), checked_document(args.new)
     if old["policy_id"] != new["policy_id"]:
         raise PolicyCliError(
             f"{args.old} is policy {old['policy_id']!r}, {args.new} is {new['policy_id']!r}"

@@ -23,6 +23,7 @@ from modstream import analytics, deployments, endpoints
 from modstream.config import PROJECT_ROOT, Settings
 from schemas.common import Outcome, Trigger
 from schemas.dlq import ErrorClass
+from tests.integration import processes
 
 pytestmark = pytest.mark.integration
 
@@ -73,9 +74,7 @@ def _values(samples: list[endpoints.Sample], name: str) -> list[tuple[dict[str, 
     return [(labels, value) for sample, labels, value in samples if sample == name]
 
 
-def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(
-    stack: Settings, tmp_path: Path
-) -> None:
+def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Settings) -> None:
     ports = _free_range()
     with _scraping(endpoints.port_range(ports)) as scraped:
         result = subprocess.run(
@@ -99,25 +98,18 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
-    _assert_analytics(stack, summary, tmp_path)
+    _assert_analytics(stack, summary)
 
 
-def _modstream(*args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "modstream.cli", *args],
-        cwd=PROJECT_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-        check=False,
-    )
+def _modstream(*args: str) -> subprocess.CompletedProcess[str]:
+    result = processes.modstream(dict(os.environ), *args)
     assert result.returncode == 0, (
         f"modstream {args[0]}: {result.stdout[-2000:]}{result.stderr[-3000:]}"
     )
     return result
 
 
-def _assert_analytics(stack: Settings, summary: dict[str, Any], tmp_path: Path) -> None:
+def _assert_analytics(stack: Settings, summary: dict[str, Any]) -> None:
     """What an analyst gets from the run (docs/ANALYSTS.md): the archive the demo wrote holds its
     decisions and DuckDB and pandas read them; the report has its plots; eval grades the shipped
     labels; every ready Flink SQL query returns rows on the run's topics."""
