@@ -96,6 +96,17 @@ FLINK_METRICS: dict[str, str] = {
     "flink_jobmanager_job_lastCheckpointDuration": "the last checkpoint's duration, ms",
 }
 
+# What the Java extension registers itself (deploy/flink-ext): per input partition of the
+# moderation job, on its event-time operator (`validated event time`), labels topic and
+# partition; from the broker's last stable offset and high watermark (EndOffsets.Broker,
+# StableEnd.java). Gauges read on the reporter's thread in Java, never in Python.
+UNSTABLE_RECORDS = f"{PROMETHEUS_PREFIX}{GROUP}_topic_partition_unstable_records"
+LSO_STALLED_MS = f"{PROMETHEUS_PREFIX}{GROUP}_topic_partition_lso_stalled_ms"
+EXTENSION_METRICS: dict[str, str] = {
+    UNSTABLE_RECORDS: "offsets past the last stable offset (behind an open transaction)",
+    LSO_STALLED_MS: "how long the last stable offset has stayed below the end unmoved, ms",
+}
+
 
 def prometheus_name(name: str) -> str:
     """The name Flink's Prometheus reporter gives `name` (an operator's metric)."""

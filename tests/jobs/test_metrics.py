@@ -14,7 +14,13 @@ import pytest
 import yaml
 
 from jobs import metrics, runtime
-from jobs.metrics import FLINK_METRICS, METRICS, OperatorMetrics, prometheus_name
+from jobs.metrics import (
+    EXTENSION_METRICS,
+    FLINK_METRICS,
+    METRICS,
+    OperatorMetrics,
+    prometheus_name,
+)
 from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
@@ -68,7 +74,7 @@ class FakeContext:
 def _known_names() -> set[str]:
     names = {prometheus_name(name) for name in METRICS}
     names |= {name + suffix for name in names for suffix in SUMMARY_SUFFIXES}
-    return names | set(FLINK_METRICS)
+    return names | set(FLINK_METRICS) | set(EXTENSION_METRICS)
 
 
 def _registered_in_code() -> set[str]:
@@ -92,10 +98,23 @@ def test_every_metric_in_the_table_is_registered_by_a_job_and_no_other() -> None
     assert _registered_in_code() == set(METRICS)
 
 
+def test_the_extensions_metrics_are_registered_in_java_under_their_labels() -> None:
+    """deploy/flink-ext registers its own gauges: the names in the table are those its code
+    registers, in the group `modstream` with the labels topic and partition."""
+    java = "\n".join(
+        path.read_text(encoding="utf-8") for path in (ROOT / "deploy" / "flink-ext").rglob("*.java")
+    )
+    registered = set(re.findall(r'\.gauge\("([a-z_]+)"', java))
+    prefix = f"{metrics.PROMETHEUS_PREFIX}{metrics.GROUP}_topic_partition_"
+    assert {prefix + name for name in registered} == set(EXTENSION_METRICS)
+    assert '.addGroup("topic", ' in java and '.addGroup("partition", ' in java
+
+
 def test_operations_md_lists_every_metric_and_only_those() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     named = set(NAME.findall(text))
     missing = {prometheus_name(name) for name in METRICS} | set(FLINK_METRICS)
+    missing |= set(EXTENSION_METRICS)
     assert missing - named == set()
     unknown = {name for name in named if "_modstream_" in name or name in FLINK_METRICS}
     assert unknown - _known_names() == set()

@@ -2,11 +2,16 @@ package io.modstream.flink;
 
 import java.io.Serializable;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Map;
 import java.util.Properties;
 import java.util.Set;
+import java.util.WeakHashMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+
+import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.MetricGroup;
 
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.Admin;
 import org.apache.flink.kafka.shaded.org.apache.kafka.clients.admin.AdminClientConfig;
@@ -26,6 +31,11 @@ import org.apache.flink.kafka.shaded.org.apache.kafka.common.TopicPartition;
  *
  * <p>Observations only ever lag the truth (ends and committed positions only grow), so a lane
  * seen with input pending had that input; one not seen so falls back to the other rules.
+ *
+ * <p>{@link Broker} also reads each lane's high watermark, and reports per lane how far the last
+ * stable offset is behind it and for how long it has not moved ({@link StableEnd}, metrics
+ * {@code unstable_records} and {@code lso_stalled_ms}): an open transaction holds every record
+ * behind it, and nothing else says so.
  */
 public interface EndOffsets extends Serializable {
     long UNKNOWN = -1L;
@@ -92,6 +102,10 @@ public interface EndOffsets extends Serializable {
         private final Set<String> lanes = ConcurrentHashMap.newKeySet();
         private final Map<String, Long> ends = new ConcurrentHashMap<>();
         private final Map<String, Long> committed = new ConcurrentHashMap<>();
+        private final Map<String, StableEnd> stability = new ConcurrentHashMap<>();
+        // Metric groups reporting this poller's lanes -> the lanes registered there; weak: a
+        // cancelled job's operator group goes with it.
+        private final transient Map<MetricGroup, Set<String>> reported = new WeakHashMap<>();
         private volatile long askedAt = System.currentTimeMillis();
         private volatile boolean running;
 
@@ -138,6 +152,49 @@ public interface EndOffsets extends Serializable {
         @Override
         public long committed(String lane) {
             return committed.getOrDefault(lane, UNKNOWN);
+        }
+
+        /** The lane's high watermark minus its last stable offset, as last observed (else 0). */
+        public long unstableRecords(String lane) {
+            StableEnd seen = stability.get(lane);
+            return seen == null ? 0 : seen.unstableRecords();
+        }
+
+        /** How long the lane's last stable offset has stayed below its end unmoved, ms (else 0). */
+        public long lsoStalledMs(String lane) {
+            StableEnd seen = stability.get(lane);
+            return seen == null ? 0 : seen.stalledMs(System.currentTimeMillis());
+        }
+
+        /**
+         * Report every lane polled, now and as lanes are added, in {@code group} (an operator's
+         * metric group): {@code modstream.topic.<topic>.partition.<n>} gauges
+         * {@code unstable_records} and {@code lso_stalled_ms}, read on the reporter's thread from
+         * what the poller saw (Java only, no Python).
+         */
+        public Broker reportTo(MetricGroup group) {
+            synchronized (reported) {
+                reported.putIfAbsent(group, new HashSet<>());
+            }
+            registerGauges();
+            return this;
+        }
+
+        private void registerGauges() {
+            synchronized (reported) {
+                for (Map.Entry<MetricGroup, Set<String>> entry : reported.entrySet()) {
+                    for (String lane : lanes) {
+                        TopicPartition partition = partitionOf(lane);
+                        if (partition != null && entry.getValue().add(lane)) {
+                            MetricGroup laneGroup = entry.getKey().addGroup("modstream")
+                                    .addGroup("topic", partition.topic())
+                                    .addGroup("partition", String.valueOf(partition.partition()));
+                            laneGroup.gauge("unstable_records", (Gauge<Long>) () -> unstableRecords(lane));
+                            laneGroup.gauge("lso_stalled_ms", (Gauge<Long>) () -> lsoStalledMs(lane));
+                        }
+                    }
+                }
+            }
         }
 
         private void loop() {
@@ -192,10 +249,22 @@ public interface EndOffsets extends Serializable {
                 return;
             }
             try {
+                Map<TopicPartition, Long> stable = new HashMap<>();
                 admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED))
                         .all()
                         .get(5, TimeUnit.SECONDS)
-                        .forEach((partition, info) -> ends.merge(laneOf(partition), info.offset(), Math::max));
+                        .forEach((partition, info) -> {
+                            ends.merge(laneOf(partition), info.offset(), Math::max);
+                            stable.put(partition, info.offset());
+                        });
+                long now = System.currentTimeMillis();
+                admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED))
+                        .all()
+                        .get(5, TimeUnit.SECONDS)
+                        .forEach((partition, info) -> stability
+                                .computeIfAbsent(laneOf(partition), lane -> new StableEnd())
+                                .observe(stable.getOrDefault(partition, UNKNOWN), info.offset(), now));
+                registerGauges();
                 Map<TopicPartition, OffsetAndMetadata> positions = admin.listConsumerGroupOffsets(group)
                         .partitionsToOffsetAndMetadata()
                         .get(5, TimeUnit.SECONDS);

@@ -119,6 +119,9 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     public WatermarkGenerator<Row> createWatermarkGenerator(WatermarkGeneratorSupplier.Context context) {
         EndOffsets ends =
                 bootstrap.isEmpty() ? EndOffsets.NONE : EndOffsets.Broker.of(bootstrap, group, expectedLanes, clientProperties);
+        if (ends instanceof EndOffsets.Broker) {
+            ((EndOffsets.Broker) ends).reportTo(context.getMetricGroup()); // open transactions, per lane
+        }
         return new Generator(this, System::currentTimeMillis, ends);
     }
 
