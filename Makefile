@@ -21,7 +21,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 .PHONY: help setup up down status demo test test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-bank bench-replay
 
 help:
-	@echo "make setup             venv + Python deps, redis-server (apt), jars (Maven Central)"
+	@echo "make setup             venv + Python deps, redis-server and promtool (apt), jars (Maven Central)"
 	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
 	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
 	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
@@ -38,8 +38,8 @@ help:
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server models
-	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3))"
+setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool models
+	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3))"
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -x $(BIN)/python ]; then echo "setup: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); fi
@@ -74,6 +74,14 @@ $(EXT_JAR): $(EXT_SRC) $(JARS)/.fetched $(VENV)/.installed
 redis-server:
 	@command -v redis-server >/dev/null || { echo "setup: installing redis-server (Debian)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+# promtool checks and unit-tests the alert rules (tests/deploy/test_alerts.py): Debian ships it
+# in the prometheus package, whose server service is stopped and disabled where systemd started it.
+.PHONY: promtool
+promtool:
+	@command -v promtool >/dev/null || { echo "setup: installing promtool (Debian package prometheus)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends prometheus >/dev/null \
+		&& { $(SUDO) systemctl disable --now prometheus >/dev/null 2>&1 || true; }; }
 
 up: setup
 	@$(MODSTREAM) up

@@ -17,6 +17,7 @@ from jobs import metrics, runtime
 from jobs.metrics import (
     EXTENSION_METRICS,
     FLINK_METRICS,
+    LSO_STALLED_MS,
     METRICS,
     OperatorMetrics,
     prometheus_name,
@@ -32,6 +33,18 @@ ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "modstream-dashboard.json"
 NAME = re.compile(r"flink_[A-Za-z0-9_]+")
 SUMMARY_SUFFIXES = ("_count", "_sum")
+# Alerted on (ModstreamWatermarkLag, ModstreamOverdueDecision) and named in the runbook, but
+# registered by the work that lands beside the alerts (issue 27: event time behind the clock;
+# issue 32: the oldest version past its deadline). Drop each name here once a job registers it
+# and the metric table lists it.
+AWAITED = {
+    f"{metrics.PROMETHEUS_PREFIX}{metrics.GROUP}_{name}"
+    for name in (
+        "watermark_lag_ms",
+        "overdue_oldest_processing_ms",
+        "overdue_oldest_event_ms",
+    )
+}
 
 
 class FakeGroup:
@@ -74,7 +87,7 @@ class FakeContext:
 def _known_names() -> set[str]:
     names = {prometheus_name(name) for name in METRICS}
     names |= {name + suffix for name in names for suffix in SUMMARY_SUFFIXES}
-    return names | set(FLINK_METRICS) | set(EXTENSION_METRICS)
+    return names | set(FLINK_METRICS) | set(EXTENSION_METRICS) | AWAITED
 
 
 def _registered_in_code() -> set[str]:
@@ -143,6 +156,7 @@ def test_alerts_reference_documented_metrics_and_the_runbook() -> None:
     for must in ("open_discrepancies", "dlq"):
         assert prometheus_name(must) in alerted
     assert any("records_lag_max" in name for name in alerted)
+    assert AWAITED | {LSO_STALLED_MS} <= alerted
 
 
 def test_the_dashboard_references_documented_metrics_only() -> None:
