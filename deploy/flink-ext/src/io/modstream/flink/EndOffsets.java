@@ -89,12 +89,16 @@ public interface EndOffsets extends Serializable {
     /**
      * Polls one broker for the given lanes every {@code POLL_MS} on a daemon thread, shared by
      * the generators of one (bootstrap, group) in this JVM. Asked for nothing for {@code IDLE_MS}
-     * (its job restarted elsewhere or was cancelled), the thread closes its client and ends.
+     * (its job restarted elsewhere or was cancelled), the thread closes its client and ends; asked
+     * again (an end, a gauge read by the metric reporter), it starts again. A generator whose
+     * lanes are all live asks for no end for minutes, so without the restart a retired poller
+     * would have left ends and gauges frozen while the job still ran.
      */
     final class Broker implements EndOffsets {
         private static final long serialVersionUID = 1L;
         static final long POLL_MS = 500;
         static final long IDLE_MS = 60_000;
+        static final long RESTART_MS = 30_000; // a read restarts a stopped poller at most this often
         private static final Map<String, Broker> SHARED = new ConcurrentHashMap<>();
 
         private final String bootstrap;
@@ -108,6 +112,7 @@ public interface EndOffsets extends Serializable {
         private final transient Map<MetricGroup, Set<String>> reported = new WeakHashMap<>();
         private volatile long askedAt = System.currentTimeMillis();
         private volatile boolean running;
+        private volatile long startedAt;
 
         private final String[] clientProperties;
 
@@ -133,18 +138,40 @@ public interface EndOffsets extends Serializable {
                 broker.lanes.add(lane);
             }
             broker.askedAt = System.currentTimeMillis();
-            if (!broker.running) {
-                broker.running = true;
-                Thread thread = new Thread(broker::loop, "modstream-end-offsets");
+            broker.startIfStopped();
+            return broker;
+        }
+
+        /** Starts the polling thread unless it runs; the caller holds the lock on Broker.class. */
+        private void startIfStopped() {
+            if (!running) {
+                running = true;
+                startedAt = System.currentTimeMillis();
+                Thread thread = new Thread(this::loop, "modstream-end-offsets");
                 thread.setDaemon(true);
                 thread.start();
             }
-            return broker;
+        }
+
+        /**
+         * Someone still reads what this poller sees: keep it polling, and start it again if it
+         * retired (at most every {@code RESTART_MS}: a client that cannot be made ends the thread
+         * at once). A read racing the retirement may find it running and be lost; the next read
+         * starts it (reads come every periodic emit or scrape).
+         */
+        private void ask() {
+            long now = System.currentTimeMillis();
+            askedAt = now;
+            if (!running && now - startedAt >= RESTART_MS) {
+                synchronized (Broker.class) {
+                    startIfStopped();
+                }
+            }
         }
 
         @Override
         public long end(String lane) {
-            askedAt = System.currentTimeMillis();
+            ask();
             lanes.add(lane);
             return ends.getOrDefault(lane, UNKNOWN);
         }
@@ -156,12 +183,14 @@ public interface EndOffsets extends Serializable {
 
         /** The lane's high watermark minus its last stable offset, as last observed (else 0). */
         public long unstableRecords(String lane) {
+            ask();
             StableEnd seen = stability.get(lane);
             return seen == null ? 0 : seen.unstableRecords();
         }
 
         /** How long the lane's last stable offset has stayed below its end unmoved, ms (else 0). */
         public long lsoStalledMs(String lane) {
+            ask();
             StableEnd seen = stability.get(lane);
             return seen == null ? 0 : seen.stalledMs(System.currentTimeMillis());
         }
