@@ -277,8 +277,8 @@ public interface EndOffsets extends Serializable {
             if (wanted.isEmpty()) {
                 return;
             }
+            Map<TopicPartition, Long> stable = new HashMap<>();
             try {
-                Map<TopicPartition, Long> stable = new HashMap<>();
                 admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_COMMITTED))
                         .all()
                         .get(5, TimeUnit.SECONDS)
@@ -286,14 +286,6 @@ public interface EndOffsets extends Serializable {
                             ends.merge(laneOf(partition), info.offset(), Math::max);
                             stable.put(partition, info.offset());
                         });
-                long now = System.currentTimeMillis();
-                admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED))
-                        .all()
-                        .get(5, TimeUnit.SECONDS)
-                        .forEach((partition, info) -> stability
-                                .computeIfAbsent(laneOf(partition), lane -> new StableEnd())
-                                .observe(stable.getOrDefault(partition, UNKNOWN), info.offset(), now));
-                registerGauges();
                 Map<TopicPartition, OffsetAndMetadata> positions = admin.listConsumerGroupOffsets(group)
                         .partitionsToOffsetAndMetadata()
                         .get(5, TimeUnit.SECONDS);
@@ -304,6 +296,32 @@ public interface EndOffsets extends Serializable {
                 });
             } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
                 // The broker is away (a restart, a pause): keep what was seen; it only lags.
+            }
+            pollHighWatermarks(admin, wanted, stable);
+        }
+
+        /**
+         * The lanes' high watermarks against the LSOs {@code stable} just read, after what event
+         * time reads (ends, committed positions), so their freshness does not depend on this
+         * request; a lane whose LSO was not read this time keeps its last observation.
+         */
+        private void pollHighWatermarks(
+                Admin admin, Map<TopicPartition, OffsetSpec> wanted, Map<TopicPartition, Long> stable)
+                throws InterruptedException {
+            if (stable.isEmpty()) {
+                return;
+            }
+            try {
+                long now = System.currentTimeMillis();
+                admin.listOffsets(wanted, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED))
+                        .all()
+                        .get(5, TimeUnit.SECONDS)
+                        .forEach((partition, info) -> stability
+                                .computeIfAbsent(laneOf(partition), lane -> new StableEnd())
+                                .observe(stable.getOrDefault(partition, UNKNOWN), info.offset(), now));
+                registerGauges();
+            } catch (java.util.concurrent.ExecutionException | java.util.concurrent.TimeoutException e) {
+                // The broker is away: the gauges keep the last observation (a stall keeps growing).
             }
         }
 
