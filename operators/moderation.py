@@ -141,7 +141,8 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
-    """A deadline, a provisional expiry or a state TTL fired at event time `ts`."""
+    """A deadline, a provisional expiry or a state TTL fired at event time `ts`: the deadline
+    and expiry first, so a TTL reached in the same jump of event time never drops them."""
     state = expanded(state)
     if state is None:
         return StepResult(None)

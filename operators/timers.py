@@ -125,7 +125,7 @@ def ttl_waits(state: State, ts: int) -> list[int]:
         waits.append(state["deadline_timer"])
     expiry, armed = state.get("expiry"), state.get("expiry_timer")
     if expiry is not None and armed is not None and expiry <= ttl:
-        waits.append(armed)  # armed at or before `ts` (its expiry passed): it fires first
+        waits.append(armed)  # armed at or before `ts` (just armed, long past): fires first
     if not waits:
         return []
     state["ttl_timer"] = max(*waits, ts + 1)

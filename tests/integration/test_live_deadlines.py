@@ -11,6 +11,7 @@ gate, scanning, for good.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -123,54 +124,135 @@ def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     )
 
 
-def test_a_backlogs_deadlines_and_expiries_are_decided_as_replay_once_live(
-    kafka: Kafka,
-    start_job: Any,
-    moderation_deployment: ModerationDeployment,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("MODSTREAM_POLICY_KEY", POLICY_KEY)
-    policy = small_policy(tmp_path / "policy.yaml")
-    lines = backlog(now_ms() - 2 * 3_600_000)  # two hours ago
-    events = tmp_path / "events.jsonl"
+class LiveTraffic:
+    """A text upload stamped now every second, in the background, until stopped: the live
+    traffic a real system has, also while a job is down."""
+
+    def __init__(self, kafka: Kafka, topics: dict[str, str]) -> None:
+        self.kafka, self.topics = kafka, topics
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        index = 0
+        while not self._stop.is_set():
+            live = upload(f"live-{index}", at=now_ms(), surface="dm")
+            line: workload.Line = {"topic": "content.versions", "value": live}
+            workload.produce(self.kafka.bootstrap_servers, [line], self.topics)
+            index += 1
+            self._stop.wait(1.0)
+
+    def __enter__(self) -> LiveTraffic:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+Replayed = tuple[Path, list[workload.Line], list[tuple[Any, ...]]]
+
+
+@pytest.fixture(scope="module")
+def replayed_backlog(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
+    """The small policy, a backlog stamped two hours ago (older than every deadline, the
+    provisional TTL and the state TTL the jobs run with) and replay's decisions of it: one
+    replay for the module's tests."""
+    folder = tmp_path_factory.mktemp("backlog")
+    policy = small_policy(folder / "policy.yaml")
+    lines = backlog(now_ms() - 2 * 3_600_000)
+    events = folder / "events.jsonl"
     workload.write(lines, events)
     replayed = comparable(
-        run_replay(events, tmp_path / "replay", policy, POLICY_KEY)["moderation.decisions"]
+        run_replay(events, folder / "replay", policy, POLICY_KEY)["moderation.decisions"]
     )
     triggers = {(d[0], d[1], d[5]) for d in replayed}
     assert {("bl-high", 1, "deadline"), ("bl-low", 1, "deadline")} <= triggers, replayed
     assert [d for d in replayed if d[0] == "bl-low" and d[3] == "PENDING" and d[5] == "deadline"]
+    return policy, lines, replayed
 
-    topics = moderation_deployment.topics
-    args = [*moderation_deployment.args, "--policy", str(policy), "--restart-strategy", "none"]
-    args += ["--evidence-grace-ms", str(GRACE_MS), "--drained-after-ms", str(DRAINED_AFTER_MS)]
+
+def job_args(deployment: ModerationDeployment, policy: Path, grace_ms: int) -> list[str]:
+    args = [*deployment.args, "--policy", str(policy), "--restart-strategy", "none"]
+    args += ["--evidence-grace-ms", str(grace_ms), "--drained-after-ms", str(DRAINED_AFTER_MS)]
     # The backlog is older than the state TTL: reached as event time jumps to live, it must not
     # retire a version whose deadline or expiry still waits.
-    args += ["--state-ttl-ms", str(STATE_TTL_MS)]
-    job: JobProcess = start_job("moderation", *args)
+    return [*args, "--state-ttl-ms", str(STATE_TTL_MS)]
+
+
+def decided_as_replay(
+    kafka: Kafka, topic: str, replayed: list[tuple[Any, ...]], bound_s: float
+) -> float:
+    """Seconds until the backlog's committed decisions equal replay's; fails past `bound_s`
+    with what is missing and what is extra (a decision twice is extra)."""
+    began = time.monotonic()
+    seen: list[tuple[Any, ...]] = []
+    while time.monotonic() - began < bound_s:
+        seen = comparable(kafka.values(topic))
+        if seen == replayed:
+            return time.monotonic() - began
+        time.sleep(1)
+    missing = sorted(set(replayed) - set(seen))
+    extra = sorted(set(seen) - set(replayed)) + [d for d in seen if seen.count(d) > 1]
+    raise AssertionError((f"not as replay after {bound_s:.0f} s", missing, extra))
+
+
+def test_a_backlogs_deadlines_and_expiries_are_decided_as_replay_once_live(
+    kafka: Kafka,
+    start_job: Any,
+    moderation_deployment: ModerationDeployment,
+    replayed_backlog: Replayed,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", POLICY_KEY)
+    policy, lines, replayed = replayed_backlog
+    topics = moderation_deployment.topics
+    job: JobProcess = start_job("moderation", *job_args(moderation_deployment, policy, GRACE_MS))
     job.wait_running()
     workload.produce(kafka.bootstrap_servers, lines, topics)
-    decisions = topics["moderation.decisions"]
-    time.sleep(3)  # the backlog read first
-
-    # Live traffic: a text upload every 2 s until the backlog is decided as replay decides it.
-    live_from = time.monotonic()
-    seen: list[tuple[Any, ...]] = []
-    index = 0
-    while time.monotonic() - live_from < BOUND_S:
-        live = upload(f"live-{index}", at=now_ms(), surface="dm")
-        workload.produce(
-            kafka.bootstrap_servers, [{"topic": "content.versions", "value": live}], topics
-        )
-        index += 1
-        seen = comparable(kafka.values(decisions))
-        if seen == replayed:
-            break
-        time.sleep(2)
-    waited_s = time.monotonic() - live_from
-    missing = sorted(set(replayed) - set(seen))
-    extra = sorted(set(seen) - set(replayed))
-    assert seen == replayed, (f"after {waited_s:.0f} s of live traffic", missing, extra)
+    time.sleep(3)  # the backlog read first, then live traffic
+    with LiveTraffic(kafka, topics):
+        waited_s = decided_as_replay(kafka, topics["moderation.decisions"], replayed, BOUND_S)
     print(f"backlog decided as replay {waited_s:.1f} s after live traffic began")
     assert job.alive(), job.output()[-3000:]
+
+
+# A longer grace in the restore test, so that the job is killed while expiries still wait.
+RESTORE_GRACE_MS = 8_000
+
+
+def test_a_job_killed_while_the_backlog_waits_and_restored_decides_it_as_replay(
+    kafka: Kafka,
+    start_job: Any,
+    moderation_deployment: ModerationDeployment,
+    replayed_backlog: Replayed,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 32, must-show 3: the same backlog with live traffic during and after it; the job
+    is killed (SIGKILL) once the first deadline decisions of the backlog are committed, while
+    its expiries wait, and restored with `--restore-from latest`: once live again, exactly
+    replay's decisions, none twice."""
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", POLICY_KEY)
+    policy, lines, replayed = replayed_backlog
+    topics = moderation_deployment.topics
+    decisions = topics["moderation.decisions"]
+    args = job_args(moderation_deployment, policy, RESTORE_GRACE_MS)
+    job: JobProcess = start_job("moderation", *args)
+    job.wait_running()
+    with LiveTraffic(kafka, topics):
+        workload.produce(kafka.bootstrap_servers, lines, topics)
+        kafka.wait_for(
+            decisions,
+            lambda values: any(d[5] == "deadline" for d in comparable(values)),
+            timeout_s=BOUND_S,
+        )
+        assert comparable(kafka.values(decisions)) != replayed, "not killed mid-way"
+        job.process.kill()
+        job.process.wait(timeout=30)
+        restored: JobProcess = start_job("moderation", *args, "--restore-from", "latest")
+        restored.wait_running()
+        bound_s = BOUND_S + 2 * (RESTORE_GRACE_MS - GRACE_MS) / 1000
+        waited_s = decided_as_replay(kafka, decisions, replayed, bound_s)
+    print(f"restored: backlog decided as replay {waited_s:.1f} s after the job was running")
+    assert restored.alive(), restored.output()[-3000:]

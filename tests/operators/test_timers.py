@@ -8,6 +8,8 @@ import dataclasses
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from operators.timers import overdue_since
 from tests.conftest import T0
@@ -33,7 +35,7 @@ def replayed(build: Any) -> list[dict[str, Any]]:
     return version.decisions
 
 
-def live_after(build: Any, behind_ms: int) -> tuple[Version, int]:
+def live_after(build: Any, behind_ms: int, lag_ms: int = LAG_MS) -> tuple[Version, int]:
     """The same input read `behind_ms` after its `ts` by a live job: event time jumps from the
     backlog to the clock (every timer up to it fires, the clock standing still), then follows
     the clock `LAG_MS` behind. Returns the version and the clock at which event time became
@@ -41,14 +43,14 @@ def live_after(build: Any, behind_ms: int) -> tuple[Version, int]:
     live_at = T0 + behind_ms
     version = Version(_with_clock(live_at))
     build(version)
-    fire_live(version, live_at - LAG_MS)
+    fire_live(version, live_at - lag_ms, lag_ms)
     return version, live_at
 
 
-def fire_live(version: Version, until: int) -> None:
-    """Fire every timer up to `until` as a live job `LAG_MS` behind the clock would."""
+def fire_live(version: Version, until: int, lag_ms: int = LAG_MS) -> None:
+    """Fire every timer up to `until` as a live job `lag_ms` behind the clock would."""
     while due := sorted(t for t in version.timers if t <= until):
-        clock = max(version.ctx.clock_ms or 0, due[0] + LAG_MS)
+        clock = max(version.ctx.clock_ms or 0, due[0] + lag_ms)
         version.ctx = dataclasses.replace(version.ctx, clock_ms=clock)
         version.fire(due[0])
 
@@ -126,3 +128,22 @@ def test_the_wait_of_a_reached_deadline_has_a_computable_end() -> None:
     fire_live(version, live_at + IMAGE_DEADLINE + GRACE)
     assert (version.last["trigger"], version.last["ts"]) == ("deadline", T0 + IMAGE_DEADLINE)
     assert overdue_since(version.state) is None
+
+
+@given(
+    # Older than the deadline and the provisional TTL after it: both reached once live.
+    behind_ms=st.integers(min_value=HOUR + IMAGE_DEADLINE + 30_001, max_value=400 * DAY),
+    lag_ms=st.integers(min_value=0, max_value=30_000),
+    build=st.sampled_from([low_risk, high_risk, answered]),
+)
+@settings(max_examples=60, deadline=None)
+def test_every_wait_ends_by_the_bound_whatever_the_backlogs_age_and_the_lag(
+    behind_ms: int, lag_ms: int, build: Any
+) -> None:
+    """However old the backlog and however far (within the live window) event time trails the
+    clock once live: replay's decisions by live + deadline + 2 x grace + 2 x lag, and no timer
+    of a deadline or expiry left armed after it (nothing waits on)."""
+    version, live_at = live_after(build, behind_ms, lag_ms)
+    fire_live(version, live_at + IMAGE_DEADLINE + 2 * GRACE + lag_ms, lag_ms)
+    assert decided(version.decisions) == decided(replayed(build))
+    assert version.state is not None and overdue_since(version.state) is None
