@@ -64,6 +64,18 @@ METRICS: dict[str, Metric] = {
     "versions_stuck": Metric(
         "gauge", (), "moderation", "versions incomplete for longer than the stuck bound"
     ),
+    "overdue_oldest_event_ms": Metric(
+        "gauge",
+        (),
+        "moderation",
+        "event time past its deadline or expiry of the oldest version still waiting for it",
+    ),
+    "overdue_oldest_processing_ms": Metric(
+        "gauge",
+        (),
+        "moderation",
+        "processing time the oldest version past its deadline or expiry has waited for it",
+    ),
     "unknown_evidence": Metric(
         "counter",
         ("detector",),

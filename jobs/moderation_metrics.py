@@ -1,13 +1,17 @@
 """moderation: what the `Moderate` adapter reports (jobs/metrics.py): decisions by outcome and
 trigger, review tasks by queue, detectors a deadline found unknown, fast-gate and completion
-latency, and the versions whose evidence is still incomplete (its DLQ rows: Moderate).
+latency, the versions whose evidence is still incomplete, and the oldest version whose deadline
+or provisional expiry was reached and is still waiting to be decided (its DLQ rows: Moderate).
 
 Keyed state cannot be listed, so the incomplete versions are an index in this operator
 instance's memory (version key -> the processing time it was first decided incomplete),
 updated as each version is decided. Ages count from then, not from the upload's `ts`, so a
 backfill of old uploads (or the demo's back-dated workload) is not "stuck" at once. After a
 restore it starts empty and is rebuilt as versions are touched again (a new input or one of
-their timers), so the pending gauges undercount until then (docs/OPERATIONS.md).
+their timers), so the pending gauges undercount until then (docs/OPERATIONS.md). The overdue
+index is the same kind: version key -> (the event time its waiting rule decides at, the
+processing time it was first seen waiting), from `timers.overdue_since` after each firing;
+after a restore it is rebuilt as the waiting versions' timers fire.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.metrics import OperatorMetrics
+from operators.timers import overdue_since
 from operators.version_state import Output
 
 # Decision states while evidence is still outstanding (contract: `state`).
@@ -34,11 +39,25 @@ class ModerationMetrics:
         self.metrics = metrics
         self.clock = clock
         self.pending: dict[str, int] = {}  # version key -> first decided incomplete (ms)
+        # version key -> (event time its reached rule decides at, first seen waiting (ms))
+        self.overdue: dict[str, tuple[int, int]] = {}
+        self.event_time: int | None = None  # the newest firing's ts: the operator's event time
         self._refreshed_at: int | None = None
         self.refresh()
 
-    def decided(self, key: str, state: dict[str, Any] | None, outputs: list[Output]) -> None:
-        """Count a firing's outputs and move the version in or out of the pending index."""
+    def decided(
+        self,
+        key: str,
+        state: dict[str, Any] | None,
+        outputs: list[Output],
+        fired_at: int | None = None,
+    ) -> None:
+        """Count a firing's outputs and move the version in or out of the pending and overdue
+        indexes. `fired_at`: the firing's event time (an input's or a timer's ts); the newest
+        seen stands for the operator's event time, without a call into Java to ask for it."""
+        if fired_at is not None and (self.event_time is None or fired_at > self.event_time):
+            self.event_time = fired_at
+        self._overdue(key, state)
         content = (state or {}).get("content") or {}
         for topic, _key, record in outputs:
             if topic == "moderation.decisions":
@@ -69,6 +88,14 @@ class ModerationMetrics:
             modality = str(content.get("modality") or "unknown")
             self.metrics.observe("completion_latency_ms", latency, modality=modality)
 
+    def _overdue(self, key: str, state: dict[str, Any] | None) -> None:
+        """The version in the overdue index while a reached deadline or expiry waits."""
+        since = None if state is None else overdue_since(state)
+        if since is None:
+            self.overdue.pop(key, None)
+        elif self.overdue.get(key, (None,))[0] != since:
+            self.overdue[key] = (since, self.clock())
+
     def refresh(self) -> None:
         """Set the pending gauges (at most every REFRESH_MS: each firing calls it)."""
         now = self.clock()
@@ -80,3 +107,11 @@ class ModerationMetrics:
         self.metrics.set("oldest_pending_age_ms", max(0, now - oldest))
         stuck = sum(1 for ts in self.pending.values() if now - ts > STUCK_AFTER_MS)
         self.metrics.set("versions_stuck", stuck)
+        # How far past its deadline (or expiry) the oldest waiting version is: in event time
+        # (the operator's event time less the ts it will decide at) and in processing time
+        # (since it was first seen waiting). 0 when none waits.
+        event = min((since for since, _ in self.overdue.values()), default=None)
+        seen = min((at for _, at in self.overdue.values()), default=now)
+        behind = 0 if event is None or self.event_time is None else self.event_time - event
+        self.metrics.set("overdue_oldest_event_ms", max(0, behind))
+        self.metrics.set("overdue_oldest_processing_ms", max(0, now - seen))

@@ -142,7 +142,7 @@ class Moderate(PolicyAware):
             rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
             return raw_state
         state, outputs, timers, letters = run
-        self.reported.decided(key, state, outputs)
+        self.reported.decided(key, state, outputs, timestamp)
         for timer in set(timers):
             if due is None:  # stored before issue 14: its timers are Flink's alone
                 ctx.timer_service().register_event_time_timer(timer)

@@ -39,6 +39,7 @@ from operators.timers import (
     expire_provisional,
     postponed,
     retire,
+    ttl_waits,
 )
 from operators.verdict import (
     HUMAN_STATE,
@@ -140,18 +141,35 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
-    """A deadline, a provisional expiry or a state TTL fired at event time `ts`."""
+    """A deadline, a provisional expiry or a state TTL fired at event time `ts`: the deadline
+    and expiry first, so a TTL reached in the same jump of event time never drops them."""
     state = expanded(state)
     if state is None:
         return StepResult(None)
-    if state["ttl"] is not None and ts >= state["ttl"]:
-        if state["rev"] > 0 and not state["deleted"] and not state.get("retired"):
-            return retire(state, ts, ctx)
-        return StepResult(None)  # every other final state clears its keyed state
     result = StepResult(state)
+    _fire_waits(state, ts, ctx, result)
+    if state["ttl"] is not None and ts >= state["ttl"]:
+        # The deadlines and expiries before it decide first; while one still waits, so does
+        # the TTL (`ttl_waits`).
+        waits = ttl_waits(state, ts)
+        if waits:
+            result.timers += waits
+            return result
+        if state["rev"] > 0 and not state["deleted"] and not state.get("retired"):
+            ended = retire(state, ts, ctx)
+        else:
+            ended = StepResult(None)  # every other final state clears its keyed state
+        ended.outputs[:0] = result.outputs
+        return ended
     if state.get("ttl_timer") is not None and ts >= state["ttl_timer"]:
         state["ttl_timer"] = state["ttl"]  # the TTL moved on since this timer was armed
         result.timers.append(state["ttl"])
+    return result
+
+
+def _fire_waits(state: State, ts: int, ctx: Context, result: StepResult) -> None:
+    """The deadline (waiting for the detectors while they have not had their time) and the
+    provisional expiry, if either is due at `ts`."""
     pending = state.get("deadline_timer")
     due = state["deadline"] is not None and not state["deleted"]
     if due and ((ts == state["deadline"] and pending is None) or ts == pending):
@@ -169,4 +187,3 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
         expiry = expire_provisional(state, ts, ctx)
         result.outputs += expiry.outputs
         result.timers += expiry.timers
-    return result

@@ -82,6 +82,12 @@ def expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
     if state["human"] is not None or not incomplete(completeness):
         state["expiry"] = None
         return result
+    if state.get("deadline_timer") is not None and state["deadline"] <= expiry:
+        # The deadline before this expiry still waits for the detectors: it decides first, as
+        # in replay, and arms the expiry then in force when it does (`on_timer`). Left to its
+        # own shorter wait, the fast gate's expiry decided first and the deadline's revision
+        # never came (issue 32).
+        return result
     if ctx.clock_ms is not None and ts < ctx.clock_ms - ctx.live_window_ms:
         # Reached while the job catches up on a backlog: the evidence it is reading may complete
         # the version. Looked at again once event time is live (contract v1.1, "Quiet time": a
@@ -93,6 +99,37 @@ def expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
     state["provisional_expired"] = True
     result.outputs += decide(state, ctx, expiry, "deadline")
     return result
+
+
+def overdue_since(state: State) -> int | None:
+    """The event time of the oldest rule this version reached and has not decided yet: a
+    deadline waiting for the detectors (its `ts`) or a provisional expiry waiting for live event
+    time (its `expires_ts`); None when none waits. The waiting-past-deadline gauges read it."""
+    waiting = []
+    if state.get("deadline_timer") is not None and state.get("deadline") is not None:
+        waiting.append(state["deadline"])
+    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if expiry is not None and armed is not None and armed > expiry:  # re-armed: it waits
+        waiting.append(expiry)
+    return min(waiting, default=None)
+
+
+def ttl_waits(state: State, ts: int) -> list[int]:
+    """The state TTL reached while a deadline or provisional expiry before it in event time
+    still waits (a backlog older than the TTL, read by a live job): the TTL fires again after
+    those waits end, so the version is retired (or cleared) only once they decided, as in
+    replay. Replay never waits, so there the TTL is never held. Nothing waits: []."""
+    ttl = state["ttl"]
+    waits = []
+    if state.get("deadline_timer") is not None and state["deadline"] <= ttl:
+        waits.append(state["deadline_timer"])
+    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if expiry is not None and armed is not None and expiry <= ttl:
+        waits.append(armed)  # armed at or before `ts` (just armed, long past): fires first
+    if not waits:
+        return []
+    state["ttl_timer"] = max(*waits, ts + 1)
+    return [state["ttl_timer"]]
 
 
 def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:

@@ -41,8 +41,6 @@ AWAITED = {
     f"{metrics.PROMETHEUS_PREFIX}{metrics.GROUP}_{name}"
     for name in (
         "watermark_lag_ms",
-        "overdue_oldest_processing_ms",
-        "overdue_oldest_event_ms",
     )
 }
 
@@ -160,7 +158,8 @@ def test_alerts_reference_documented_metrics_and_the_runbook() -> None:
     for must in ("open_discrepancies", "dlq"):
         assert prometheus_name(must) in alerted
     assert any("records_lag_max" in name for name in alerted)
-    assert AWAITED | {LSO_STALLED_MS} <= alerted
+    overdue = {prometheus_name(n) for n in ("overdue_oldest_processing_ms", "overdue_oldest_event_ms")}
+    assert AWAITED | overdue | {LSO_STALLED_MS} <= alerted
 
 
 def test_the_dashboard_references_documented_metrics_only() -> None:
@@ -264,6 +263,40 @@ def test_deadline_decisions_count_their_unknown_detectors_and_close_the_version(
     now[0] += REFRESH_MS
     reported.decided("k", None, [])  # retired or cleared: out of the index
     assert _gauge(made, "versions_pending") == 0
+
+
+def test_the_oldest_version_waiting_past_its_deadline_is_reported_until_decided() -> None:
+    """Issue 32: a backlog's deadline (ts 30,000) reached at clock 1,000,000 waits for the
+    detectors; the gauges say how far past it the version is, in event time (the operator's
+    newest firing ts less 30,000) and in processing time (since it was first seen waiting)."""
+    now = [1_000_000]
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
+    made = context.group.made
+    assert _gauge(made, "overdue_oldest_event_ms") == 0
+    waiting = {"content": {"ts": 0}, "deadline": 30_000, "deadline_timer": 1_035_000}
+    reported.decided("old\x1f1", waiting, [], fired_at=30_000)
+    reported.decided("live\x1f1", {"content": {"ts": 990_000}}, [], fired_at=998_000)
+    now[0] += REFRESH_MS
+    reported.refresh()
+    assert _gauge(made, "overdue_oldest_event_ms") == 998_000 - 30_000
+    assert _gauge(made, "overdue_oldest_processing_ms") == REFRESH_MS
+    now[0] += 35_000
+    reported.decided("old\x1f1", {**waiting, "deadline_timer": None}, [], fired_at=1_035_000)
+    assert _gauge(made, "overdue_oldest_event_ms") == 0
+    assert _gauge(made, "overdue_oldest_processing_ms") == 0
+    # A provisional expiry reached while catching up (re-armed past it) waits the same way.
+    expiring = {"content": {"ts": 0}, "expiry": 630_000, "expiry_timer": 1_045_000}
+    reported.decided("old\x1f1", expiring, [], fired_at=630_000)
+    reported.decided("live\x1f1", {"content": {"ts": 1_030_000}}, [], fired_at=1_040_000)
+    now[0] += REFRESH_MS
+    reported.refresh()
+    assert _gauge(made, "overdue_oldest_event_ms") == 1_040_000 - 630_000
+    assert _gauge(made, "overdue_oldest_processing_ms") == REFRESH_MS
+    reported.decided("old\x1f1", None, [])  # retired or cleared: out of the index
+    now[0] += REFRESH_MS
+    reported.refresh()
+    assert _gauge(made, "overdue_oldest_processing_ms") == 0
 
 
 def test_the_reporter_is_on_only_with_a_port() -> None:
