@@ -24,6 +24,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from modstream import redaction
+
 LOG = logging.getLogger("modstream.metrics")
 
 GROUP = "modstream"
@@ -169,7 +171,9 @@ class OperatorMetrics:
             return self._made[key]
         try:
             group = self._group
-            for label, value in zip(spec.labels, values, strict=True):
+            # A label's value comes from input (a queue, a detector): never a secret's.
+            shown = redaction.current().value(values)
+            for label, value in zip(spec.labels, shown, strict=True):
                 group = group.add_group(label, value)
             self._made[key] = _register(group, name, spec.kind)
         except Exception as error:

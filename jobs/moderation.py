@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from pyflink.common import WatermarkStrategy
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
 from pyflink.java_gateway import get_gateway
 
-from jobs import hash_retro, runtime
+from jobs import hash_retro, restore, runtime
 from jobs.moderation_config import (
     BROADCAST_STATE,
     DECODE_BATCH,
@@ -45,13 +46,15 @@ from jobs.moderation_decode import DecodeBatch
 from jobs.moderation_moderate import Moderate
 from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
-from jobs.options import job_parser
+from jobs.options import empty_state_option, job_parser
 from modstream import logs, topics
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators import moderation, state_schema
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 from operators.signing import Keyring
+
+LOG = logging.getLogger("modstream.moderation")
 
 
 def build(
@@ -283,7 +286,27 @@ def options() -> argparse.ArgumentParser:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
+    empty_state_option(parser)
     return parser
+
+
+def refuse_empty_state(job: runtime.JobConfig, args: argparse.Namespace) -> None:
+    """Committed offsets without their state: refused unless named (jobs/restore.py)."""
+    if job.restore_from is not None:
+        return
+    keyed = [job.topic(name) for name in KEYED_TOPICS]
+    committed = restore.committed_partitions(job.bootstrap_servers, job.group_id, keyed)
+    line = restore.empty_state_start(
+        job.name,
+        args.restore_from,
+        job.restore_from,
+        committed,
+        job.group_id,
+        accept_empty_state=args.accept_empty_state,
+        cluster_restores=isinstance(job.checkpoint_dir, str),
+    )
+    if line is not None:
+        LOG.warning(line)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env()
     logs.configure_job("moderation", settings)
     job = runtime.job_config("moderation", args, settings, state_schema=state_schema.STATE_SCHEMA)
+    refuse_empty_state(job, args)
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
     config = ModerationConfig(
         policy_id=args.policy_id,

@@ -105,6 +105,16 @@ def _checkpoint_options(parser: argparse.ArgumentParser, name: str) -> None:
     )
 
 
+def empty_state_option(parser: argparse.ArgumentParser) -> None:
+    """A job that refuses committed offsets without their state (jobs/restore.py)."""
+    parser.add_argument(
+        "--accept-empty-state",
+        action="store_true",
+        help="start on the consumer group's committed offsets with no checkpoint to restore "
+        "(the job refuses otherwise): logged; versions read before are not decided again",
+    )
+
+
 def _execution_options(parser: argparse.ArgumentParser) -> None:
     """How Flink runs the job: parallelism, detached, restarts, any other option."""
     parser.add_argument("--parallelism", type=int, default=1)

@@ -230,3 +230,81 @@ def resolve(
             " --restore-from none (state is rebuilt from what the sources still hold)"
         )
     return choice.checkpoint.resolve().as_uri()
+
+
+def committed_partitions(bootstrap_servers: str, group_id: str, topics: list[str]) -> list[str]:
+    """`topic#partition` of `topics` on which consumer group `group_id` has committed an offset
+    (the Kafka source commits its offsets at each completed checkpoint)."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    from modstream.config import kafka_options
+
+    deadline = time.monotonic() + 30
+    try:
+        admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap_servers, client_id="modstream-restore", **kafka_options()
+        )
+        try:
+            while True:
+                try:
+                    offsets = admin.list_group_offsets({group_id: None}).get(group_id, {})
+                    break
+                except KafkaError as error:
+                    # A new broker makes its offsets topic at the first group's lookup.
+                    if not error.retriable or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+        finally:
+            admin.close()
+    except KafkaError as error:
+        raise RestoreError(
+            f"cannot ask the Kafka brokers at {bootstrap_servers} for the committed offsets of"
+            f" consumer group {group_id!r} ({type(error).__name__}); a job starts only once it"
+            " knows whether it would resume them without their state"
+        ) from error
+    wanted = set(topics)
+    return sorted(
+        f"{partition.topic}#{partition.partition}"
+        for partition, committed in offsets.items()
+        if partition.topic in wanted and committed.offset >= 0
+    )
+
+
+def empty_state_start(
+    job: str,
+    mode: str,
+    restore_from: str | None,
+    committed: list[str],
+    group_id: str,
+    *,
+    accept_empty_state: bool,
+    cluster_restores: bool,
+) -> str | None:
+    """Refuse to resume committed offsets with empty state (issue 27, point 8; pure): versions
+    read but undecided would never be decided, reviews would go `stale`, strikes reset. Returns
+    the line to log when the job starts on them anyway (named by the operator), else None."""
+    if restore_from is not None or not committed:
+        return None
+    shown = ", ".join(committed[:4]) + (f" and {len(committed) - 4} more" if committed[4:] else "")
+    if mode == "none" or cluster_restores:
+        return (
+            f"{job}: consumer group {group_id!r} has committed offsets ({shown}) and this job"
+            " restores nothing itself: its state is the one the cluster restores"
+            " (execution.state-recovery.path), or empty"
+        )
+    if accept_empty_state:
+        return (
+            f"{job}: starting with EMPTY state on the committed offsets of consumer group"
+            f" {group_id!r} ({shown}) as --accept-empty-state says: versions read before are"
+            " not decided again, reviews of them go `stale`, strikes start from zero"
+        )
+    raise RestoreError(
+        f"{job}: consumer group {group_id!r} has committed offsets ({shown}) but there is no"
+        " checkpoint to restore their state from: resuming them with empty state would never"
+        " decide the versions read but undecided, send their reviews to `stale` and reset"
+        " strikes. Start with --restore-from CHECKPOINT_OR_SAVEPOINT (the state those offsets"
+        " belong to), or, accepting the empty state, with --accept-empty-state (logged)."
+        " Rebuilding the state from moderation.index (--rebuild-from-index) is not available"
+        " yet (issue 27)"
+    )

@@ -284,11 +284,14 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
             print(json.dumps(queue.show(args.task, Reviewer.from_env().reviewer_id), indent=2))
         elif args.action == "decide":
             # Who decides is whoever's key signs: the one entry of the reviewer's keys file.
-            record = queue.decide(args.task, Reviewer.from_env(), args.outcome, args.reason, now)
-            kafkaio.produce(
-                servers,
-                topic("review.decisions"),
-                [(record["content_id"], json.dumps(record).encode("utf-8"))],
+            # The record reaches the broker before the task is acknowledged (an outbox order).
+            def send(record: dict[str, Any]) -> None:
+                value = json.dumps(record).encode("utf-8")
+                key = str(record["content_id"])
+                kafkaio.produce(servers, topic("review.decisions"), [(key, value)])
+
+            record = queue.decide(
+                args.task, Reviewer.from_env(), args.outcome, args.reason, now, send
             )
             print(json.dumps(record))
         else:

@@ -228,8 +228,14 @@ class Settings:
         return loaded.settings(config_file)
 
     def described(self) -> dict[str, Any]:
-        """What these settings resolve to, as `modstream config show` prints it: secrets are
-        shown as `**********`."""
+        """What these settings resolve to, as `modstream config show` prints it: every secret
+        value, wherever it appears (a property, a URL), shown as `**********`
+        (modstream/redaction.py)."""
+        from modstream.redaction import for_settings
+
+        return for_settings(self).value(self._described())
+
+    def _described(self) -> dict[str, Any]:
         return {
             "config_file": str(self.config_file) if self.config_file else None,
             "project_root": str(self.project_root),
@@ -238,13 +244,9 @@ class Settings:
             "kafka": {
                 **self.kafka.model_dump(mode="json"),
                 "bootstrap_servers": self.bootstrap_servers,
-                "properties": {
-                    key: "**********" if "password" in key or "jaas" in key else value
-                    for key, value in self.kafka.properties.items()
-                },
                 "local": self.local_kafka,
             },
-            "redis": {"url": _hide_password(self.redis_url), "local": self.local_redis},
+            "redis": {"url": self.redis_url, "local": self.local_redis},
             "topics": self.topics.model_dump(mode="json"),
             "flink": self.flink.model_dump(mode="json"),
             "log_format": self.log_format,
@@ -431,13 +433,6 @@ def _explain(error: ValidationError, config_file: Path | None) -> str:
             message = _port_problem(problem["type"], problem["input"], message)
         lines.append(f"{variable}{where}: {message}")
     return "invalid settings: " + "; ".join(lines)
-
-
-def _hide_password(url: str) -> str:
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    return url.replace(f":{parts.password}@", ":**********@", 1)
 
 
 def _port_problem(kind: str, value: Any, message: str) -> str:

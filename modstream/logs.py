@@ -5,7 +5,9 @@ MODSTREAM_LOG_FORMAT=json, or `log_format = "json"` in modstream.toml; docs/CONF
 Logs go to stderr; stdout stays for what a command prints (tables, summaries, `--json`) and for
 the jobs' `job NAME ID running` lines, which tests and the demo read. Existing `LOG = logging.
 getLogger(...)` calls need no change: a ProcessorFormatter on the root handler gives every record
-the same fields (`timestamp`, `level`, `logger`, `event`, and `job` or `command`).
+the same fields (`timestamp`, `level`, `logger`, `event`, and `job` or `command`). Every line
+leaves with the process's secret values masked, whatever field they came in (modstream/
+redaction.py).
 
 `configure` also exports the format and level to the environment, so processes started from
 here (the demo's jobs) log the same way. What a job's operators log runs in the interpreter
@@ -23,6 +25,8 @@ from typing import Any, TextIO
 
 import structlog
 from structlog.typing import EventDict, Processor
+
+from modstream import redaction
 
 FORMATS = ("text", "json")
 LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -70,6 +74,15 @@ def _shared(static: Mapping[str, str]) -> list[Processor]:
     ]
 
 
+class _Redacting(structlog.stdlib.ProcessorFormatter):
+    """Every rendered line, traceback included, with the process's secret values masked
+    (modstream/redaction.py): a secret reaches a log through messages nobody wrote for it
+    (an exception naming a URL, a client's configuration)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redaction.current().text(super().format(record))
+
+
 def _formatter(as_json: bool, static: Mapping[str, str]) -> structlog.stdlib.ProcessorFormatter:
     renderer: Processor = (
         structlog.processors.JSONRenderer(sort_keys=False)
@@ -84,9 +97,7 @@ def _formatter(as_json: bool, static: Mapping[str, str]) -> structlog.stdlib.Pro
     tail: list[Processor] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta]
     if as_json:
         tail.append(structlog.processors.format_exc_info)  # the traceback as one string field
-    return structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=_shared(static), processors=[*tail, renderer]
-    )
+    return _Redacting(foreign_pre_chain=_shared(static), processors=[*tail, renderer])
 
 
 def configure(

@@ -4,10 +4,11 @@
 consumer group `reviewers`); `claim` takes the most urgent task of a queue under a lease (an
 entry pending longer than the lease is reclaimed with XAUTOCLAIM by the next claimant);
 `show` gives what a reviewer needs (evidence references, policy version, reasons; nothing else
-about users); `decide` produces a `review.decisions` record signed with the reviewer's own key,
-acknowledges the entry and records who decided and why. Reviewers claim only queues the roles
-file grants them, and every access is appended to the `review:access` stream with who, what and
-when.
+about users); `decide` produces a `review.decisions` record signed with the reviewer's own key
+and, only once the broker acknowledged it, acknowledges the entry and records who decided and
+why (an outbox order: a refused produce leaves the task claimed and loses nothing). Reviewers
+claim only queues the roles file grants them, and every access is appended to the
+`review:access` stream with who, what and when.
 
 Who the reviewer is comes from their key, never from a flag or $USER: `Reviewer.from_env` reads
 the person's keys file (MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json), which must
@@ -21,17 +22,20 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
+from kafka.errors import KafkaError
 
 from operators.signing import PERSON_KEYS_VARIABLE, person_keys_path, read_keys_file, sign
 
 GROUP = "reviewers"
 ACCESS_LOG = "review:access"
+# review:outbox:<task id>: a decision kept until the broker acknowledged it.
+OUTBOX = "review:outbox:"
 LEASE_MS = 15 * 60_000
 PRIORITIES = range(0, 10)
 
@@ -207,9 +211,13 @@ class ReviewQueue:
         outcome: str,
         reason: str,
         now_ms: int,
+        send: Callable[[dict[str, Any]], None],
     ) -> dict[str, Any]:
-        """A review.decisions record for the task; the lease holder only. Given a `Reviewer`
-        (what the command passes) the record is signed with the reviewer's key."""
+        """Send the task's review.decisions record with `send` (it returns once the broker
+        acknowledged it, and raises otherwise), then acknowledge the task: an outbox order.
+        Lease holder only; given a `Reviewer` (what the command passes) the record is signed
+        with the reviewer's key. A refused send changes nothing but the pending record, which
+        the reviewer's retry sends again byte for byte (issue 27, point 6)."""
         signer = reviewer if isinstance(reviewer, Reviewer) else None
         reviewer = reviewer.reviewer_id if isinstance(reviewer, Reviewer) else reviewer
         task = self.task(task_id)
@@ -219,26 +227,62 @@ class ReviewQueue:
         if lease.get("reviewer") != reviewer:
             self._log(reviewer, "denied:decide", task_id, now_ms)
             raise ReviewError(f"task {task_id!r} is not claimed by {reviewer!r}")
-        record = {
-            "event_id": f"review-{task_id}-{reviewer}-{now_ms}",
-            "task_id": task_id,
-            "content_id": task["content_id"],
-            "content_version": task["content_version"],
-            "reviewer_id": reviewer,
-            "outcome": outcome,
-            "reason": reason,
-            "ts": now_ms,
-        }
-        if signer is not None:
-            record = signer.sign(record)
-        self.redis.xack(lease["stream"], GROUP, lease["entry"])
-        self.redis.delete(f"review:lease:{task_id}")
-        self.redis.hset(
+        record = self._pending(task_id, reviewer, outcome, reason)
+        if record is None:
+            record = {
+                "event_id": f"review-{task_id}-{reviewer}-{now_ms}",
+                "task_id": task_id,
+                "content_id": task["content_id"],
+                "content_version": task["content_version"],
+                "reviewer_id": reviewer,
+                "outcome": outcome,
+                "reason": reason,
+                "ts": now_ms,
+            }
+            if signer is not None:
+                record = signer.sign(record)
+            # Kept before the send: whatever happens next, a retry sends these same bytes.
+            self.redis.set(f"{OUTBOX}{task_id}", json.dumps(record))
+        try:
+            send(record)
+        except (KafkaError, OSError) as error:
+            self._log(reviewer, "unsent:decide", task_id, now_ms)
+            raise ReviewError(
+                f"decision for task {task_id!r} not sent to review.decisions "
+                f"({type(error).__name__}); nothing changed: the task stays claimed by "
+                f"{reviewer!r}; run the same `review decide` again once Kafka is reachable"
+            ) from None
+        transaction = self.redis.pipeline(transaction=True)
+        transaction.xack(lease["stream"], GROUP, lease["entry"])
+        transaction.delete(f"review:lease:{task_id}")
+        transaction.hset(
             f"review:decided:{task_id}",
             mapping={"reviewer": reviewer, "outcome": outcome, "reason": reason, "ts": now_ms},
         )
+        transaction.delete(f"{OUTBOX}{task_id}")
+        transaction.execute()
         self._log(reviewer, "decide", task_id, now_ms)
         return record
+
+    def _pending(
+        self, task_id: str, reviewer: str, outcome: str, reason: str
+    ) -> dict[str, Any] | None:
+        """This reviewer's decision for the task kept by a send that failed (or whose reply was
+        lost), or None. Another outcome or reason is refused: the kept record may already be
+        on the topic. A record kept for an earlier lease holder is replaced."""
+        raw = self.redis.get(f"{OUTBOX}{task_id}")
+        if raw is None:
+            return None
+        pending: dict[str, Any] = json.loads(raw)
+        if pending.get("reviewer_id") != reviewer:
+            return None
+        if (pending.get("outcome"), pending.get("reason")) != (outcome, reason):
+            raise ReviewError(
+                f"task {task_id!r}: your decision {pending.get('outcome')} "
+                f"(reason {pending.get('reason')!r}) was not confirmed sent; decide again with "
+                "the same outcome and reason to send it"
+            )
+        return pending
 
     def backlog(self, now_ms: int) -> dict[str, dict[str, int]]:
         """Per queue: tasks not yet decided, and the age of the oldest in ms."""

@@ -170,6 +170,11 @@ class CompiledPolicy:
             modality: (tuple(req.required), tuple(req.gate), req.deadline_ms)
             for modality, req in document.detectors.items()
         }
+        # Per modality: its own `scanning` and `unknown` floors, else the document's.
+        self._floors: dict[str, tuple[OutcomeBySurface, OutcomeBySurface]] = {
+            modality: (req.scanning or document.scanning, req.unknown or document.unknown)
+            for modality, req in document.detectors.items()
+        }
         self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
 
     def required_detectors(self, modality: str) -> tuple[str, ...]:
@@ -184,6 +189,10 @@ class CompiledPolicy:
     def deadline_ms(self, modality: str) -> int | None:
         requirement = self._requirements.get(modality)
         return requirement[2] if requirement else None
+
+    def floors(self, modality: str) -> tuple[OutcomeBySurface, OutcomeBySurface]:
+        """The (`scanning`, `unknown`) floors of `modality`."""
+        return self._floors.get(modality, (self.document.scanning, self.document.unknown))
 
     def is_high_risk(self, surface: str) -> bool:
         return surface in self._high_risk
@@ -323,13 +332,14 @@ class CompiledPolicy:
         """The floor while evidence is outstanding or unknown (a hash-bank match decides
         without waiting for detectors); the policy's default when nothing else spoke."""
         document = self.document
+        scanning, unknown = self.floors(facts.modality)
         floor: OutcomeBySurface | None = None
         if context.hash_matches:
             pass
         elif outstanding:
-            floor, reason = document.scanning, "scanning"
+            floor, reason = scanning, "scanning"
         elif context.unknown:
-            floor, reason = document.unknown, "evidence_unknown"
+            floor, reason = unknown, "evidence_unknown"
         if floor is not None:
             high_risk = facts.surface in self._high_risk
             tally.outcomes.append(floor.high_risk if high_risk else floor.default)
@@ -372,7 +382,7 @@ class CompiledPolicy:
         failures = self.limit_failures(facts)
         if failures:
             return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
-        scanning = self.document.scanning
+        scanning = self.floors(facts.modality)[0]
         floor = scanning.high_risk if self.is_high_risk(facts.surface) else scanning.default
         return self._finish(floor, None, ("scanning",), (), (), ts, paused)
 

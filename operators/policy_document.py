@@ -21,33 +21,15 @@ from operators.hashbank import PHASH_MAX_DISTANCE
 from operators.policy_expr import ExpressionError, compile_expression
 from schemas.common import Modality, Outcome
 
+# Uploads that are files: parsed and checked (`media_check`) before anyone may see them.
+MEDIA = frozenset({"image", "video", "audio"})
+# Outcomes the Content Service serves to everyone (operators/decide.py, VISIBILITY).
+PUBLIC = frozenset({"ALLOW", "PROVISIONAL_ALLOW"})
 Name = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:\-]+$")]
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class DetectorRequirement(_Section):
-    """`gate`: the required detectors that run first (cheap, deterministic checks such as
-    `media_check`); the other required detectors (the models) are asked only for media that
-    passed them (docs/scanning.md, "Cost order")."""
-
-    required: list[Name] = Field(min_length=1)
-    deadline_ms: Annotated[int, Field(gt=0)]
-    gate: list[Name] = Field(default_factory=list)
-
-    @model_validator(mode="after")
-    def _gate_is_required(self) -> Self:
-        extra = [name for name in self.gate if name not in self.required]
-        if extra:
-            raise ValueError(f"gate detectors must also be required: {', '.join(extra)}")
-        return self
-
-
-class Limit(_Section):
-    max_bytes: Annotated[int, Field(gt=0)] | None = None
-    mime_types: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 def _not_allow(outcome: str) -> str:
@@ -72,6 +54,32 @@ class OutcomeBySurface(_Section):
     @classmethod
     def _refuse_allow(cls, outcome: str) -> str:
         return _not_allow(outcome)
+
+
+class DetectorRequirement(_Section):
+    """`gate`: the required detectors that run first (cheap, deterministic checks such as
+    `media_check`); the other required detectors (the models) are asked only for media that
+    passed them (docs/scanning.md, "Cost order")."""
+
+    required: list[Name] = Field(min_length=1)
+    deadline_ms: Annotated[int, Field(gt=0)]
+    gate: list[Name] = Field(default_factory=list)
+    # This modality's floors instead of the document's `scanning` / `unknown` (media keep
+    # theirs off `public` until their integrity gate passed: media_exposed_early).
+    scanning: OutcomeBySurface | None = None
+    unknown: OutcomeBySurface | None = None
+
+    @model_validator(mode="after")
+    def _gate_is_required(self) -> Self:
+        extra = [name for name in self.gate if name not in self.required]
+        if extra:
+            raise ValueError(f"gate detectors must also be required: {', '.join(extra)}")
+        return self
+
+
+class Limit(_Section):
+    max_bytes: Annotated[int, Field(gt=0)] | None = None
+    mime_types: list[Annotated[str, Field(min_length=1)]] | None = None
 
 
 class HashBankRule(_Section):
@@ -179,6 +187,38 @@ class PolicyDocument(_Section):
         return self
 
 
+def media_exposed_early(document: PolicyDocument) -> list[str]:
+    """Where the document would make media public before its integrity gate (`gate`, such as
+    `media_check`: malware, parse) passed: a `scanning` or `unknown` floor of a media modality
+    that is public (ALLOW, PROVISIONAL_ALLOW), or a hash-bank outcome that is (a bank match
+    decides without waiting for any detector). Issue 27, point 9; docs/policy-language.md."""
+    problems = []
+    for modality, requirement in document.detectors.items():
+        if modality not in MEDIA:
+            continue
+        checks = ", ".join(requirement.gate or requirement.required)
+        for section in ("scanning", "unknown"):
+            own = getattr(requirement, section)
+            floor: OutcomeBySurface = own or getattr(document, section)
+            for surfaces in ("high_risk", "default"):
+                outcome = getattr(floor, surfaces)
+                if outcome in PUBLIC:
+                    where = f"detectors.{modality}.{section}" if own else section
+                    problems.append(
+                        f"{where}.{surfaces}: {outcome} would make {modality} public before"
+                        f" its integrity gate ({checks}) passed; give detectors.{modality}."
+                        f"{section} an outcome that is not public (PENDING, RESTRICT or BLOCK)"
+                    )
+    if any(modality in MEDIA for modality in document.detectors):
+        problems += [
+            f"hash_banks.{name}.outcome: {bank.outcome} would make media public before its"
+            " integrity gate passed (a bank match decides before any detector)"
+            for name, bank in document.hash_banks.items()
+            if bank.outcome in PUBLIC
+        ]
+    return problems
+
+
 class PolicyError(ValueError):
     """Every problem of a policy document, one line each, naming the rule or section."""
 
@@ -193,7 +233,7 @@ def validate_document(raw: Any) -> PolicyDocument:
     if not isinstance(raw, Mapping):
         raise PolicyError(["<document>: a policy document must be a mapping"])
     try:
-        return PolicyDocument.model_validate(dict(raw))
+        document = PolicyDocument.model_validate(dict(raw))
     except ValidationError as error:
         found = [
             f"{_location(tuple(e['loc']), raw)}: {e['msg']}"
@@ -201,6 +241,10 @@ def validate_document(raw: Any) -> PolicyDocument:
         ]
         found += _condition_problems(raw)
         raise PolicyError(found) from None
+    exposed = media_exposed_early(document)
+    if exposed:
+        raise PolicyError(exposed)
+    return document
 
 
 def _location(loc: tuple[Any, ...], raw: Mapping[str, Any]) -> str:

@@ -11,6 +11,8 @@ content text (docs/retention.md):
   such a record is not the one that was sent, so `dlq replay` must not send it back;
 - anything else (not JSON, not an object, not UTF-8, over the record size or nesting limit)
   is kept only as `sha256:<hex>` of the bytes received; the message gives its size.
+An input or message holding one of the deployment's secret values (modstream/redaction.py)
+keeps neither: the message shows the secret masked, `raw` only the input's digest.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError
 
+from modstream import redaction
 from modstream.limits import Limits
 from schemas.common import EventTime, Id, OutputRecord
 
@@ -235,12 +238,16 @@ def dead_letter(
     replay of the same input writes the same DLQ record.
     """
     raw_text, note = kept_raw(source_topic, raw)
+    redactor = redaction.current()
+    if redactor.text(raw_text) != raw_text:  # it holds a secret: keep its digest only
+        data = raw if isinstance(raw, bytes) else _utf8(raw or "")
+        raw_text, note = sha256_ref(data), "raw kept as its sha256 only (it held a secret)"
     raw_text, raw_size = cap_utf8(raw_text, RAW_LIMIT_BYTES)
     notes = [note] if note else []
     if raw_size > RAW_LIMIT_BYTES:
         notes.append(f"raw cut from {raw_size} to {RAW_LIMIT_BYTES} bytes")
     suffix = f" ({'; '.join(notes)})" if notes else ""
-    message = f"{operator} rejected a {source_topic} record: {describe(error)}"
+    message = redactor.text(f"{operator} rejected a {source_topic} record: {describe(error)}")
     message, _ = cap_utf8(message, MESSAGE_LIMIT_CHARS - len(suffix))
     message = (message + suffix)[:MESSAGE_LIMIT_CHARS]
     if key is not None:  # a key from a hostile producer may not even be valid UTF-8

@@ -77,6 +77,7 @@ def test_claims_follow_grants_priority_and_leases(stack: Settings) -> None:
     queue = f"child_safety_{uuid.uuid4().hex[:6]}"
     roles = Roles({"alice": [queue], "bob": [queue], "mallory": ["general"]})
     review = ReviewQueue(client, roles, lease_ms=300)
+    sent: list[dict[str, Any]] = []
     low, urgent = f"t-{uuid.uuid4().hex[:6]}", f"t-{uuid.uuid4().hex[:6]}"
     assert review.feed(task(low, queue, 3)) and review.feed(task(urgent, queue, 0))
     assert not review.feed(task(low, queue, 3))  # the same task id is queued once
@@ -89,8 +90,9 @@ def test_claims_follow_grants_priority_and_leases(stack: Settings) -> None:
     time.sleep(0.5)  # alice's lease expires
     assert review.claim(queue, "bob")["task_id"] == urgent  # type: ignore[index]
     with pytest.raises(ReviewError):
-        review.decide(urgent, "alice", "BLOCK", "late", T0)  # no longer hers
-    decision = review.decide(urgent, "bob", "BLOCK", "csam policy 4.2", T0 + 5)
+        review.decide(urgent, "alice", "BLOCK", "late", T0, sent.append)  # no longer hers
+    decision = review.decide(urgent, "bob", "BLOCK", "csam policy 4.2", T0 + 5, sent.append)
+    assert sent == [decision]
     assert (decision["reviewer_id"], decision["outcome"], decision["task_id"]) == (
         "bob",
         "BLOCK",

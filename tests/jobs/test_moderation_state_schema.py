@@ -26,7 +26,7 @@ from tests.jobs.test_moderation_adapter import (
     sanction_entry,
 )
 from tests.operators.policy_builders import GLOBAL_YAML
-from tests.operators.test_state_schema import IMAGE, PRE_ISSUE_12_IMAGE
+from tests.operators.test_state_schema import IMAGE, PRE_ISSUE_12_IMAGE, PRE_ISSUE_12_IMAGE_NOW
 
 GATE_FAILED = evidence(
     detector="media_check", model_version="mc-1", status="error", scores=None, at=T0 + 1000
@@ -56,7 +56,7 @@ def gate_failed(stored: str | None) -> tuple[list[Any], str | None]:
 
 def test_a_restored_pre_issue_12_state_is_migrated_on_read_and_stored_versioned() -> None:
     expected, _ = gate_failed(None)
-    outputs, stored = gate_failed(json.dumps(PRE_ISSUE_12_IMAGE))
+    outputs, stored = gate_failed(json.dumps(PRE_ISSUE_12_IMAGE_NOW))
     assert [o for o in outputs if o[0] == "moderation.decisions"] == [
         o for o in expected if o[0] == "moderation.decisions"
     ]

@@ -113,3 +113,55 @@ def test_a_directory_of_a_newer_state_schema_is_refused(tmp_path: Path) -> None:
     with pytest.raises(restore.RestoreError, match=r"schema 3.*up to schema 2"):
         restore.check_schema(restore.read_marker(tmp_path), "moderation", 2)
     restore.check_schema(restore.read_marker(tmp_path), "moderation", 3)
+
+
+COMMITTED = ["it.content.versions#0", "it.detector.results#1"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "restore_from", "committed", "accept", "remote", "logged"),
+    [
+        ("auto", None, [], False, False, None),  # a first start: nothing read yet
+        ("auto", "file:///c/chk-3", COMMITTED, False, False, None),  # state restored
+        ("auto", None, COMMITTED, True, False, "starting with EMPTY state"),
+        ("none", None, COMMITTED, False, False, "the cluster restores"),
+        ("auto", None, COMMITTED, False, True, "the cluster restores"),
+    ],
+)
+def test_empty_state_over_committed_offsets_starts_only_where_said(
+    mode: str,
+    restore_from: str | None,
+    committed: list[str],
+    accept: bool,
+    remote: bool,
+    logged: str | None,
+) -> None:
+    line = restore.empty_state_start(
+        "moderation",
+        mode,
+        restore_from,
+        committed,
+        "g",
+        accept_empty_state=accept,
+        cluster_restores=remote,
+    )
+    assert (line is None) == (logged is None)
+    if logged is not None:
+        assert line is not None and logged in line and "it.content.versions#0" in line
+
+
+def test_committed_offsets_without_state_are_refused_with_the_ways_out() -> None:
+    with pytest.raises(restore.RestoreError) as refused:
+        restore.empty_state_start(
+            "moderation",
+            "auto",
+            None,
+            COMMITTED,
+            "modstream-moderation-1234abcd",
+            accept_empty_state=False,
+            cluster_restores=False,
+        )
+    message = str(refused.value)
+    assert "'modstream-moderation-1234abcd' has committed offsets" in message
+    assert "--restore-from" in message and "--accept-empty-state" in message
+    assert "never decide the versions read but undecided" in message

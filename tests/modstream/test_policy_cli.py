@@ -31,7 +31,7 @@ def write(tmp_path: Path, name: str, document: dict) -> Path:
 
 def test_validate_accepts_the_shipped_policy(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["policy", "validate", str(GLOBAL_YAML)]) == 0
-    assert "global v1 is valid (11 rules)" in capsys.readouterr().out
+    assert "global v1 is valid (12 rules)" in capsys.readouterr().out
 
 
 def test_validate_lists_every_error_naming_its_rule(

@@ -173,16 +173,18 @@ def image_evidence(
 
 
 def test_fast_gate_then_evidence_then_approved_with_provenance() -> None:
+    """Issue 27, point 9: an image is never public before its integrity gate (media_check)
+    passed, even on a low-risk surface (the shipped policy gave it PROVISIONAL_ALLOW)."""
     version = Version()
     version.upload(**image(surface="comment"))
     gate = version.last
     assert (gate["trigger"], gate["outcome"], gate["state"], gate["decision_revision"]) == (
         "fast_gate",
-        "PROVISIONAL_ALLOW",
+        "PENDING",
         "scanning",
         1,
     )
-    assert gate["expires_ts"] == T0 + 3_600_000
+    assert "expires_ts" not in gate
     assert gate["completeness"] == {"required": 2, "received": 0, "unknown": []}
     for record in image_evidence("c-1", T0 + ONE_SECOND):
         version.send("detector.results", record)
@@ -197,9 +199,12 @@ def test_fast_gate_then_evidence_then_approved_with_provenance() -> None:
     assert {e["detector"] for e in final["evidence"]} == {"nsfw_image", "media_check"}
     assert final["policy_id"] == "global" and final["policy_version"] == 1
     assert final["decision_id"] == sha256_hex("decision", "c-1", 1, 2)
-    # PROVISIONAL_ALLOW -> ALLOW keeps the visibility `public`: one action only.
+    # Public only once every check answered.
     actions = version.of("moderation.actions")
-    assert [(a["decision_revision"], a["visibility"]) for a in actions] == [(1, "public")]
+    assert [(a["decision_revision"], a["visibility"]) for a in actions] == [
+        (1, "pending"),
+        (2, "public"),
+    ]
     assert actions[0]["action_id"] == sha256_hex("c-1", 1, 1)
 
 
@@ -233,7 +238,9 @@ def test_evidence_before_the_upsert_is_kept_and_joined() -> None:
         version.send("detector.results", record)
     assert version.decisions == []
     version.upload(**image(surface="comment"))
-    assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
+    # PENDING until media_check is in too (the nsfw score alone already asks a review).
+    assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence", "evidence"]
+    assert [d["outcome"] for d in version.decisions] == ["PENDING", "PENDING", "RESTRICT"]
     assert (version.last["outcome"], version.last["restriction"]) == ("RESTRICT", "age_gate")
     tasks = version.of("review.tasks")
     assert [(t["queue"], t["kind"], t["priority"]) for t in tasks] == [("adult", "review", 2)]
@@ -461,7 +468,8 @@ def test_timeout_and_error_are_unknown_never_safe() -> None:
     nsfw, media = image_evidence("c-1", T0 + 1)
     version.send("detector.results", {**nsfw, "status": "timeout", "scores": None})
     version.send("detector.results", media)
-    assert version.last["outcome"] == "PROVISIONAL_ALLOW"
+    assert version.last["outcome"] == "PENDING"  # media never public unchecked: a human looks
+    assert "unknown-media" in version.last["matched_rules"]
     assert version.last["completeness"]["unknown"] == ["nsfw_image"]
 
 
@@ -848,15 +856,14 @@ def test_evidence_of_another_version_never_changes_a_version(
 
 def test_the_fast_gate_is_the_scanning_outcome_whatever_rules_could_match() -> None:
     version = Version()
-    version.upload(**image(surface="comment", audience="minor", account_risk=0.99))
+    version.upload(audience="minor", account_risk=0.99)  # text on a comment
     gate = version.last
     assert (gate["trigger"], gate["outcome"], gate["matched_rules"]) == (
         "fast_gate",
         "PROVISIONAL_ALLOW",
         [],
     )
-    for record in image_evidence("c-1", T0 + 1):
-        version.send("detector.results", record)
+    version.evidence(at=T0 + 1)
     assert "risky-account-minor-audience" in version.last["matched_rules"]
 
 
@@ -1011,21 +1018,23 @@ def test_an_upload_asks_for_each_required_detector_and_segment_not_yet_answered(
 HOUR = 3_600_000
 
 
+TEXT_DEADLINE = T0 + 5_000  # the shipped policy's text deadline
+
+
 def _expired_provisional(version: Version, until: int) -> dict[str, Any]:
-    """Upload an image on a comment (PROVISIONAL_ALLOW) whose nsfw check never answers, and
-    fire every timer up to `until`: the last decision."""
-    version.upload(**image(surface="comment"))
-    version.send("detector.results", image_evidence("c-1", T0 + 1)[1])  # media_check only
+    """Upload a text on a comment (PROVISIONAL_ALLOW: media never is) whose check never
+    answers, and fire every timer up to `until`: the last decision."""
+    version.upload()
     version.fire_until(until)
     return version.last
 
 
 def test_a_provisional_allow_expiring_with_evidence_missing_is_decided_again() -> None:
     version = Version()
-    after_deadline = _expired_provisional(version, T0 + 30_000)
+    after_deadline = _expired_provisional(version, TEXT_DEADLINE)
     assert (after_deadline["outcome"], after_deadline["state"]) == ("PROVISIONAL_ALLOW", "expired")
     expires = after_deadline["expires_ts"]
-    assert expires == T0 + 30_000 + HOUR
+    assert expires == TEXT_DEADLINE + HOUR
     assert T0 + HOUR in version.timers  # one expiry timer at a time: the gate's, first
     version.fire_until(expires - 1)
     assert version.last == after_deadline and expires in version.timers  # re-armed
@@ -1056,12 +1065,12 @@ def test_a_provisional_expiry_reached_while_catching_up_waits_for_live_time() ->
     """A backlog (clock a day ahead): the expiry is looked at again once event time is live;
     evidence read meanwhile completes the version, and no expiry decision is made."""
     version = Version()
-    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    expires = _expired_provisional(version, TEXT_DEADLINE)["expires_ts"]
     day_later = T0 + 86_400_000
     version.ctx = _with_clock(day_later)
     version.fire_until(expires)
-    assert version.last["ts"] == T0 + 30_000 and day_later + GRACE in version.timers
-    version.send("detector.results", image_evidence("c-1", expires + 20)[0])
+    assert version.last["ts"] == TEXT_DEADLINE and day_later + GRACE in version.timers
+    version.evidence(at=expires + 20)
     version.fire_until(day_later + GRACE)
     assert (version.last["trigger"], version.last["outcome"]) == ("evidence", "ALLOW")
     assert not [t for t in version.of("review.tasks") if t["queue"] == "provisional"]
@@ -1069,30 +1078,30 @@ def test_a_provisional_expiry_reached_while_catching_up_waits_for_live_time() ->
 
 def test_after_its_expiry_a_version_stays_floored_until_its_evidence_completes() -> None:
     version = Version()
-    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    expires = _expired_provisional(version, TEXT_DEADLINE)["expires_ts"]
     version.fire_until(expires)
     count = len(version.decisions)
     _report(version, "old-1", expires + 10, weight=1.0, new=False)
     assert len(version.decisions) == count  # the same missing evidence: still PENDING
-    version.send("detector.results", image_evidence("c-1", expires + 20)[0])
+    version.evidence(at=expires + 20)
     assert (version.last["trigger"], version.last["outcome"]) == ("evidence", "ALLOW")
     assert version.last["state"] == "pending_review"  # the provisional review is still open
 
 
 def test_the_expiry_outcome_is_the_policys_unknown_high_risk_outcome() -> None:
     blocked = Version(context(unknown={"high_risk": "BLOCK", "default": "PROVISIONAL_ALLOW"}))
-    expires = _expired_provisional(blocked, T0 + 30_000)["expires_ts"]
+    expires = _expired_provisional(blocked, TEXT_DEADLINE)["expires_ts"]
     blocked.fire_until(expires)
     assert (blocked.last["outcome"], blocked.last["state"]) == ("BLOCK", "expired")
     absent = Version(context(unknown={"default": "PROVISIONAL_ALLOW"}))  # high_risk absent
-    absent.fire_until(_expired_provisional(absent, T0 + 30_000)["expires_ts"])
+    absent.fire_until(_expired_provisional(absent, TEXT_DEADLINE)["expires_ts"])
     assert (absent.last["outcome"], absent.last["trigger"]) == ("PENDING", "deadline")
 
 
 def test_an_expiry_whose_outcome_is_provisional_again_never_re_arms() -> None:
     lenient = {"high_risk": "PROVISIONAL_ALLOW", "default": "PROVISIONAL_ALLOW"}
     version = Version(context(unknown=lenient))
-    expires = _expired_provisional(version, T0 + 30_000)["expires_ts"]
+    expires = _expired_provisional(version, TEXT_DEADLINE)["expires_ts"]
     fired = 0
     while due := sorted(t for t in version.timers if t < T0 + STATE_TTL_MS):
         version.fire(due[0])
@@ -1101,17 +1110,16 @@ def test_an_expiry_whose_outcome_is_provisional_again_never_re_arms() -> None:
     deadlines = [d for d in version.decisions if d["trigger"] == "deadline"]
     # Still PROVISIONAL_ALLOW and `expired`: no new revision (nothing changed), but a reviewer
     # is asked, once.
-    assert [d["ts"] for d in deadlines] == [T0 + 30_000]
+    assert [d["ts"] for d in deadlines] == [TEXT_DEADLINE]
     [task] = version.of("review.tasks")
     assert (task["queue"], task["ts"]) == ("provisional", expires)
 
 
 def test_a_provisional_allow_whose_evidence_completed_is_not_touched() -> None:
     version = Version()
-    version.upload(**image(surface="comment"))
+    version.upload()
     assert version.last["expires_ts"] == T0 + HOUR
-    for record in image_evidence("c-1", T0 + ONE_SECOND):
-        version.send("detector.results", record)
+    version.evidence(at=T0 + ONE_SECOND)
     count = len(version.decisions)
     version.fire_until(T0 + 3 * HOUR)
     assert len(version.decisions) == count and version.last["outcome"] == "ALLOW"
@@ -1120,11 +1128,9 @@ def test_a_provisional_allow_whose_evidence_completed_is_not_touched() -> None:
 
 def test_unknown_evidence_at_the_expiry_is_decided_again() -> None:
     version = Version()
-    version.upload(**image(surface="comment"))
-    nsfw, media = image_evidence("c-1", T0 + 1)
-    version.send("detector.results", {**nsfw, "status": "timeout", "scores": None})
-    version.send("detector.results", media)
-    assert version.last["outcome"] == "PROVISIONAL_ALLOW"  # complete, but nsfw is unknown
+    version.upload()
+    version.evidence(at=T0 + 1, status="timeout", scores=None)
+    assert version.last["outcome"] == "PROVISIONAL_ALLOW"  # complete, but the check is unknown
     version.fire_until(version.last["expires_ts"])
     assert (version.last["trigger"], version.last["outcome"]) == ("deadline", "PENDING")
 

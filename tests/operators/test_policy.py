@@ -126,10 +126,15 @@ def test_restrict_carries_its_restriction_and_review_requests() -> None:
 
 def test_while_scanning_never_allow_and_the_floor_depends_on_the_surface() -> None:
     high = POLICY.evaluate(PUBLIC_IMAGE, evidence(outstanding=True), ts=T0)
-    low = POLICY.evaluate(COMMENT_IMAGE, evidence(outstanding=True), ts=T0)
+    low = POLICY.evaluate(COMMENT_TEXT, evidence(outstanding=True), ts=T0)
     assert (high.outcome, low.outcome) == ("PENDING", "PROVISIONAL_ALLOW")
     assert low.expires_ts == T0 + 3_600_000
     assert high.reasons == ("scanning",)
+    # Media is never public before its integrity gate passed, on any surface (issue 27).
+    media = POLICY.evaluate(COMMENT_IMAGE, evidence(outstanding=True), ts=T0)
+    assert (media.outcome, media.expires_ts) == ("PENDING", None)
+    assert POLICY.fast_gate(COMMENT_IMAGE, ts=T0).outcome == "PENDING"
+    assert POLICY.fast_gate(COMMENT_TEXT, ts=T0).outcome == "PROVISIONAL_ALLOW"
     # Partial evidence that already matches something severe decides now.
     early = POLICY.evaluate(
         COMMENT_IMAGE, evidence(outstanding=True, media_check__malware=1.0), ts=T0
@@ -154,8 +159,10 @@ def test_unknown_evidence_is_never_safe() -> None:
     assert high.outcome == "PENDING"
     assert "unknown-high-risk-visual" in high.matched_rules
     low = POLICY.evaluate(COMMENT_IMAGE, view, ts=T0)
-    assert low.outcome == "PROVISIONAL_ALLOW"
-    assert low.reasons == ("evidence_unknown",)
+    assert low.outcome == "PENDING"  # media: the image's own `unknown` floor, and a human looks
+    assert low.matched_rules == ("unknown-media",)
+    text = POLICY.evaluate(COMMENT_TEXT, evidence(unknown=frozenset({"offensive_text"})), ts=T0)
+    assert (text.outcome, text.reasons) == ("PROVISIONAL_ALLOW", ("evidence_unknown",))
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -0.5, 1.5, "0.9", None, True])
@@ -338,10 +345,13 @@ def test_every_other_outcome_is_accepted_where_allow_is_refused(outcome: str) ->
     bank = {"outcome": outcome, "reason": "r"}
     if outcome == "RESTRICT":
         bank["restriction"] = "age_gate"
+    text = {"text": {"required": ["offensive_text"], "deadline_ms": 5000}}
     document = minimal_document(
         scanning={"high_risk": outcome, "default": outcome},
         unknown={"high_risk": outcome, "default": outcome},
         hash_banks={"b": bank},
+        # A public floor is refused for media (test_media_is_never_public_before_its_gate).
+        **({"detectors": text} if outcome == "PROVISIONAL_ALLOW" else {}),
     )
     policy = load_policy(document).document
     assert (policy.scanning.default, policy.unknown.high_risk) == (outcome, outcome)
@@ -479,3 +489,73 @@ def test_a_view_from_segments_decides_as_the_same_scores_checked_by_evaluate(
     facts = ContentFacts(modality="image", surface=surface, mime_type="image/jpeg")
     assert view.checked and not unchecked.checked
     assert POLICY.evaluate(facts, view, ts=T0) == POLICY.evaluate(facts, unchecked, ts=T0)
+
+
+MEDIA_FLOORS = {"high_risk": "PENDING", "default": "PENDING"}
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"scanning": {"default": "PROVISIONAL_ALLOW"}}, "scanning.default"),
+        ({"unknown": {"high_risk": "PROVISIONAL_ALLOW"}}, "unknown.high_risk"),
+        (
+            {
+                "detectors": {
+                    "image": {
+                        "required": ["nsfw_image"],
+                        "deadline_ms": 1,
+                        "scanning": {"default": "PROVISIONAL_ALLOW"},
+                    }
+                }
+            },
+            "detectors.image.scanning.default",
+        ),
+        (
+            {
+                "detectors": {"audio": {"required": ["media_check"], "deadline_ms": 1}},
+                "unknown": {"default": "PROVISIONAL_ALLOW"},
+            },
+            "unknown.default",
+        ),
+        (
+            {"hash_banks": {"b": {"outcome": "PROVISIONAL_ALLOW", "reason": "r"}}},
+            "hash_banks.b.outcome",
+        ),
+    ],
+)
+def test_media_is_never_public_before_its_gate(change: dict[str, Any], field: str) -> None:
+    """Issue 27, point 9: a document that would serve media publicly before its integrity
+    gate passed is refused, the problem naming the field and the modality."""
+    with pytest.raises(PolicyError) as caught:
+        load_policy(minimal_document(**change))
+    refused = [p for p in caught.value.problems if p.startswith(f"{field}: ")]
+    assert len(refused) == 1, caught.value.problems
+    assert "public before its integrity gate" in refused[0]
+
+
+def test_media_keeps_its_own_floors_and_text_the_documents() -> None:
+    lenient = {"high_risk": "PENDING", "default": "PROVISIONAL_ALLOW"}
+    detectors = {
+        "text": {"required": ["offensive_text"], "deadline_ms": 5000},
+        "image": {
+            "required": ["nsfw_image"],
+            "deadline_ms": 1,
+            "scanning": MEDIA_FLOORS,
+            "unknown": MEDIA_FLOORS,
+        },
+    }
+    policy = load_policy(minimal_document(detectors=detectors, scanning=lenient, unknown=lenient))
+    outstanding = evidence(outstanding=True)
+    assert policy.evaluate(COMMENT_IMAGE, outstanding, ts=T0).outcome == "PENDING"
+    assert policy.evaluate(COMMENT_TEXT, outstanding, ts=T0).outcome == "PROVISIONAL_ALLOW"
+    unknown = evidence(unknown=frozenset({"nsfw_image"}))
+    assert policy.evaluate(COMMENT_IMAGE, unknown, ts=T0).outcome == "PENDING"
+
+
+def test_the_shipped_policy_keeps_every_media_off_public_until_its_gate_passed() -> None:
+    for modality in ("image", "video", "audio"):
+        scanning, unknown = POLICY.floors(modality)
+        assert {scanning.high_risk, scanning.default, unknown.high_risk, unknown.default} == {
+            "PENDING"
+        }, modality

@@ -114,6 +114,24 @@ def test_an_invalid_document_or_a_mismatched_version_is_a_policy_rejection() -> 
     assert store.snapshot("global") is None
 
 
+def test_a_document_publishing_media_before_its_gate_is_refused_and_the_active_stays() -> None:
+    """Issue 27, point 9: the job's store refuses it as `policy validate` does, by field."""
+    store = store_with(version_record(global_document(1)))
+    exposed = global_document(2)
+    exposed["detectors"]["image"]["scanning"] = {
+        "high_risk": "PENDING",
+        "default": "PROVISIONAL_ALLOW",
+    }
+    with pytest.raises(
+        Rejected, match=r"detectors\.image\.scanning\.default: PROVISIONAL_ALLOW"
+    ) as caught:
+        store.apply(version_record(exposed, ts=T0 + 1), KEY)
+    assert caught.value.error_class == "policy"
+    assert "public before its integrity gate (media_check)" in str(caught.value)
+    snapshot = store.snapshot("global")
+    assert snapshot is not None and snapshot.active == 1
+
+
 def test_schema_errors_and_missing_key() -> None:
     store = PolicyStore()
     with pytest.raises(SchemaError):

@@ -129,7 +129,12 @@ def test_a_gate_detector_that_cannot_answer_fails_the_gate_closed() -> None:
 
 def test_a_policy_without_gate_asks_every_detector_at_once() -> None:
     detectors = global_document()["detectors"]
-    detectors["image"] = {"required": ["media_check", "nsfw_image"], "deadline_ms": 30000}
+    detectors["image"] = {
+        **detectors["image"],
+        "required": ["media_check", "nsfw_image"],
+        "gate": [],
+        "deadline_ms": 30000,
+    }
     version = Version(context(detectors=detectors))
     version.upload(**image(media_ref=MEDIA))
     assert sorted(r["detector"] for r in requests(version)) == ["media_check", "nsfw_image"]

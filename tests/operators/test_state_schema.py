@@ -39,6 +39,17 @@ PRE_ISSUE_12_IMAGE: dict[str, Any] = json.loads(
     '"scanning","visibility":"public"},"tasks":[],"open_tasks":[],"deadline":1764460830000,'
     '"deleted":false,"shadow":{},"ttl":1767052800000,"ttl_timer":1767052800000}'
 )
+# The same document with the fast gate's decision today's shipped policy makes: media stays
+# PENDING until its integrity gate passed (issue 27, point 9), so a fresh upload compares.
+PRE_ISSUE_12_IMAGE_NOW: dict[str, Any] = {
+    **PRE_ISSUE_12_IMAGE,
+    "last": {
+        "outcome": "PENDING",
+        "restriction": None,
+        "state": "scanning",
+        "visibility": "pending",
+    },
+}
 # The timers that commit's job had registered for it (restored with the checkpoint).
 PRE_ISSUE_12_TIMERS = {1764460830000, 1767052800000}
 # The same commit's tombstone of a text upload deleted 100 ms later: it kept the content.
@@ -77,16 +88,19 @@ def test_a_pre_issue_12_document_decides_as_a_fresh_state_once_migrated() -> Non
     fresh = Version()
     fresh.upload(**IMAGE)
     expected = failed_gate_then_expiry(fresh)
-    migrated = restored(migrate(PRE_ISSUE_12_IMAGE, "version"))
+    migrated = restored(migrate(PRE_ISSUE_12_IMAGE_NOW, "version"))
     assert failed_gate_then_expiry(migrated) == expected
-    # What that is: the failed gate decides at once (the model is withheld, UNKNOWN), and the
-    # PROVISIONAL_ALLOW in force expires to PENDING an hour later with a reviewer asked.
-    decisions = [(o["outcome"], o["state"]) for t, _, o in expected if t == "moderation.decisions"]
-    assert decisions == [("PROVISIONAL_ALLOW", "approved"), ("PENDING", "expired")]
-    # Read as it is, the old document waits for the deadline instead of deciding at once.
-    raw = failed_gate_then_expiry(restored(PRE_ISSUE_12_IMAGE))
+    # What that is: the failed gate decides at once (the model is withheld, UNKNOWN): media
+    # whose checks could not answer stays PENDING and a reviewer is asked (`unknown-media`).
+    decisions = [
+        (o["outcome"], o["state"], o["matched_rules"])
+        for t, _, o in expected
+        if t == "moderation.decisions"
+    ]
+    assert decisions == [("PENDING", "pending_review", ["unknown-media"])]
+    # Read as it is, the old document does not decide as a fresh one does.
+    raw = failed_gate_then_expiry(restored(PRE_ISSUE_12_IMAGE_NOW))
     assert raw != expected
-    assert next(o["trigger"] for t, _, o in raw if t == "moderation.decisions") == "deadline"
 
 
 def test_a_pre_issue_12_document_has_schema_0_and_gains_todays_fields() -> None:
