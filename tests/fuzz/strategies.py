@@ -909,7 +909,7 @@ def _forged(draw: st.DrawFn, kind: Kind, pairs: list[tuple[str, Any]]) -> tuple[
     if variant == "wrong_key":
         body["signature"] = sign(body, b"not-a-key-this-deployment-has")
     elif variant == "other_producer":
-        body["signature"] = sign(body, TEST_KEYRING.key_for("someone-else") or b"")
+        body["signature"] = sign(body, TEST_KEYRING.key_for("someone-else", "detector") or b"")
     elif variant == "tampered":
         body = dict(record, ts=record["ts"] + 1)
     elif variant == "malformed":
