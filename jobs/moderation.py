@@ -31,6 +31,7 @@ from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironme
 from pyflink.java_gateway import get_gateway
 
 from jobs import hash_retro, restore, runtime
+from jobs.keys import job_keyring
 from jobs.moderation_config import (
     BROADCAST_STATE,
     DECODE_BATCH,
@@ -52,7 +53,6 @@ from modstream.config import Settings
 from modstream.limits import Limits
 from operators import moderation, state_schema
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
-from operators.signing import Keyring
 
 LOG = logging.getLogger("modstream.moderation")
 
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         review_retention_ms=args.review_retention_ms,
         evidence_grace_ms=args.evidence_grace_ms,
         limits=Limits.from_env(),
-        keyring=Keyring.from_env(),
+        keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
         trusted_policy=trusted,
         topics=job.topics,

@@ -40,6 +40,7 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 from jobs import metrics, runtime
+from jobs.keys import job_keyring
 from jobs.options import job_parser
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
@@ -377,7 +378,7 @@ def _scan_config(
         media_root=str((args.media_root or settings.media_root).resolve()),
         limits=Limits.from_env(),
         topics=job.topics,
-        keyring=Keyring.from_env(),
+        keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),
     )
 
 

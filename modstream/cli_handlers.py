@@ -151,9 +151,28 @@ def _package(args: argparse.Namespace, settings: Settings) -> Any:
     return built
 
 
+# The jobs that verify or sign authority records (docs/reliability/signing.md).
+KEYED_JOBS = ("moderation", "scan")
+
+
+def check_job_keys(job: str, job_args: list[str], settings: Settings) -> None:
+    """Before packaging: the keyring the job's main will build from this environment, refused
+    as the job would refuse it (a dev secret beside brokers that are not local, a malformed or
+    retired setting), its insecure settings logged; SystemExit naming the setting."""
+    if job not in KEYED_JOBS:
+        return
+    from jobs.keys import job_keyring
+
+    bootstrap = settings.bootstrap_servers
+    if "--bootstrap-servers" in job_args[:-1]:
+        bootstrap = job_args[job_args.index("--bootstrap-servers") + 1]
+    job_keyring(job, bootstrap, settings.kafka.java_properties())
+
+
 def cmd_submit(args: argparse.Namespace, settings: Settings) -> int:
     from modstream import cluster
 
+    check_job_keys(args.job, args.job_args, settings)
     built = _package(args, settings)
     code = cluster.submit(args.job, args.jobmanager, args.job_args, package=built)
     if code != 0:

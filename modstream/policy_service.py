@@ -49,19 +49,22 @@ def people_keys(env: Mapping[str, str] = os.environ) -> dict[str, bytes]:
     if not path.exists():
         return {}
     try:
-        return signing.read_keys_file(path, signing.PERSON_KEYS_VARIABLE)
+        return signing.read_person_keys(path)
     except ValueError as error:
         raise PolicyCliError(str(error)) from None
 
 
 def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
-    """The deployment's keyring as the job builds it, plus the person's keys file: the keys
-    this command checks approvals with."""
+    """The deployment's keyring as the job builds it, plus the person's keys file (as
+    approvers' keys): the keys this command checks approvals with."""
     try:
         keyring = Keyring.from_env(env)
     except ValueError as error:
         raise PolicyCliError(str(error)) from None
-    return replace(keyring, keys={**keyring.keys, **people_keys(env)})
+    people = {
+        name: signing.SigningKey.of(key, "approver") for name, key in people_keys(env).items()
+    }
+    return replace(keyring, keys={**keyring.keys, **people}, keys_file=None)
 
 
 def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
@@ -69,7 +72,7 @@ def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
     variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
     if env.get(variable):
         return env[variable].encode("utf-8")
-    return cli_keyring(env).key_for(name)
+    return cli_keyring(env).key_for(name, "approver")
 
 
 def valid_approvals(
@@ -88,7 +91,12 @@ def valid_approvals(
 
 
 def require_approval_default(env: Mapping[str, str] = os.environ) -> bool:
-    return env.get("MODSTREAM_REQUIRE_APPROVAL", "1").lower() not in ("0", "false", "no")
+    """The deployment's rule (operators/keyring.py): True unless
+    MODSTREAM_INSECURE_NO_APPROVAL=1."""
+    try:
+        return signing.approval_required(env)
+    except ValueError as error:
+        raise PolicyCliError(str(error)) from None
 
 
 def describe(snapshot: Snapshot | None, policy_id: str) -> str:

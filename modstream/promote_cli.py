@@ -118,8 +118,8 @@ def cmd_backtest(args: argparse.Namespace, say: Say) -> int:
             say(f"  note: the {side} replay dead-lettered input ({classes})")
     if any("signature" in classes for classes in result.dlq.values()):
         say(
-            "  note: replay checks signatures as MODSTREAM_SIGNATURES_REQUIRED says; unsigned "
-            "history (the shipped sample) needs it unset"
+            "  note: replay requires signatures on every authority topic; unsigned history "
+            "(the shipped sample) needs MODSTREAM_INSECURE_UNSIGNED_TOPICS=all"
         )
     for line in render(result.comparison, args.max_changed):
         say(f"  {line}")

@@ -265,8 +265,8 @@ SAMPLE_CANDIDATE = PROJECT_ROOT / "policy_rules" / "examples" / "global-nsfw-0.8
 
 def write_sample_events(path: Path = SAMPLE_EVENTS) -> Path:
     """300 generated content versions with their evidence (seed 16, no extras, nothing
-    malformed), unsigned so any deployment's replay reads them (with
-    MODSTREAM_SIGNATURES_REQUIRED set, its evidence would be dead-lettered). Rewrite with
+    malformed), unsigned so any deployment's keys can read them, with
+    MODSTREAM_INSECURE_UNSIGNED_TOPICS=all (by default its evidence is dead-lettered). Rewrite with
     `python -c "from modstream.promotion import write_sample_events; write_sample_events()"`."""
     from modstream import workload
     from operators.signing import Keyring

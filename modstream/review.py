@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from kafka.errors import KafkaError
 
-from operators.signing import PERSON_KEYS_VARIABLE, person_keys_path, read_keys_file, sign
+from operators.signing import PERSON_KEYS_VARIABLE, person_keys_path, read_person_keys, sign
 
 GROUP = "reviewers"
 ACCESS_LOG = "review:access"
@@ -78,7 +78,7 @@ class Reviewer:
                 f'keys file, {{"<your reviewer id>": "<your key>"}})'
             )
         try:
-            keys = read_keys_file(path, PERSON_KEYS_VARIABLE)
+            keys = read_person_keys(path)
         except ValueError as error:
             raise ReviewError(str(error)) from None
         if len(keys) != 1:

@@ -20,6 +20,7 @@ from operators.policy import CompiledPolicy, PolicyError, load_policy
 from operators.signing import (
     SIGNATURE_PREFIX,
     Keyring,
+    approver_key,
     canonical_json,
     sign,
     valid_approvals,
@@ -234,7 +235,7 @@ class PolicyStore:
             parsed.document,
             parsed.author,
             approvals if isinstance(approvals, list) else [],
-            self.keyring.key_for,
+            approver_key(self.keyring),
         )
         if not found:
             raise Rejected(

@@ -81,6 +81,8 @@ SECRET_TEXT = "SECRET-CONTENT-7f3a: never copy me into a message"
 
 # The keys the test stack's jobs trust (the environment above): builders sign with them.
 TEST_KEYRING = Keyring.from_env()
+# Unit tests of rules other than signing feed unsigned authority records to Decode.
+NOTHING_REQUIRED = Keyring(required=frozenset())
 
 
 def upload(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[str, Any]:

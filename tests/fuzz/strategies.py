@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from modstream.limits import EARLIEST_TS, Limits
 from operators import signing
+from operators.keyring import ROLE_TOPICS
 from operators.policy_store import sign
 from schemas.registry import NOT_UTF8
 from tests.conftest import SECRET_TEXT, T0, TEST_KEYRING, delete, evidence, upload
@@ -896,12 +897,13 @@ def _unknown_enum(
 @mutation("forged_signature")
 def _forged(draw: st.DrawFn, kind: Kind, pairs: list[tuple[str, Any]]) -> tuple[str, bool, str]:
     """A record of an authority topic (or a policy record) whose signature does not hold:
-    signed with a key the deployment does not have, by another producer, tampered with after
-    signing, unsigned or malformed. The schema accepts it; the signature check must not."""
+    signed with a key the deployment does not have, by another producer, with its producer's
+    key of another role (issue 27), tampered with after signing, unsigned or malformed. The
+    schema accepts it; the signature check must not."""
     record = dict(pairs)
     variants = ["wrong_key", "tampered"]
     if kind.signed == "producer":
-        variants += ["unsigned", "malformed"]
+        variants += ["unsigned", "malformed", "other_role"]
         if kind.name != "appeal":  # appeals have one fixed producer
             variants.append("other_producer")
     variant = draw(st.sampled_from(variants))
@@ -909,7 +911,13 @@ def _forged(draw: st.DrawFn, kind: Kind, pairs: list[tuple[str, Any]]) -> tuple[
     if variant == "wrong_key":
         body["signature"] = sign(body, b"not-a-key-this-deployment-has")
     elif variant == "other_producer":
-        body["signature"] = sign(body, TEST_KEYRING.key_for("someone-else") or b"")
+        body["signature"] = sign(body, TEST_KEYRING.key_for("someone-else", "detector") or b"")
+    elif variant == "other_role":
+        producer = signing.AUTHORITY_TOPICS[kind.topic].of(body) or ""
+        role = draw(
+            st.sampled_from(sorted(r for r, t in ROLE_TOPICS.items() if kind.topic not in t))
+        )
+        body["signature"] = sign(body, TEST_KEYRING.key_for(producer, role) or b"")
     elif variant == "tampered":
         body = dict(record, ts=record["ts"] + 1)
     elif variant == "malformed":

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_the_sample_backtest_shows_the_new_blocks_and_exits_1_past_the_limit() -> None:
-    # The sample's evidence is unsigned (any deployment's replay reads it): not required here.
-    env = {k: v for k, v in os.environ.items() if k != "MODSTREAM_SIGNATURES_REQUIRED"}
+    # The sample's evidence is unsigned (any deployment's replay reads it): allowed here by the
+    # named insecure setting (signatures are required by default).
+    env = {**os.environ, "MODSTREAM_INSECURE_UNSIGNED_TOPICS": "all"}
     done = modstream(
         env,
         "policy", "backtest", "--old", str(GLOBAL_YAML), "--new", str(SAMPLE_CANDIDATE),

@@ -68,7 +68,7 @@ def test_review_decide_signs_as_the_reviewer_its_key_names(
     mine, theirs = f"t-{uuid.uuid4().hex[:8]}", f"t-{uuid.uuid4().hex[:8]}"
     kafka.produce(tasks, [(None, json.dumps(_task(t, queue)).encode()) for t in (mine, theirs)])
     secret = _deployment_secret()
-    alice_key = derive_key(secret, "alice").decode()
+    alice_key = derive_key(secret, "alice", "reviewer").decode()
     keys = tmp_path / "alice.json"
     keys.write_text(json.dumps({"alice": alice_key}))
     monkeypatch.setenv("MODSTREAM_KEYS_FILE", str(keys))

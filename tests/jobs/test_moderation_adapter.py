@@ -20,6 +20,7 @@ from jobs.moderation_sanctions import Sanctions
 from operators import moderation, signing
 from operators.policy_store import sign
 from tests.conftest import (
+    NOTHING_REQUIRED,
     T0,
     TEST_KEYRING,
     appeal_record,
@@ -156,7 +157,7 @@ def moderate(config: ModerationConfig) -> tuple[Ordered, FakeRuntimeContext, Fak
 
 def decoded(topic: str, record: dict[str, Any]) -> Row:
     rows = list(
-        Decode(ModerationConfig()).process_element(
+        Decode(ModerationConfig(keyring=NOTHING_REQUIRED)).process_element(
             Row(topic, record.get("content_id"), json.dumps(record), record["ts"]), None
         )
     )
@@ -165,7 +166,7 @@ def decoded(topic: str, record: dict[str, Any]) -> Row:
 
 
 def test_decode_routes_keyed_broadcast_and_invalid_records() -> None:
-    decode = Decode(ModerationConfig())
+    decode = Decode(ModerationConfig(keyring=NOTHING_REQUIRED))
     keyed = list(
         decode.process_element(
             Row("content.versions", "c-1", json.dumps(upload()), T0, "content.versions#0"), None
@@ -593,7 +594,7 @@ def test_forged_authority_records_are_refused_with_class_signature() -> None:
 def test_a_reviewer_cannot_decide_as_another() -> None:
     decision = forged_authority_records()["review.decisions"]
     del decision["signature"]
-    bob_key = TEST_KEYRING.key_for("bob")
+    bob_key = TEST_KEYRING.key_for("bob", "reviewer")
     assert bob_key is not None
     as_alice = {**decision, "signature": sign(decision, bob_key)}  # names alice, bob's key
     rows = list(

@@ -37,7 +37,7 @@ def decision(reviewer_id: str) -> dict[str, object]:
 
 
 def test_the_reviewer_is_the_one_person_in_the_keys_file(tmp_path: Path) -> None:
-    alice_key = derive_key(SECRET, "alice").decode()
+    alice_key = derive_key(SECRET, "alice", "reviewer").decode()
     reviewer = Reviewer.from_env(keys_file(tmp_path, {"alice": alice_key}))
     assert (reviewer.reviewer_id, reviewer.key) == ("alice", alice_key.encode())
     record = reviewer.sign(decision("alice"))
@@ -47,7 +47,9 @@ def test_the_reviewer_is_the_one_person_in_the_keys_file(tmp_path: Path) -> None
 def test_a_decision_naming_another_reviewer_signed_with_my_key_is_rejected(
     tmp_path: Path,
 ) -> None:
-    me = Reviewer.from_env(keys_file(tmp_path, {"alice": derive_key(SECRET, "alice").decode()}))
+    me = Reviewer.from_env(
+        keys_file(tmp_path, {"alice": derive_key(SECRET, "alice", "reviewer").decode()})
+    )
     as_bob = me.sign(decision("bob"))
     message = check("review.decisions", as_bob, DEPLOYMENT)
     assert message is not None and "does not verify" in message

@@ -40,7 +40,7 @@ def minimal_document(
 
 def approval(document: dict[str, Any], approver: str = "bob", ts: int = T0) -> dict[str, Any]:
     """`approver`'s approval of `document`, signed with their key in the test keyring."""
-    key = TEST_KEYRING.key_for(approver)
+    key = TEST_KEYRING.key_for(approver, "approver")
     assert key is not None, "the test keyring derives every person's key"
     return approval_record(document, approver, key, ts)
 

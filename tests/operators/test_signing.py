@@ -16,7 +16,9 @@ from hypothesis import strategies as st
 from operators.signing import (
     AUTHORITY_TOPICS,
     Keyring,
+    SigningKey,
     approval_record,
+    approver_key,
     canonical_json,
     check,
     derive_key,
@@ -30,7 +32,7 @@ from tests.conftest import SECRET_TEXT, T0, appeal_record, bank_entry, evidence,
 SECRET = b"unit-dev-secret"
 ALL = frozenset(AUTHORITY_TOPICS)
 REQUIRED = Keyring(dev_secret=SECRET, required=ALL)
-OPTIONAL = Keyring(dev_secret=SECRET)
+OPTIONAL = Keyring(dev_secret=SECRET, required=frozenset())
 
 
 RECORDS = {
@@ -94,7 +96,7 @@ def test_a_signature_made_with_another_key_is_refused(topic: str) -> None:
 
 
 def test_a_reviewer_cannot_decide_as_another() -> None:
-    alice_key = REQUIRED.key_for("alice")
+    alice_key = REQUIRED.key_for("alice", "reviewer")
     assert alice_key is not None
     as_bob = review_decision(reviewer_id="bob")
     as_bob["signature"] = sign(as_bob, alice_key)  # alice's key, bob's name
@@ -106,15 +108,16 @@ def test_a_reviewer_cannot_decide_as_another() -> None:
 
 
 def test_an_unknown_producer_is_refused_whether_or_not_required() -> None:
-    keys = Keyring(keys={"alice": b"alice-key"}, required=ALL)
+    keys = Keyring(keys={"alice": SigningKey.of(b"alice-key", "reviewer")}, required=ALL)
     mallory = review_decision(reviewer_id="mallory")
     mallory["signature"] = sign(mallory, b"mallory-key")
     message = check("review.decisions", mallory, keys)
     assert message == (
-        "signing: review.decisions signature cannot be checked: the producer in field "
+        "signing: review.decisions signature refused: the producer in field "
         "'reviewer_id' has no key in this deployment"
     )
-    assert check("review.decisions", mallory, Keyring(keys={"alice": b"alice-key"})) == message
+    optional = Keyring(keys=keys.keys, required=frozenset())
+    assert check("review.decisions", mallory, optional) == message
     assert (
         check("review.decisions", signed("review.decisions", review_decision(), keys), keys) is None
     )
@@ -146,7 +149,10 @@ def test_a_signed_record_without_its_producer_field_is_refused() -> None:
 def test_messages_never_echo_the_record() -> None:
     hostile = review_decision(reviewer_id=SECRET_TEXT, reason=SECRET_TEXT)
     hostile["signature"] = sign(hostile, b"whatever")
-    for keyring in (REQUIRED, Keyring(keys={"alice": b"k"}, required=ALL)):
+    for keyring in (
+        REQUIRED,
+        Keyring(keys={"alice": SigningKey.of(b"k", "reviewer")}, required=ALL),
+    ):
         message = check("review.decisions", hostile, keyring)
         assert message is not None and SECRET_TEXT not in message and "SECRET" not in message
 
@@ -173,7 +179,7 @@ def test_signed_replaces_an_old_signature_and_skips_producers_without_a_key() ->
 
 
 def test_signature_is_hmac_sha256_over_canonical_json_without_signature() -> None:
-    key = derive_key(SECRET, "known_bad")
+    key = derive_key(SECRET, "known_bad", "bank")
     record = signed("hash.bank", bank_entry(), REQUIRED)
     expected = hmac.new(key, canonical_json(record), hashlib.sha256).hexdigest()
     assert record["signature"] == f"hmac-sha256:{expected}"
@@ -181,11 +187,13 @@ def test_signature_is_hmac_sha256_over_canonical_json_without_signature() -> Non
     assert verify(record, key)
 
 
-def test_derived_keys_differ_per_producer_and_per_secret() -> None:
-    assert derive_key(SECRET, "alice") == derive_key(SECRET, "alice")
-    assert derive_key(SECRET, "alice") != derive_key(SECRET, "bob")
-    assert derive_key(SECRET, "alice") != derive_key(b"other", "alice")
-    assert derive_key(SECRET, "alice").decode("ascii").isalnum()  # writable in a keys file
+def test_derived_keys_differ_per_producer_role_and_secret() -> None:
+    alice = derive_key(SECRET, "alice", "reviewer")
+    assert alice == derive_key(SECRET, "alice", "reviewer")
+    assert alice != derive_key(SECRET, "bob", "reviewer")
+    assert alice != derive_key(SECRET, "alice", "detector")
+    assert alice != derive_key(b"other", "alice", "reviewer")
+    assert alice.decode("ascii").isalnum()  # writable in a keys file
 
 
 @given(
@@ -199,64 +207,96 @@ def test_any_change_to_a_signed_record_is_refused(topic: str, field: str, value:
         return
     changed = {**record, field: value}
     assert check(topic, changed, REQUIRED) is not None
-    assert check(topic, signed(topic, changed, REQUIRED), REQUIRED) is None
+    if AUTHORITY_TOPICS[topic].of(changed) is not None:  # a record naming no producer: no key
+        assert check(topic, signed(topic, changed, REQUIRED), REQUIRED) is None
 
 
 # The keyring and its settings.
 def test_keyring_from_env(tmp_path: Path) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"offensive_text": "detector-key", "alice": "alice-key"}))
+    keys.write_text(
+        json.dumps(
+            {
+                "offensive_text": {"role": "detector", "key": "detector-key"},
+                "alice": {"role": "reviewer", "key": "alice-key"},
+            }
+        )
+    )
     keyring = Keyring.from_env(
         {
             "MODSTREAM_SIGNING_KEYS_FILE": str(keys),
             "MODSTREAM_SIGNING_DEV_SECRET": "dev",
-            "MODSTREAM_SIGNATURES_REQUIRED": "review.decisions, hash.bank",
+            "MODSTREAM_INSECURE_UNSIGNED_TOPICS": "detector.results, moderation.appeals",
         }
     )
-    assert keyring.key_for("alice") == b"alice-key"  # the keys file wins
-    assert keyring.key_for("bob") == derive_key(b"dev", "bob")
+    assert keyring.key_for("alice", "reviewer") == b"alice-key"  # the keys file wins
+    assert keyring.key_for("bob", "reviewer") == derive_key(b"dev", "bob", "reviewer")
     assert keyring.required == {"review.decisions", "hash.bank"}
     assert keyring.require_approval
     assert Keyring.from_env({"MODSTREAM_SIGNATURES_REQUIRED": "all"}).required == ALL
+    assert Keyring.from_env({"MODSTREAM_INSECURE_UNSIGNED_TOPICS": "all"}).required == set()
     empty = Keyring.from_env({})
-    assert (empty.required, empty.key_for("bob"), empty.require_approval) == (
-        frozenset(),
+    assert (empty.required, empty.key_for("bob", "reviewer"), empty.require_approval) == (
+        ALL,  # secure by default
         None,
         True,
     )
-    assert not Keyring.from_env({"MODSTREAM_REQUIRE_APPROVAL": "0"}).require_approval
+    assert not Keyring.from_env({"MODSTREAM_INSECURE_NO_APPROVAL": "1"}).require_approval
+    assert Keyring.from_env({"MODSTREAM_REQUIRE_APPROVAL": "1"}).require_approval
     assert pickle.loads(pickle.dumps(keyring)) == keyring  # shipped in a job's config
 
 
 @pytest.mark.parametrize(
     ("env", "variable"),
     [
-        ({"MODSTREAM_SIGNATURES_REQUIRED": "moderation.actions"}, "MODSTREAM_SIGNATURES_REQUIRED"),
+        ({"MODSTREAM_INSECURE_UNSIGNED_TOPICS": "moderation.actions"},
+         "MODSTREAM_INSECURE_UNSIGNED_TOPICS"),
+        # The retired switches no longer lower a default: each names the insecure setting.
+        ({"MODSTREAM_SIGNATURES_REQUIRED": "review.decisions"},
+         "MODSTREAM_INSECURE_UNSIGNED_TOPICS"),
+        ({"MODSTREAM_REQUIRE_APPROVAL": "0"}, "MODSTREAM_INSECURE_NO_APPROVAL"),
+        ({"MODSTREAM_INSECURE_NO_APPROVAL": "maybe"}, "MODSTREAM_INSECURE_NO_APPROVAL"),
         ({"MODSTREAM_SIGNING_KEYS_FILE": "/nonexistent/keys.json"}, "MODSTREAM_SIGNING_KEYS_FILE"),
     ],
-)
+)  # fmt: skip
 def test_bad_settings_name_their_variable(env: dict[str, str], variable: str) -> None:
     with pytest.raises(ValueError, match=variable):
         Keyring.from_env(env)
 
 
-@pytest.mark.parametrize("content", ["[1, 2]", '{"alice": 7}', '{"": "k"}', "not json"])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "[1, 2]",
+        "not json",
+        '{"alice": "alice-key"}',  # no role: the format before roles
+        '{"alice": {"key": "k"}}',
+        '{"alice": {"role": "admin", "key": "k"}}',
+        '{"alice": {"role": "reviewer", "key": ""}}',
+        '{"alice": {"role": "reviewer", "key": "k", "topics": ["hash.bank"]}}',
+        '{"alice": {"role": "reviewer", "key": "k", "topics": []}}',
+        '{"": {"role": "reviewer", "key": "k"}}',
+    ],
+)
 def test_a_malformed_keys_file_is_refused(tmp_path: Path, content: str) -> None:
     keys = tmp_path / "keys.json"
     keys.write_text(content)
-    with pytest.raises(ValueError, match="MODSTREAM_SIGNING_KEYS_FILE"):
+    with pytest.raises(ValueError, match="MODSTREAM_SIGNING_KEYS_FILE") as refused:
         Keyring.from_env({"MODSTREAM_SIGNING_KEYS_FILE": str(keys)})
+    assert "alice-key" not in str(refused.value)  # a key is never echoed
 
 
 # Policy approvals (the rule PolicyStore.apply and `modstream policy push` share).
 def test_approvals_count_only_for_this_document_by_someone_else_with_their_own_key() -> None:
     document = {"policy_id": "global", "version": 3, "rules": []}
-    bob = approval_record(document, "bob", REQUIRED.key_for("bob") or b"", T0)
-    alice = approval_record(document, "alice", REQUIRED.key_for("alice") or b"", T0)
+    bob = approval_record(document, "bob", REQUIRED.key_for("bob", "approver") or b"", T0)
+    alice = approval_record(document, "alice", REQUIRED.key_for("alice", "approver") or b"", T0)
     forged = approval_record(document, "carol", b"not-carols-key", T0)
-    other = approval_record({**document, "rules": [1]}, "dave", REQUIRED.key_for("dave") or b"", T0)
+    other = approval_record(
+        {**document, "rules": [1]}, "dave", REQUIRED.key_for("dave", "approver") or b"", T0
+    )
     candidates = [bob, alice, forged, other, "junk"]
-    found = valid_approvals(document, "alice", candidates, REQUIRED.key_for)
+    found = valid_approvals(document, "alice", candidates, approver_key(REQUIRED))
     assert [a["approver"] for a in found] == ["bob"]
-    assert valid_approvals(document, "bob", [bob], REQUIRED.key_for) == []
-    assert valid_approvals({**document, "version": 4}, "alice", [bob], REQUIRED.key_for) == []
+    assert valid_approvals(document, "bob", [bob], approver_key(REQUIRED)) == []
+    assert valid_approvals({**document, "version": 4}, "alice", [bob], approver_key(REQUIRED)) == []
