@@ -37,7 +37,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
     `Moderate`'s comes ordered from EventTimeOrder.java, but for versions stored before it)."""
 
     keeps_banks = True  # the report gate decides nothing on hashes: it holds no bank
-    metrics = NO_METRICS  # until open (unit tests drive adapters without it)
+    metrics: OperatorMetrics = NO_METRICS  # each subclass's own, set in its `open`
 
     def __init__(self, config: ModerationConfig, *, report_rejections: bool) -> None:
         self.config = config
@@ -48,7 +48,6 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             MapStateDescriptor("buffer", Types.LONG(), Types.STRING())
         )
         self.subtask = subtask_index(runtime_context)
-        self.metrics = OperatorMetrics(runtime_context, "moderate")
         self.key = self.config.policy_key.encode("utf-8") if self.config.policy_key else None
         self.store: PolicyStore | None = None
         self.banks: HashBanks | None = None
@@ -113,7 +112,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             # Every subtask refuses it alike (same records, same order): one DLQ row.
             if self.report_rejections and self.subtask == 0:
                 self.metrics.inc("bank_refused", reason="bound")
-                yield self.metrics.letter(self._bank_letter(raw, str(full), ts, topic))
+                yield self._bank_letter(raw, str(full), ts, topic)  # counted by `Moderate`
             return
         except (Rejected, SchemaError) as error:
             # Every subtask of every keyed operator sees each broadcast record: one DLQ row.
