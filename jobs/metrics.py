@@ -85,6 +85,12 @@ METRICS: dict[str, Metric] = {
         "detectors named unknown by a deadline decision (missing, timed out or errored)",
     ),
     "dlq": Metric("counter", ("error_class",), "every job", "records written to moderation.dlq"),
+    "bank_refused": Metric(
+        "counter",
+        ("reason",),
+        "moderation",
+        "hash.bank records refused (DLQ class bank): tombstone, key (not its body's), bound",
+    ),
     "detector_results": Metric(
         "counter", ("detector", "status"), "scan", "detector.results written, by status"
     ),

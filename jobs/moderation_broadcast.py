@@ -13,11 +13,12 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import KeyedBroadcastProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor
 
+from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import BROADCAST_STATE, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, failure_letter
-from operators.hashbank import HashBanks, state_key
+from operators.hashbank import BankFull, HashBanks, entry_state
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
-from schemas import SchemaError, parse
+from schemas import SchemaError, dead_letter, parse
 from schemas.signals import HashBankEntry
 
 
@@ -36,6 +37,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
     `Moderate`'s comes ordered from EventTimeOrder.java, but for versions stored before it)."""
 
     keeps_banks = True  # the report gate decides nothing on hashes: it holds no bank
+    metrics: OperatorMetrics = NO_METRICS  # each subclass's own, set in its `open`
 
     def __init__(self, config: ModerationConfig, *, report_rejections: bool) -> None:
         self.config = config
@@ -53,8 +55,9 @@ class PolicyAware(KeyedBroadcastProcessFunction):
 
     def _load(self, state: Any) -> tuple[PolicyStore, HashBanks]:
         """The policies, rebuilt when their revision moved; the hash banks, built once from
-        broadcast state (one `bank:<hash_type>:<hash>` key per hash) after a start or restore,
-        then kept in sync record by record (`process_broadcast_element`)."""
+        broadcast state (one `bankentry:…` key per entry, or `bank:<hash_type>:<hash>` per hash
+        as before issue 27) after a start or restore, then kept in sync record by record
+        (`process_broadcast_element`)."""
         revision = int(state.get("revision") or 0)
         if self.store is None or revision != self.loaded_revision:
             self.store = PolicyStore.from_records(
@@ -64,11 +67,21 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             )
             self.loaded_revision = revision
         if self.banks is None:
-            self.banks = HashBanks.from_state(state.items()) if self.keeps_banks else HashBanks()
+            bound = self.config.limits.max_bank_entries
+            self.banks = (
+                HashBanks.from_state(state.items(), bound)
+                if self.keeps_banks
+                else HashBanks(max_entries_per_bank=bound)
+            )
             legacy = state.get("banks") if self.keeps_banks else None
             for entry in json.loads(legacy or "{}").get("entries", []):  # before issue 12
                 self.banks.add_entry(
-                    entry["hash_type"], entry["hash"], entry["ts"], entry["op"], entry["bank"]
+                    entry["hash_type"],
+                    entry["hash"],
+                    entry["ts"],
+                    entry["op"],
+                    entry["bank"],
+                    bounded=False,
                 )
         return self.store, self.banks
 
@@ -85,6 +98,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         store, banks = self._load(state)
         topic, raw, ts = value[2], value[3], value[4]
         entry: HashBankEntry | None = None
+        held = None
         try:
             if topic == "policy.rules":
                 changed = store.apply(raw, self.key)
@@ -92,7 +106,14 @@ class PolicyAware(KeyedBroadcastProcessFunction):
                 parsed = parse("hash.bank", raw)
                 assert isinstance(parsed, HashBankEntry)
                 entry = parsed
-                changed = self.keeps_banks and banks.apply(entry)
+                held = banks.apply(entry) if self.keeps_banks else None
+                changed = held is not None
+        except BankFull as full:
+            # Every subtask refuses it alike (same records, same order): one DLQ row.
+            if self.report_rejections and self.subtask == 0:
+                self.metrics.inc("bank_refused", reason="bound")
+                yield self._bank_letter(raw, str(full), ts, topic)  # counted by `Moderate`
+            return
         except (Rejected, SchemaError) as error:
             # Every subtask of every keyed operator sees each broadcast record: one DLQ row.
             if self.report_rejections and self.subtask == 0:
@@ -105,16 +126,21 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             return
         if not changed:
             return
-        if entry is not None:
-            # One small value per hash, rewritten alone: loading a bank is linear in its size.
-            state.put(
-                state_key(entry.hash_type, entry.hash),
-                banks.state_entries(entry.hash_type, entry.hash),
-            )
+        if entry is not None and held is not None:
+            # One small value per entry, written once: an add costs the same whatever its hash
+            # holds, and loading a bank is linear in its size.
+            state.put(*entry_state(entry.hash_type, entry.hash, held))
             return
         self.loaded_revision += 1
         state.put("revision", str(self.loaded_revision))
         state.put("policies", json.dumps(store.to_records()))
+
+    def _bank_letter(self, raw: str, message: str, ts: int, topic: str) -> Row:
+        """The DLQ row of a hash.bank record its bank's bound refused (class `bank`)."""
+        letter = dead_letter(
+            topic, None, raw, message, ts=ts, error_class="bank", operator="moderation"
+        )
+        return Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         self._hold(int(value[4]), [(value[2], value[3], int(value[5] or 0))], ctx)

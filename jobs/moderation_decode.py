@@ -19,6 +19,14 @@ from operators import admission, signing
 from operators.admission import Refused
 from operators.moderation import KEYED_TOPICS
 from schemas import dead_letter
+from schemas.signals import HashBankEntry, hash_bank_key, hash_bank_key_problem
+
+# A null value on hash.bank: on a compacted topic, a tombstone would erase the (bank, hash)'s
+# record at the next compaction; it is no removal (issue 27).
+TOMBSTONE = (
+    "hash.bank: a null value (tombstone) removes nothing; a removal is an op=remove record, "
+    "signed like an add"
+)
 
 
 def admit(
@@ -70,11 +78,20 @@ class Decode(ProcessFunction):
                 "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
             )
             return self._letter(physical, raw, refused)
+        if topic == "hash.bank" and raw is None:
+            self.metrics.inc("bank_refused", reason="tombstone")
+            return self._letter(physical, raw, Refused("bank", TOMBSTONE, record_ts, key))
         verdict = admit(self.config, topic, raw, record_ts, key)
         if isinstance(verdict, Refused):
             return self._letter(physical, raw, verdict)
         record, ts = verdict.record, verdict.ts
-        if topic == "hash.bank":
+        if isinstance(record, HashBankEntry):
+            problem = hash_bank_key_problem(key, record)
+            if problem is not None:
+                # Keyed as the contract keys it, so `dlq replay` sends it back under that key.
+                self.metrics.inc("bank_refused", reason="key")
+                right = hash_bank_key(record.bank, record.hash_type, record.hash)
+                return self._letter(physical, raw, Refused("bank", problem, ts, right))
             return Row("broadcast", topic, topic, raw, ts, seq, "")
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.

@@ -18,6 +18,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from modstream.config import kafka_options
 from modstream.stack import BROKER_MESSAGE_MAX_BYTES
+from schemas.signals import hash_bank_key
 
 
 def produce(
@@ -105,11 +106,17 @@ def read_values(
 
 
 def contract_key(topic: str, value: object) -> str | None:
-    """The Kafka key the contract gives a record: policy_id on policy.rules, the hash on
-    hash.bank (both compacted, so a key is required), content_id everywhere else."""
+    """The Kafka key the contract gives a record: policy_id on policy.rules,
+    `<bank>:<hash_type>:<hash>` on hash.bank (both compacted, so a key is required),
+    content_id everywhere else."""
     if not isinstance(value, dict):
         return None
-    field = {"policy.rules": "policy_id", "hash.bank": "hash"}.get(topic, "content_id")
+    if topic == "hash.bank":
+        parts = [value.get(name) for name in ("bank", "hash_type", "hash")]
+        if all(isinstance(part, str) for part in parts):
+            return hash_bank_key(*parts)  # type: ignore[arg-type]
+        return None
+    field = "policy_id" if topic == "policy.rules" else "content_id"
     key = value.get(field)
     return key if isinstance(key, str) else None
 

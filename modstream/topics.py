@@ -38,7 +38,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("content.versions", 4, _delete(7), "uploads, edits, deletes (Content Service)"),
     TopicSpec("detector.results", 4, _delete(7), "detector evidence per segment"),
     TopicSpec("policy.rules", 1, _POLICY_HISTORY, "signed policy versions and control records"),
-    TopicSpec("hash.bank", 1, _COMPACT, "known-bad hashes, keyed by hash"),
+    TopicSpec("hash.bank", 1, _COMPACT, "known-bad hashes, keyed by bank and hash"),
     TopicSpec("moderation.reports", 4, _delete(7), "user reports"),
     TopicSpec("review.decisions", 4, _delete(30), "human review outcomes"),
     TopicSpec("moderation.appeals", 4, _delete(30), "appeals by authors"),

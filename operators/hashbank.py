@@ -14,12 +14,21 @@ avoids.
 
 Duplicates need no set of event ids: an entry identical to one already held for the same hash
 (`ts`, `op`, `bank`) changes nothing, so a redelivered record is a no-op. Entries of one hash
-keep `ts` order, then arrival order. `state_entries` / `load` give the persisted form, one
-broadcast-state key per hash (`state_key`), so a change rewrites one small value.
+keep `ts` order, then arrival order.
+
+Issue 27, point 7: each (bank, hash) keeps its own history, so membership in several banks and
+an add followed by a remove in one bank survive each other. Persisted form: one broadcast-state
+key per entry (`entry_state`: `bankentry:<hash_type>:<hash>:<ts>:<op>:<bank>` -> arrival), so an
+add writes one small value however many entries its hash holds; `from_state` still reads the
+layout before it (`bank:<hash_type>:<hash>` -> the hash's whole entry list). A bank holds at
+most `max_entries_per_bank` entries (adds and removes); past it an add is refused (`BankFull`),
+and so is a remove, unless it is the newest entry of a (bank, hash) whose newest is an add: a
+full bank can still take a wrong hash out. docs/moderation.md, "Hash banks and retroaction".
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import sys
 from collections.abc import Iterable
@@ -33,10 +42,17 @@ BAND_BITS = 64 // BANDS
 BAND_MASK = (1 << BAND_BITS) - 1
 # The largest distance the band index guarantees (pigeonhole over BANDS exact bands).
 PHASH_MAX_DISTANCE = BANDS - 1
-STATE_PREFIX = "bank:"
+STATE_PREFIX = "bank:"  # before issue 27: one key per hash, its whole entry list
+ENTRY_PREFIX = "bankentry:"  # one key per entry
+# Entries one bank may hold unless configured (Limits.max_bank_entries): issue 12's scale.
+MAX_ENTRIES_PER_BANK = 1_000_000
 
 # One entry of one hash: (ts, arrival, op, bank); arrival orders equal-ts entries of a hash.
 Entry = tuple[int, int, str, str]
+
+
+class BankFull(Exception):
+    """A bank at its bound refused an entry (DLQ class `bank`); the banks are unchanged."""
 
 
 def band_values(phash: int) -> list[int]:
@@ -47,6 +63,12 @@ def band_values(phash: int) -> list[int]:
 def state_key(hash_type: str, hash_hex: str) -> str:
     """The broadcast-state key of one banked hash: `bank:<hash_type>:<lowercase hex>`."""
     return f"{STATE_PREFIX}{hash_type}:{hash_hex.lower()}"
+
+
+def entry_state(hash_type: str, hash_hex: str, entry: Entry) -> tuple[str, str]:
+    """The broadcast-state (key, value) of one entry: written once, never rewritten."""
+    ts, arrival, op, bank = entry
+    return f"{ENTRY_PREFIX}{hash_type}:{hash_hex.lower()}:{ts}:{op}:{bank}", str(arrival)
 
 
 @dataclass
@@ -65,60 +87,107 @@ class _Bucket:
 @dataclass
 class HashBanks:
     # sha256 (32 raw bytes) or phash (int) -> entries in (ts, arrival) order
-    _sha256: dict[bytes, tuple[Entry, ...]] = field(default_factory=dict)
-    _phash: dict[int, tuple[Entry, ...]] = field(default_factory=dict)
+    _sha256: dict[bytes, list[Entry]] = field(default_factory=dict)
+    _phash: dict[int, list[Entry]] = field(default_factory=dict)
     # band -> band value -> the banked phashes with that value in that band
     _bands: list[dict[int, _Bucket]] = field(default_factory=lambda: [{} for _ in range(BANDS)])
+    max_entries_per_bank: int = MAX_ENTRIES_PER_BANK
+    _held: dict[str, int] = field(default_factory=dict)  # bank -> entries held
 
     def __len__(self) -> int:
         """Entries held (adds and removes), all hashes together."""
-        held = self._sha256.values(), self._phash.values()
-        return sum(len(entries) for table in held for entries in table)
+        return sum(self._held.values())
 
-    def apply(self, record: Any) -> bool:
-        """Apply a validated HashBankEntry; False when an identical entry is already held."""
+    def held(self, bank: str) -> int:
+        """Entries `bank` holds (adds and removes)."""
+        return self._held.get(bank, 0)
+
+    def apply(self, record: Any) -> Entry | None:
+        """Apply a validated HashBankEntry: the entry now held, or None when an identical one
+        already was. Raises BankFull past the bank's bound."""
         return self.add_entry(record.hash_type, record.hash, record.ts, record.op, record.bank)
 
-    def add_entry(self, hash_type: str, hash_hex: str, ts: int, op: str, bank: str) -> bool:
-        """One entry for one hash, after the entries of equal or smaller `ts`."""
+    def add_entry(
+        self, hash_type: str, hash_hex: str, ts: int, op: str, bank: str, *, bounded: bool = True
+    ) -> Entry | None:
+        """One entry for one hash, after the entries of equal or smaller `ts`: an append in
+        the common case (ts order), whatever the hash holds already."""
         table, key = self._slot(hash_type, hash_hex)
         entries = table.get(key)
         if entries is None:  # the common case: a hash seen for the first time
-            table[key] = ((ts, 0, sys.intern(op), sys.intern(bank)),)
+            if bounded and self._held.get(bank, 0) >= self.max_entries_per_bank:
+                self._check_bound(bank, op, ts, ())
+            entry = (ts, 0, sys.intern(op), sys.intern(bank))
+            table[key] = [entry]
             if hash_type == "phash":
                 self._index(key)
-            return True
-        if any(e[0] == ts and e[2] == op and e[3] == bank for e in entries):
-            return False
-        arrival = max(e[1] for e in entries) + 1
-        table[key] = tuple(sorted((*entries, (ts, arrival, sys.intern(op), sys.intern(bank)))))
-        return True
+        else:
+            # Newer than every entry (ts order, the common case): no duplicate, an append.
+            last = len(entries)
+            if ts <= entries[-1][0]:
+                first = bisect.bisect_left(entries, (ts,))
+                last = bisect.bisect_left(entries, (ts + 1,), lo=first)
+                if any(e[2] == op and e[3] == bank for e in entries[first:last]):
+                    return None
+            if bounded and self._held.get(bank, 0) >= self.max_entries_per_bank:
+                self._check_bound(bank, op, ts, entries)
+            # Entries are never dropped, so their count is a fresh arrival number.
+            entry = (ts, len(entries), sys.intern(op), sys.intern(bank))
+            if last == len(entries):
+                entries.append(entry)
+            else:
+                entries.insert(last, entry)
+        self._held[entry[3]] = self._held.get(entry[3], 0) + 1
+        return entry
 
-    def state_entries(self, hash_type: str, hash_hex: str) -> str:
-        """The persisted value of one hash's entries (JSON list of [ts, arrival, op, bank])."""
-        table, key = self._slot(hash_type, hash_hex)
-        return json.dumps([list(entry) for entry in table.get(key, ())], separators=(",", ":"))
-
-    def load(self, state_key_: str, value: str) -> None:
-        """Restore one persisted hash (`state_key`, `state_entries`); used once after restore."""
-        hash_type, hash_hex = state_key_[len(STATE_PREFIX) :].split(":", 1)
-        table, key = self._slot(hash_type, hash_hex)
-        loaded = [
-            (int(ts), int(n), sys.intern(op), sys.intern(bank))
-            for ts, n, op, bank in json.loads(value)
-        ]
-        if key not in table and hash_type == "phash":
-            self._index(key)
-        table[key] = tuple(sorted(loaded)) if len(loaded) > 1 else tuple(loaded)
+    def _check_bound(self, bank: str, op: str, ts: int, entries: Iterable[Entry]) -> None:
+        """Raise BankFull when `bank` is at its bound, unless the entry is a remove newer than
+        its (bank, hash)'s newest entry, an add (at most one such remove per held add)."""
+        held = self._held.get(bank, 0)
+        if held < self.max_entries_per_bank:
+            return
+        newest = [e for e in entries if e[3] == bank][-1:]
+        if op == "remove" and newest and newest[0][2] == "add" and newest[0][0] < ts:
+            return
+        raise BankFull(
+            f"hashbank: bank {bank!r} holds {held} entries, its bound "
+            f"(max_bank_entries {self.max_entries_per_bank}); {op} refused"
+        )
 
     @classmethod
-    def from_state(cls, items: Iterable[tuple[str, str]]) -> HashBanks:
-        """HashBanks from broadcast-state items; keys other than `bank:…` are skipped."""
-        banks = cls()
+    def from_state(
+        cls, items: Iterable[tuple[str, str]], max_entries_per_bank: int = MAX_ENTRIES_PER_BANK
+    ) -> HashBanks:
+        """HashBanks from broadcast-state items, one key per entry (`entry_state`) or, as
+        before issue 27, one per hash (`state_key`); other keys are skipped."""
+        banks = cls(max_entries_per_bank=max_entries_per_bank)
         for key, value in items:
-            if key.startswith(STATE_PREFIX):
-                banks.load(key, value)
+            if key.startswith(ENTRY_PREFIX):
+                hash_type, hash_hex, ts, op, bank = key[len(ENTRY_PREFIX) :].split(":", 4)
+                entry = (int(ts), int(value), sys.intern(op), sys.intern(bank))
+                banks._restore(hash_type, hash_hex, entry)
+            elif key.startswith(STATE_PREFIX):
+                hash_type, hash_hex = key[len(STATE_PREFIX) :].split(":", 1)
+                for ts, arrival, op, bank in json.loads(value):
+                    entry = (int(ts), int(arrival), sys.intern(op), sys.intern(bank))
+                    banks._restore(hash_type, hash_hex, entry)
+        for table in (banks._sha256, banks._phash):
+            for entries in table.values():
+                if len(entries) > 1:
+                    entries.sort()
         return banks
+
+    def _restore(self, hash_type: str, hash_hex: str, entry: Entry) -> None:
+        """One entry as persisted, unsorted until `from_state` ends; no bound."""
+        table, key = self._slot(hash_type, hash_hex)
+        entries = table.get(key)
+        if entries is None:
+            table[key] = [entry]
+            if hash_type == "phash":
+                self._index(key)
+        else:
+            entries.append(entry)
+        self._held[entry[3]] = self._held.get(entry[3], 0) + 1
 
     def matches(
         self, sha256: str | None, phash: str | None, ts: int, max_distance: int
@@ -151,7 +220,7 @@ class HashBanks:
             found.update(int(h) for h in close)
         return found
 
-    def _slot(self, hash_type: str, hash_hex: str) -> tuple[dict[Any, tuple[Entry, ...]], Any]:
+    def _slot(self, hash_type: str, hash_hex: str) -> tuple[dict[Any, list[Entry]], Any]:
         """The table of `hash_type` and the hash's key in it (raw bytes or an int: compact)."""
         if hash_type == "sha256":
             return self._sha256, bytes.fromhex(hash_hex)

@@ -28,7 +28,14 @@ from modstream.limits import Limits
 from schemas.common import EventTime, Id, OutputRecord
 
 ErrorClass = Literal[
-    "schema", "policy", "signature", "conflict", "transient_exhausted", "permanent", "stale"
+    "schema",
+    "policy",
+    "signature",
+    "conflict",
+    "transient_exhausted",
+    "permanent",
+    "stale",
+    "bank",
 ]
 
 # Bumped when a job's decision logic or state layout changes in a way a replay must know about.

@@ -23,8 +23,27 @@ OptionalSignature = Annotated[str, Field(max_length=1024)] | None
 _HEX = frozenset("0123456789abcdefABCDEF")
 
 
+def hash_bank_key(bank: str, hash_type: str, hash_hex: str) -> str:
+    """The Kafka key of a hash.bank record: `<bank>:<hash_type>:<lowercase hash>`, so the
+    compacted topic keeps one record per (bank, hash) (contract v1.2, issue 27)."""
+    return f"{bank}:{hash_type}:{hash_hex.lower()}"
+
+
+def hash_bank_key_problem(key: str | None, record: HashBankEntry) -> str | None:
+    """Why a hash.bank record's Kafka key does not name its body, or None. The bare hash
+    (the key before contract v1.2) is still read."""
+    if key == hash_bank_key(record.bank, record.hash_type, record.hash):
+        return None
+    if key is not None and key.lower() == record.hash.lower():
+        return None
+    return (
+        "hash.bank: the record's key does not match its body's bank, hash_type and hash "
+        "(expected `<bank>:<hash_type>:<hash>`); nothing changed"
+    )
+
+
 class HashBankEntry(InputRecord):
-    """Adds a hash to, or removes it from, a named bank (hash.bank, keyed by the hash)."""
+    """Adds a hash to, or removes it from, a named bank (hash.bank, keyed by bank and hash)."""
 
     event_id: Id
     bank: Id

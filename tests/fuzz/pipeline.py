@@ -24,6 +24,7 @@ from jobs.moderation_letters import DLQ_TAG
 from jobs.moderation_moderate import Moderate
 from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
+from modstream.kafkaio import contract_key
 from modstream.limits import EARLIEST_TS
 from operators import moderation
 from tests.conftest import TEST_KEYRING, upload
@@ -376,6 +377,8 @@ def run_one(topic: str, text: str | None, record: dict[str, Any]) -> Outcome:
     (the contract's `stale` is for versions it never saw)."""
     content_id, ts = record.get("content_id"), record.get("ts")
     key = content_id if isinstance(content_id, str) else None
+    if topic == "hash.bank":  # keyed by its producer as the contract says (issue 27)
+        key = contract_key(topic, record)
     pipeline = _prepared(topic, record)
     before = pipeline.watermark
     outcome = pipeline.send(topic, key, text, ts if isinstance(ts, int) else 0)

@@ -1,4 +1,4 @@
-"""Bank retroaction through the adapters, no JVM: the bank in broadcast state one key per hash
+"""Bank retroaction through the adapters, no JVM: the bank in broadcast state one key per entry
 (Moderate), the fan-out and hash-keyed join (jobs/hash_retro.py), and a `moderation.retro` row
 re-deciding an allowed version at the bank's ts."""
 
@@ -12,7 +12,7 @@ from pyflink.common import Row
 
 from jobs.hash_retro import RetroJoin, fan_out
 from jobs.moderation_config import ModerationConfig
-from operators.hashbank import state_key
+from operators.hashbank import entry_state
 from operators.moderation import RETRO
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (
@@ -34,17 +34,18 @@ def bank_row(**overrides: Any) -> Row:
     return Row("broadcast", "hash.bank", "hash.bank", json.dumps(record), record["ts"], 0, "")
 
 
-def test_bank_records_are_stored_one_key_per_hash_and_rebuilt_once_after_restore() -> None:
+def test_bank_records_are_stored_one_key_per_entry_and_rebuilt_once_after_restore() -> None:
     config = ModerationConfig(trusted_policy=yaml.safe_load(GLOBAL_YAML.read_text()))
     adapter, _, ctx = moderate(config)
     assert list(adapter.process_broadcast_element(bank_row(), ctx)) == []
     list(adapter.process_broadcast_element(bank_row(), ctx))  # redelivered: a no-op
-    key = state_key("sha256", SHA)
-    assert set(ctx.broadcast) == {key}  # no policy revision moved, no whole-bank value
-    assert json.loads(ctx.broadcast[key]) == [[BANK_TS, 0, "add", "known_bad"]]
+    key, value = entry_state("sha256", SHA, (BANK_TS, 0, "add", "known_bad"))
+    assert dict(ctx.broadcast) == {key: value}  # no policy revision moved, no whole-bank value
+    assert list(adapter.process_broadcast_element(bank_row(event_id="b", bank="other"), ctx)) == []
+    assert len(ctx.broadcast) == 2 and ctx.broadcast[key] == value  # the first entry untouched
     restored, _, _ = moderate(config)
     _, banks = restored._load(ctx.broadcast)
-    assert banks.matches(SHA, None, BANK_TS, 0) == {"known_bad"}
+    assert banks.matches(SHA, None, BANK_TS, 0) == {"known_bad", "other"}
     assert banks.matches(SHA, None, BANK_TS - 1, 0) == frozenset()
 
 

@@ -17,6 +17,7 @@ from jobs.moderation_letters import DLQ_TAG
 from jobs.moderation_moderate import Moderate, stored
 from jobs.moderation_reports import ReportCombine
 from jobs.moderation_sanctions import Sanctions
+from modstream.kafkaio import contract_key
 from operators import moderation, signing
 from operators.policy_store import sign
 from tests.conftest import (
@@ -174,8 +175,11 @@ def test_decode_routes_keyed_broadcast_and_invalid_records() -> None:
     )
     assert keyed[0][0] == "keyed" and keyed[0][1] == "c-1\x1f1" and keyed[0][4] == T0
     assert keyed[0][6] == "content.versions#0"  # an admitted record moves its lane's time
+    bank_key = contract_key("hash.bank", bank_entry())
     broadcast = list(
-        decode.process_element(Row("hash.bank", "h", json.dumps(bank_entry()), T0, "b#0"), None)
+        decode.process_element(
+            Row("hash.bank", bank_key, json.dumps(bank_entry()), T0, "b#0"), None
+        )
     )
     assert broadcast[0][0] == "broadcast" and broadcast[0][6] == ""  # never moves event time
     invalid = list(decode.process_element(Row("content.versions", "k", "{nope", 7), None))
@@ -579,15 +583,16 @@ def test_forged_authority_records_are_refused_with_class_signature() -> None:
     decode = Decode(ModerationConfig(keyring=TEST_KEYRING))
     assert TEST_KEYRING.required >= set(forged_authority_records())  # the test stack requires
     for topic, record in forged_authority_records().items():
-        rows = list(decode.process_element(Row(topic, "k", json.dumps(record), T0, "l#0"), None))
+        key = contract_key(topic, record)
+        rows = list(decode.process_element(Row(topic, key, json.dumps(record), T0, "l#0"), None))
         assert rows[0][0] is DLQ_TAG, topic
         letter = json.loads(rows[0][1][2])
         assert letter["error_class"] == "signature", (topic, letter["message"])
         unsigned = {k: v for k, v in record.items() if k != "signature"}
-        rows = list(decode.process_element(Row(topic, "k", json.dumps(unsigned), T0, "l#0"), None))
+        rows = list(decode.process_element(Row(topic, key, json.dumps(unsigned), T0, "l#0"), None))
         assert json.loads(rows[0][1][2])["error_class"] == "signature"  # required: unsigned too
         genuine = signing.signed(topic, unsigned, TEST_KEYRING)
-        rows = list(decode.process_element(Row(topic, "k", json.dumps(genuine), T0, "l#0"), None))
+        rows = list(decode.process_element(Row(topic, key, json.dumps(genuine), T0, "l#0"), None))
         assert rows[0][0] in ("keyed", "broadcast"), topic
 
 
