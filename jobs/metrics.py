@@ -89,7 +89,7 @@ METRICS: dict[str, Metric] = {
         "counter",
         ("reason",),
         "moderation",
-        "hash.bank records refused (DLQ class bank): tombstone, key (not its body's), bound",
+        "hash.bank records refused to the DLQ: tombstone, key (schema); bound (permanent)",
     ),
     "detector_results": Metric(
         "counter", ("detector", "status"), "scan", "detector.results written, by status"

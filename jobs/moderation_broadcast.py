@@ -136,9 +136,9 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         state.put("policies", json.dumps(store.to_records()))
 
     def _bank_letter(self, raw: str, message: str, ts: int, topic: str) -> Row:
-        """The DLQ row of a hash.bank record its bank's bound refused (class `bank`)."""
+        """The DLQ row of a hash.bank record its bank's bound refused (class `permanent`)."""
         letter = dead_letter(
-            topic, None, raw, message, ts=ts, error_class="bank", operator="moderation"
+            topic, None, raw, message, ts=ts, error_class="permanent", operator="moderation"
         )
         return Row(self.config.physical("moderation.dlq"), None, letter.model_dump_json())
 

@@ -80,7 +80,7 @@ class Decode(ProcessFunction):
             return self._letter(physical, raw, refused)
         if topic == "hash.bank" and raw is None:
             self.metrics.inc("bank_refused", reason="tombstone")
-            return self._letter(physical, raw, Refused("bank", TOMBSTONE, record_ts, key))
+            return self._letter(physical, raw, Refused("schema", TOMBSTONE, record_ts, key))
         verdict = admit(self.config, topic, raw, record_ts, key)
         if isinstance(verdict, Refused):
             return self._letter(physical, raw, verdict)
@@ -91,7 +91,7 @@ class Decode(ProcessFunction):
                 # Keyed as the contract keys it, so `dlq replay` sends it back under that key.
                 self.metrics.inc("bank_refused", reason="key")
                 right = hash_bank_key(record.bank, record.hash_type, record.hash)
-                return self._letter(physical, raw, Refused("bank", problem, ts, right))
+                return self._letter(physical, raw, Refused("schema", problem, ts, right))
             return Row("broadcast", topic, topic, raw, ts, seq, "")
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.

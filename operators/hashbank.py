@@ -52,7 +52,7 @@ Entry = tuple[int, int, str, str]
 
 
 class BankFull(Exception):
-    """A bank at its bound refused an entry (DLQ class `bank`); the banks are unchanged."""
+    """A bank at its bound refused an entry (DLQ class `permanent`); the banks are unchanged."""
 
 
 def band_values(phash: int) -> list[int]:

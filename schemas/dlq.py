@@ -35,7 +35,6 @@ ErrorClass = Literal[
     "transient_exhausted",
     "permanent",
     "stale",
-    "bank",
 ]
 
 # Bumped when a job's decision logic or state layout changes in a way a replay must know about.

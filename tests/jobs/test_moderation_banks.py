@@ -1,6 +1,6 @@
 """Hash-bank records at the moderation job's adapters, no JVM (issue 27, point 7): Decode
-refuses a tombstone and a record whose key does not name its body (DLQ class `bank`), and
-Moderate refuses an entry past its bank's bound, once, leaving its broadcast state as it was."""
+refuses a tombstone and a record whose key does not name its body (DLQ class `schema`), and
+Moderate refuses an entry past its bank's bound (`permanent`), once, leaving its broadcast state as it was."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from jobs.moderation_decode import Decode
 from jobs.moderation_letters import DLQ_TAG
 from modstream.kafkaio import contract_key
 from modstream.limits import Limits
-from tests.conftest import T0, bank_entry
+from tests.conftest import NOTHING_REQUIRED, T0, bank_entry
 from tests.jobs.test_metrics import FakeContext
 from tests.jobs.test_moderation_adapter import moderate
 from tests.operators.policy_builders import GLOBAL_YAML
@@ -26,7 +26,7 @@ SHA = "ab" * 32
 
 
 def decode(key: str | None, raw: str | None, metrics: FakeContext | None = None) -> list[Any]:
-    decoder = Decode(ModerationConfig())
+    decoder = Decode(ModerationConfig(keyring=NOTHING_REQUIRED))
     if metrics is not None:
         decoder.metrics = OperatorMetrics(metrics, "decode")
     return list(decoder.process_element(Row("hash.bank", key, raw, T0), None))
@@ -41,16 +41,16 @@ def letter_of(rows: list[Any]) -> dict[str, Any]:
     return dict(json.loads(rows[0][1][2]))
 
 
-def test_a_tombstone_is_refused_with_class_bank_whatever_its_key() -> None:
+def test_a_tombstone_is_refused_with_class_schema_whatever_its_key() -> None:
     metrics = FakeContext()
     for key in (SHA, f"known_bad:sha256:{SHA}"):
         letter = letter_of(decode(key, None, metrics))
-        assert letter["error_class"] == "bank"
+        assert letter["error_class"] == "schema"
         assert "tombstone" in letter["message"] and "op=remove" in letter["message"]
         assert (letter["source_topic"], letter["key"]) == ("hash.bank", key)
     assert counted(metrics) == {
         "modstream/reason=tombstone/bank_refused": 2,
-        "modstream/error_class=bank/dlq": 2,
+        "modstream/error_class=schema/dlq": 2,
     }
 
 
@@ -58,7 +58,7 @@ def test_a_record_whose_key_names_another_bank_or_hash_is_refused() -> None:
     record, metrics = bank_entry(hash=SHA), FakeContext()
     for key in (f"partner_feed:sha256:{SHA}", "cd" * 32, None):
         letter = letter_of(decode(key, json.dumps(record), metrics))
-        assert letter["error_class"] == "bank", key
+        assert letter["error_class"] == "schema", key
         assert "does not match" in letter["message"]
         assert letter["key"] == f"known_bad:sha256:{SHA}"  # `dlq replay` sends it keyed right
     assert counted(metrics)["modstream/reason=key/bank_refused"] == 3
@@ -79,6 +79,7 @@ def bank_row(event_id: str, sha: str, at: int = T0, op: str = "add") -> Row:
 
 def test_an_entry_past_the_banks_bound_goes_to_the_dlq_once_and_changes_nothing() -> None:
     config = ModerationConfig(
+        keyring=NOTHING_REQUIRED,
         trusted_policy=yaml.safe_load(GLOBAL_YAML.read_text()),
         limits=dataclasses.replace(Limits(), max_bank_entries=1),
     )
@@ -89,11 +90,11 @@ def test_an_entry_past_the_banks_bound_goes_to_the_dlq_once_and_changes_nothing(
     stored = dict(ctx.broadcast)
     [row] = adapter.process_broadcast_element(bank_row("b", "cd" * 32), ctx)
     letter = json.loads(row[2])
-    assert (row[0], letter["error_class"]) == ("moderation.dlq", "bank")
+    assert (row[0], letter["error_class"]) == ("moderation.dlq", "permanent")
     assert "max_bank_entries 1" in letter["message"]
     assert counted(metrics) == {
         "modstream/reason=bound/bank_refused": 1,
-        "modstream/error_class=bank/dlq": 1,
+        "modstream/error_class=permanent/dlq": 1,
     }
     assert dict(ctx.broadcast) == stored
     _, banks = adapter._current(ctx)

@@ -55,5 +55,4 @@ def test_every_topic_has_a_schema_with_its_required_fields() -> None:
         "transient_exhausted",
         "permanent",
         "stale",
-        "bank",
     ]
