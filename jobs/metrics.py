@@ -85,6 +85,17 @@ METRICS: dict[str, Metric] = {
     ),
 }
 
+# Metrics the Java extension (deploy/flink-ext) registers itself, in the same group and naming:
+# the reporter's thread reads them from Java state, never from Python.
+EXTENSION_METRICS: dict[str, Metric] = {
+    "watermark_lag_ms": Metric(
+        "gauge",
+        (),
+        "moderation",
+        "processing clock minus the last watermark validated event time emitted (ValidatedTime)",
+    ),
+}
+
 
 # Flink's own metrics that modstream's alerts and dashboard read (the Kafka source's lag).
 FLINK_METRICS: dict[str, str] = {
@@ -99,7 +110,7 @@ FLINK_METRICS: dict[str, str] = {
 
 def prometheus_name(name: str) -> str:
     """The name Flink's Prometheus reporter gives `name` (an operator's metric)."""
-    metric = METRICS[name]
+    metric = METRICS[name] if name in METRICS else EXTENSION_METRICS[name]
     return "_".join([PROMETHEUS_PREFIX + GROUP, *metric.labels, name])
 
 

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
+from jobs.metrics import prometheus_name
 from modstream import workload
 from modstream.config import Settings
 from tests.conftest import TEST_KEYRING, evidence
@@ -22,6 +24,7 @@ from tests.integration.conftest import (
     ModerationDeployment,
     new_moderation_deployment,
 )
+from tests.integration.processes import free_ports
 from tests.integration.test_backlog import backlog, comparable, settled
 from tests.integration.test_hostile_input import TEXT_DEADLINE_MS, Watch, comment, now_ms
 
@@ -37,7 +40,7 @@ def watch(kafka: Kafka, moderation_deployment: ModerationDeployment) -> Iterator
         yield watching
 
 
-def live_job(start_job: Any, deployment: ModerationDeployment) -> JobProcess:
+def live_job(start_job: Any, deployment: ModerationDeployment, *extra: str) -> JobProcess:
     job: JobProcess = start_job(
         "moderation",
         *deployment.args,
@@ -47,6 +50,7 @@ def live_job(start_job: Any, deployment: ModerationDeployment) -> JobProcess:
         "none",
         "--evidence-grace-ms",
         str(GRACE_MS),
+        *extra,
     )  # --drained-after-ms: its default, 60 s, the hold measured in issue 27
     job.wait_running()
     return job
@@ -111,7 +115,8 @@ def test_one_back_dated_report_leaves_a_quiet_jobs_deadline_on_time(
     """Issue 27, measured on main: in a quiet job one valid report stamped an hour back, and a
     new upload got no decision at all within 48 s, not even its fast gate."""
     topics = moderation_deployment.topics
-    job = live_job(start_job, moderation_deployment)
+    [port] = free_ports(1)
+    job = live_job(start_job, moderation_deployment, "--metrics-port", str(port))
     produce(kafka, topics, "content.versions", comment("warm", now_ms()))
     produce(kafka, topics, "detector.results", evidence("warm", at=now_ms()))
     watch.wait("warm", lambda d: d["trigger"] == "evidence", timeout_s=60)  # the job reads
@@ -128,7 +133,20 @@ def test_one_back_dated_report_leaves_a_quiet_jobs_deadline_on_time(
     gate = watch.first_seen[("quiet", 1)] - upload_ts
     assert expired["ts"] <= seen <= expired["ts"] + GRACE_MS + 6_000, (seen - expired["ts"], gate)
     assert watch.of("quiet")[0]["trigger"] == "fast_gate"
+    # The gauge of event time's distance from the clock: a few seconds in a live job.
+    lag_ms = watermark_lag_ms(port)
+    assert 0 <= lag_ms < 30_000, lag_ms
     assert job.alive(), job.output()[-3000:]
+
+
+def watermark_lag_ms(port: int) -> float:
+    """The `watermark_lag_ms` gauge the job's Prometheus endpoint serves (one subtask here)."""
+    name = prometheus_name("watermark_lag_ms")
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+        text = response.read().decode()
+    values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name)]
+    assert len(values) == 1, text[-2000:]
+    return values[0]
 
 
 def read_and_committed(bootstrap: str, group: str, names: list[str]) -> bool:

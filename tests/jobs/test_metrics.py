@@ -14,7 +14,13 @@ import pytest
 import yaml
 
 from jobs import metrics, runtime
-from jobs.metrics import FLINK_METRICS, METRICS, OperatorMetrics, prometheus_name
+from jobs.metrics import (
+    EXTENSION_METRICS,
+    FLINK_METRICS,
+    METRICS,
+    OperatorMetrics,
+    prometheus_name,
+)
 from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
@@ -66,7 +72,7 @@ class FakeContext:
 
 
 def _known_names() -> set[str]:
-    names = {prometheus_name(name) for name in METRICS}
+    names = {prometheus_name(name) for name in (*METRICS, *EXTENSION_METRICS)}
     names |= {name + suffix for name in names for suffix in SUMMARY_SUFFIXES}
     return names | set(FLINK_METRICS)
 
@@ -92,10 +98,23 @@ def test_every_metric_in_the_table_is_registered_by_a_job_and_no_other() -> None
     assert _registered_in_code() == set(METRICS)
 
 
+def test_every_extension_metric_is_registered_by_the_java_extension() -> None:
+    """deploy/flink-ext registers these itself (ValidatedTime's gauge): each name is a string
+    constant there, under the `modstream` group."""
+    java = "\n".join(
+        path.read_text(encoding="utf-8")
+        for path in (ROOT / "deploy" / "flink-ext" / "src").rglob("*.java")
+    )
+    for name in EXTENSION_METRICS:
+        assert f'"{name}"' in java, name
+    assert 'addGroup("modstream")' in java and set(EXTENSION_METRICS).isdisjoint(METRICS)
+
+
 def test_operations_md_lists_every_metric_and_only_those() -> None:
     text = OPERATIONS.read_text(encoding="utf-8")
     named = set(NAME.findall(text))
-    missing = {prometheus_name(name) for name in METRICS} | set(FLINK_METRICS)
+    missing = {prometheus_name(name) for name in (*METRICS, *EXTENSION_METRICS)}
+    missing |= set(FLINK_METRICS)
     assert missing - named == set()
     unknown = {name for name in named if "_modstream_" in name or name in FLINK_METRICS}
     assert unknown - _known_names() == set()
