@@ -46,17 +46,18 @@ import org.apache.flink.types.Row;
  *       behind and silent until their first record: after a start or a restore, a partition the
  *       source has not fetched yet holds event time like a paused backfill, so records read first
  *       from other partitions cannot pull event time past the upload they follow (without
- *       this, the first lanes read after a restart alone decided event time). The hold ends for every lane still unheard
- *       when a lane speaks again after other lanes spoke since its last record: the Kafka
- *       consumer hands out what one fetch returned partition by partition, and fetches a
- *       partition again only once its data was handed out, so a lane's second run of records
- *       comes after every partition that had input when the job started (a partition with
- *       nothing to read must not hold a backlog's event time until its next record);
- *   <li>no producer holds event time for long: a lane whose newest {@code ts} has not advanced
- *       for {@code drainedAfterMs} no longer holds, however often it is heard (a producer sending
- *       a back-dated record every 2 s held every decision); and a lane that is behind and below
- *       the watermark already emitted, with nothing more of it on the broker, is a stray
- *       back-dated record: it neither holds nor switches a live job off the clock;
+ *       this, the first lanes read after a restart alone decided event time). The hold ends for
+ *       every lane still unheard when a lane speaks again after other lanes spoke since its last
+ *       record: the Kafka consumer hands out what one fetch returned partition by partition, and
+ *       fetches a partition again only once its data was handed out, so a lane's second run of
+ *       records comes after every partition that had input when the job started (a partition
+ *       with nothing to read must not hold a backlog's event time until its next record);
+ *   <li>no producer holds event time for long: a lane heard from since its newest {@code ts}
+ *       last advanced no longer holds {@code drainedAfterMs} after that advance, however often it
+ *       is heard (a producer sending a back-dated record every 2 s held every decision); a lane
+ *       that is behind and below the watermark already emitted, with nothing more of it on the
+ *       broker, is a stray back-dated record: it neither holds nor switches a live job off the
+ *       clock;
  *   <li><em>witness</em> lanes (named with {@link #WITNESS} first: reviews, appeals, reports)
  *       never hold event time; their records are applied at their own {@code ts} all the same.
  *       A live one only tells a job that has read no other lane yet that its input is live.
@@ -70,7 +71,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     private static final long serialVersionUID = 1L;
     static final int TS = 4;
     static final int LANE = 6;
-    /** A lane name's prefix for input that never holds event time (jobs/moderation_decode.py). */
+    /** A lane name's prefix for input that never holds event time (operators/admission.py). */
     public static final String WITNESS = "~";
     /** The gauge of the processing clock less the last emitted watermark (`modstream` group). */
     public static final String LAG_GAUGE = "watermark_lag_ms";
@@ -354,8 +355,9 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         /**
          * Whether a heard lane no longer counts at all: heard from since its newest {@code ts}
          * last advanced, {@code drainedAfterMs} ago or more, however often (a producer re-sending
-         * old records; a lane paused in a backlog was last heard when it advanced), or it is below the watermark with nothing more of it on the broker (a stray
-         * back-dated record; the broker asked, so a backlog still queued keeps holding).
+         * old records; a lane paused in a backlog was last heard when it advanced), or it is
+         * below the watermark with nothing more of it on the broker (a stray back-dated record;
+         * the broker was asked, so a backlog still queued keeps holding).
          */
         private boolean stray(String name, Lane lane, long now) {
             if (lane.newestTs == Long.MIN_VALUE) {
