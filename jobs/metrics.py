@@ -105,6 +105,31 @@ METRICS: dict[str, Metric] = {
     ),
 }
 
+# Metrics the Java extension (deploy/flink-ext) registers itself, in the same group and naming:
+# the reporter's thread reads them from Java state, never from Python.
+EXTENSION_METRICS: dict[str, Metric] = {
+    "watermark_lag_ms": Metric(
+        "gauge",
+        (),
+        "moderation",
+        "processing clock minus the last watermark validated event time emitted (ValidatedTime)",
+    ),
+    # Per input partition of the moderation job, on its event-time operator, from the broker's
+    # last stable offset and high watermark (EndOffsets.Broker, StableEnd.java).
+    "unstable_records": Metric(
+        "gauge",
+        ("topic", "partition"),
+        "moderation",
+        "offsets past the last stable offset (behind an open transaction)",
+    ),
+    "lso_stalled_ms": Metric(
+        "gauge",
+        ("topic", "partition"),
+        "moderation",
+        "how long the last stable offset has stayed below the end unmoved, ms",
+    ),
+}
+
 
 # Flink's own metrics that modstream's alerts and dashboard read (the Kafka source's lag).
 FLINK_METRICS: dict[str, str] = {
@@ -116,22 +141,15 @@ FLINK_METRICS: dict[str, str] = {
     "flink_jobmanager_job_lastCheckpointDuration": "the last checkpoint's duration, ms",
 }
 
-# What the Java extension registers itself (deploy/flink-ext): per input partition of the
-# moderation job, on its event-time operator (`validated event time`), labels topic and
-# partition; from the broker's last stable offset and high watermark (EndOffsets.Broker,
-# StableEnd.java). Gauges read on the reporter's thread in Java, never in Python.
-UNSTABLE_RECORDS = f"{PROMETHEUS_PREFIX}{GROUP}_topic_partition_unstable_records"
-LSO_STALLED_MS = f"{PROMETHEUS_PREFIX}{GROUP}_topic_partition_lso_stalled_ms"
-EXTENSION_METRICS: dict[str, str] = {
-    UNSTABLE_RECORDS: "offsets past the last stable offset (behind an open transaction)",
-    LSO_STALLED_MS: "how long the last stable offset has stayed below the end unmoved, ms",
-}
-
 
 def prometheus_name(name: str) -> str:
     """The name Flink's Prometheus reporter gives `name` (an operator's metric)."""
-    metric = METRICS[name]
+    metric = METRICS[name] if name in METRICS else EXTENSION_METRICS[name]
     return "_".join([PROMETHEUS_PREFIX + GROUP, *metric.labels, name])
+
+
+UNSTABLE_RECORDS = prometheus_name("unstable_records")
+LSO_STALLED_MS = prometheus_name("lso_stalled_ms")
 
 
 class OperatorMetrics:

@@ -52,6 +52,7 @@ from modstream import logs, topics
 from modstream.config import Settings
 from modstream.limits import Limits
 from operators import moderation, state_schema
+from operators.admission import TIME_HOLDING_TOPICS
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 
 LOG = logging.getLogger("modstream.moderation")
@@ -204,18 +205,25 @@ def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
         *config.end_offsets,
         _java_strings(config.end_offsets_properties),
     )
-    timed = decoded._j_data_stream.assignTimestampsAndWatermarks(strategy)
-    timed.name("validated event time").uid("moderation_validated_time")
+    # Flink's timestamps-and-watermarks operator, with the generator's lanes and last watermark
+    # kept in operator state (ValidatedTimeOperator.java): a restore resumes event time.
+    timed = decoded._j_data_stream.transform(
+        "validated event time",
+        decoded._j_data_stream.getType(),
+        jvm.io.modstream.flink.ValidatedTimeOperator.Factory(strategy),
+    )
+    timed.uid("moderation_validated_time")
     if config.pre_key_parallelism:
         timed.setParallelism(config.pre_key_parallelism)
     return DataStream(timed)
 
 
 def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
-    """Every partition of the inputs that move event time (not `moderation.reevaluate`), when
-    one event-time instance reads them all: each holds event time until its first record after
-    a start or restore (ValidatedTime). With parallel readers an instance reads only the
-    partitions its reader was given, which is not known here: none (docs/moderation.md, Time)."""
+    """Every partition of the inputs that hold event time (uploads and evidence:
+    operators/admission.py `TIME_HOLDING_TOPICS`), when one event-time instance reads them all:
+    each holds event time until its first record after a start or restore (ValidatedTime). With
+    parallel readers an instance reads only the partitions its reader was given, which is not
+    known here: none (docs/moderation.md, Time)."""
     if job.parallelism != 1:
         print(
             "moderation: parallelism > 1: partitions are not expected before their first record "
@@ -224,7 +232,7 @@ def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
             flush=True,
         )
         return ()
-    names = [job.topic(name) for name in KEYED_TOPICS if name != "moderation.reevaluate"]
+    names = [job.topic(name) for name in TIME_HOLDING_TOPICS]
     counts = topics.partition_counts(job.bootstrap_servers, names)
     return tuple(
         f"{name}#{partition}" for name in names for partition in range(counts.get(name, 0))

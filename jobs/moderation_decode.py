@@ -1,7 +1,8 @@
 """moderation: decoding and admission, before event time. Each source record is admitted
 (operators/admission.py) and routed as one DECODED_ROW (keyed input, reports, policy and
 hash-bank records) or refused to the DLQ; only what is admitted carries a lane, so only that
-moves event time (ValidatedTime, docs/moderation.md "Time")."""
+moves event time, and only uploads and evidence hold it (operators/admission.py `time_lane`;
+ValidatedTime, docs/moderation.md "Time")."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import DLQ_ROUTE, ModerationConfig
 from jobs.moderation_letters import DLQ_TAG
 from operators import admission, signing
-from operators.admission import Refused
+from operators.admission import Refused, time_lane
 from operators.moderation import KEYED_TOPICS
 from schemas import dead_letter
 from schemas.signals import HashBankEntry, hash_bank_key, hash_bank_key_problem
@@ -96,11 +97,14 @@ class Decode(ProcessFunction):
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
             reporter = record.reporter_id  # type: ignore[attr-defined]
-            return Row("report", reporter, topic, record.model_dump_json(), ts, seq, lane)
+            return Row(
+                "report", reporter, topic, record.model_dump_json(), ts, seq, time_lane(topic, lane)
+            )
         version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
-        # Re-evaluation is low priority: it never holds event time back for live input.
-        moves_time = "" if topic == "moderation.reevaluate" else lane
-        return Row("keyed", version_key, topic, record.model_dump_json(), ts, seq, moves_time)
+        # Only uploads and evidence hold event time (operators/admission.py, time_lane).
+        return Row(
+            "keyed", version_key, topic, record.model_dump_json(), ts, seq, time_lane(topic, lane)
+        )
 
     def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
         self.metrics.inc("dlq", error_class=refused.error_class)

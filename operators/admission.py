@@ -74,6 +74,29 @@ def admit(
         return _refused("permanent", message, document, fallback_ts, fallback_key)
 
 
+# Which admitted input moves event time, by the lane it carries (ValidatedTime.java;
+# docs/moderation.md, "Time"). Uploads and their evidence hold it while a backlog of them is read:
+# a review or appeal must not be applied before the upload it follows is read. Human input
+# (reviews, appeals, reports) never holds it, or one producer of back-dated valid records held
+# every decision (issue 27); it is still applied at its own ts, and a live one tells a job that
+# has read nothing else yet that its input is live (a witness). Re-evaluation never touches it.
+TIME_HOLDING_TOPICS = ("content.versions", "detector.results")
+WITNESS_TOPICS = ("moderation.reports", "review.decisions", "moderation.appeals")
+WITNESS = "~"  # ValidatedTime.WITNESS
+
+
+def time_lane(topic: str, lane: str) -> str:
+    """The lane an admitted record of `topic` (contract name) read from `lane` carries into
+    event time: its own, a witness lane, or "" (never moves event time)."""
+    if not lane:
+        return ""
+    if topic in TIME_HOLDING_TOPICS:
+        return lane
+    if topic in WITNESS_TOPICS:
+        return WITNESS + lane
+    return ""
+
+
 def time_problem(ts: int, now_ms: int, max_future_skew_ms: int) -> str | None:
     """Why `ts` cannot be trusted as event time, or None."""
     if ts < EARLIEST_TS:

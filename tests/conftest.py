@@ -26,6 +26,7 @@ SLOWEST_FIRST = (
     "tests/integration/test_demo.py",
     "tests/integration/test_secured_stack.py",
     "tests/integration/test_backlog.py",
+    "tests/integration/test_event_time.py",
     "tests/integration/test_cluster.py",
     "tests/integration/test_restore.py",
     "tests/integration/test_scan.py",

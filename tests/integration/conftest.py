@@ -150,6 +150,13 @@ class JobProcess:
     def alive(self) -> bool:
         return self.process.poll() is None
 
+    def kill_group(self, timeout_s: float = 30.0) -> None:
+        """SIGKILL the job's whole process group (its Python process and the MiniCluster's JVM
+        with it), as a crashed machine would; the job must have been started with
+        `session=True`."""
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=timeout_s)
+
     def stop(self, timeout_s: float = 90.0) -> int:
         if self.alive():
             self.process.send_signal(signal.SIGTERM)
@@ -184,7 +191,10 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
     """Start jobs.<module> with the given arguments; every job is stopped at teardown."""
     started: list[JobProcess] = []
 
-    def start(module: str, *args: str, env: dict[str, str] | None = None) -> JobProcess:
+    def start(
+        module: str, *args: str, env: dict[str, str] | None = None, session: bool = False
+    ) -> JobProcess:
+        """`session`: in a process group of its own, for `JobProcess.kill_group`."""
         log = tmp_path / f"{module}-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
@@ -193,6 +203,7 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **(env or {})},
+                start_new_session=session,
             )
         job = JobProcess(process, log)
         started.append(job)

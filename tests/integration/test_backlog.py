@@ -29,11 +29,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * WAIT_S + 300)]
 DEADLINE_MS = {"text": 5_000, "image": 30_000, "video": 120_000, "audio": 60_000}
 
 
-def backlog(start_ts: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def backlog(
+    start_ts: int, versions: int = VERSIONS
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(uploads, evidence) of generated versions whose every detector answered in time (a
     result stamped within the modality's deadline; `timeout` answers count as answers)."""
     lines = workload.generate(
-        seed=12, versions=VERSIONS, start_ts=start_ts, extras=False, malformed=False
+        seed=12, versions=versions, start_ts=start_ts, extras=False, malformed=False
     )
     uploads = {
         line["value"]["content_id"]: line["value"]

@@ -273,6 +273,29 @@ def report_record(at: int = T0, **overrides: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.parametrize(
+    ("topic", "record", "lane"),
+    [
+        ("content.versions", upload(), "content.versions#0@7"),  # holds event time
+        ("detector.results", evidence(), "detector.results#0@7"),
+        ("review.decisions", review_decision(), "~review.decisions#0@7"),  # a witness: never
+        ("moderation.appeals", appeal_record(), "~moderation.appeals#0@7"),
+        ("moderation.reports", report_record(), "~moderation.reports#0@7"),
+    ],
+)
+def test_only_uploads_and_evidence_hold_event_time(
+    topic: str, record: dict[str, Any], lane: str
+) -> None:
+    """Issue 27: a producer of back-dated valid reports (or reviews, appeals) held every
+    decision. Human input carries a witness lane (ValidatedTime.WITNESS): applied at its ts,
+    never holding event time."""
+    decode = Decode(ModerationConfig(now_ms=NOW, keyring=TEST_KEYRING))
+    raw = json.dumps(signing.signed(topic, record, TEST_KEYRING))
+    rows = list(decode.process_element(Row(topic, "k", raw, T0, f"{topic}#0@7"), None))
+    assert len(rows) == 1 and rows[0][0] in ("keyed", "report"), rows
+    assert rows[0][6] == lane
+
+
 def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -634,7 +657,7 @@ def test_the_steps_own_dead_letters_are_keyed_by_content_id() -> None:
     assert (key, letter["key"], letter["error_class"]) == ("c-1", "c-1", "conflict")
 
 
-def test_the_job_expects_every_partition_of_the_inputs_that_move_event_time(
+def test_the_job_expects_every_partition_of_the_inputs_that_hold_event_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     from jobs import moderation as job_module
@@ -657,9 +680,13 @@ def test_the_job_expects_every_partition_of_the_inputs_that_move_event_time(
     )
     lanes = job_module.expected_lanes(job)
     assert lanes[:2] == ("run1.content.versions#0", "run1.content.versions#1")
-    assert not any(lane.startswith("moderation.reevaluate") for lane in lanes)  # never moves time
-    assert not any(lane.startswith("moderation.appeals") for lane in lanes)
-    assert len(lanes) == 2 * 4  # versions, results, reports, reviews
+    # Only uploads and evidence hold event time: human input and re-evaluation never do.
+    assert lanes == (
+        "run1.content.versions#0",
+        "run1.content.versions#1",
+        "detector.results#0",
+        "detector.results#1",
+    )
     # Parallel readers each read their own partitions: none is expected (documented limit).
     assert job_module.expected_lanes(dataclasses.replace(job, parallelism=2)) == ()
     assert len(asked) == 1

@@ -1,6 +1,7 @@
 """Hash-bank records at the moderation job's adapters, no JVM (issue 27, point 7): Decode
 refuses a tombstone and a record whose key does not name its body (DLQ class `schema`), and
-Moderate refuses an entry past its bank's bound (`permanent`), once, leaving its broadcast state as it was."""
+Moderate refuses an entry past its bank's bound (`permanent`), once, leaving its broadcast
+state as it was."""
 
 from __future__ import annotations
 

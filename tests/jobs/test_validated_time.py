@@ -48,11 +48,18 @@ class Lanes:
         expected: tuple[str, ...] = (),
         drained: int = BACKFILL_IDLE,
         ends: Any = None,
+        at: int = NOW,
     ) -> None:
         from pyflink.java_gateway import get_gateway
 
         self.jvm = jvm
-        self.clock = jvm.io.modstream.flink.ValidatedTime.ManualClock(NOW)
+        self.options: dict[str, Any] = {
+            "wall_clock": wall_clock,
+            "expected": expected,
+            "drained": drained,
+            "ends": ends,
+        }
+        self.clock = jvm.io.modstream.flink.ValidatedTime.ManualClock(at)
         names = get_gateway().new_array(jvm.String, len(expected))
         for index, name in enumerate(expected):
             names[index] = name
@@ -72,6 +79,17 @@ class Lanes:
 
     def watermark(self, at_clock: int) -> int:
         return int(self.generator.candidate(at_clock))
+
+    def emit(self, at_clock: int) -> int:
+        """The watermark emitted at `at_clock` (recorded as emitted), or HOLD."""
+        self.clock.set(at_clock)
+        return int(self.generator.advance(at_clock))
+
+    def restored(self, at: int) -> Lanes:
+        """A new instance started at `at` from what a checkpoint of this one kept."""
+        after = Lanes(self.jvm, at=at, **self.options)
+        after.generator.restore(self.generator.snapshot())
+        return after
 
 
 def test_quiet_live_lanes_let_event_time_follow_the_clock(jvm: Any) -> None:
@@ -342,3 +360,149 @@ def test_a_transactional_partition_is_drained_at_its_last_commit_marker(
     live_rounds(lanes, at)
     held = lanes.watermark(at + 10) == hour_ago + 4 - BOUND - 1
     assert held == holds
+
+
+# Issue 27: no producer can hold event time. Issue 32: event time survives a restore.
+LIVE = "content.versions#0"
+OTHER = "content.versions#1"
+
+
+def live_every_2s(lanes: Lanes, start: int, stop: int, *, offset: int = 0) -> None:
+    """Live uploads on LIVE every 2 s, each 100 ms after its ts, watermarks emitted between."""
+    for index, at in enumerate(range(start, stop, 2_000)):
+        lanes.record(at, f"{LIVE}@{offset + index}", at - 100)
+        lanes.emit(at + 1)
+
+
+def test_human_input_never_holds_event_time(jvm: Any) -> None:
+    """Back-dated valid reports (a witness lane: jobs/moderation_decode.py) every 2 s beside live
+    uploads: event time follows the uploads, and each upload is released within seconds."""
+    lanes = Lanes(jvm, drained=60_000)
+    month_ago = NOW - 30 * 86_400_000
+    for index, at in enumerate(range(NOW, NOW + 60_000, 2_000)):
+        lanes.record(at, f"~moderation.reports#0@{index}", month_ago)
+        lanes.record(at + 500, f"{LIVE}@{index}", at + 400)
+        assert lanes.emit(at + 600) >= at + 400 - BOUND - 1 - 100
+
+
+def test_a_live_witness_lets_a_job_that_read_nothing_else_follow_the_clock(jvm: Any) -> None:
+    """A quiet job after a start with only reviews to read: once no partition holds, event time
+    follows the clock; a back-dated review alone never starts it."""
+    stale = Lanes(jvm, expected=(LIVE,))
+    stale.record(NOW, "~review.decisions#0@0", NOW - 3_600_000)
+    assert stale.watermark(NOW + 10 * BACKFILL_IDLE) == HOLD
+    assert stale.generator.idleAt(NOW + BACKFILL_IDLE)  # reads nothing that holds
+    live = Lanes(jvm, expected=(LIVE,))
+    live.record(NOW, "~review.decisions#0@0", NOW - 100)
+    assert live.watermark(NOW + BACKFILL_IDLE - 1) == HOLD  # an upload partition may have input
+    at = NOW + BACKFILL_IDLE + 1
+    assert live.watermark(at) == at - BOUND - 1
+    assert not live.generator.idleAt(at)
+
+
+def test_a_lane_whose_newest_ts_stops_advancing_is_released_after_the_drain_time(
+    jvm: Any,
+) -> None:
+    """A producer of uploads stamped an hour back, every 2 s, on one partition, beside live
+    uploads: heard all the time, never further; released once its newest ts has not advanced
+    for --drained-after-ms, and it holds no more however often it is heard."""
+    drained = 60_000
+    lanes = Lanes(jvm, drained=drained)
+    hour_ago = NOW - 3_600_000
+    for index, at in enumerate(range(NOW, NOW + 120_000, 2_000)):
+        lanes.record(at, f"{OTHER}@{index}", hour_ago)
+        lanes.record(at + 500, f"{LIVE}@{index}", at + 400)
+        watermark = lanes.watermark(at + 600)
+        if at < NOW + drained:
+            assert watermark == hour_ago - BOUND - 1  # a backlog's first minute: it holds
+        else:
+            assert watermark == at + 600 - 100 - BOUND - 1  # released: the live lane decides
+
+
+def test_a_back_dated_record_never_switches_a_quiet_job_off_the_clock(jvm: Any) -> None:
+    """A quiet live job: one valid upload stamped an hour back, on a partition with nothing more
+    on the broker, leaves event time on the clock (a new upload's fast gate and deadlines on
+    time). The same record with more of its partition on the broker (a backlog) holds."""
+    for more_on_broker, holds in ((0, False), (500, True)):
+        ends = jvm.io.modstream.flink.EndOffsets.Manual()
+        ends.setEnd(OTHER, 1 + more_on_broker)
+        lanes = Lanes(jvm, drained=60_000, ends=ends)
+        live_every_2s(lanes, NOW, NOW + 10_000)
+        quiet = NOW + 20_000
+        assert lanes.emit(quiet) == quiet - 100 - BOUND - 1  # quiet: on the clock
+        lanes.record(quiet + 1, f"{OTHER}@0", NOW - 3_600_000)
+        later = quiet + 30_000
+        on_clock = later - 100 - BOUND - 1
+        assert (lanes.emit(later) == on_clock) is not holds
+        lanes.record(later + 1, f"{LIVE}@99", later + 1 - 100)  # a new upload
+        assert (lanes.emit(later + 2) == later + 2 - 100 - BOUND - 1) is not holds
+
+
+def backlog_read(lanes: Lanes, count: int = 5) -> int:
+    """A backlog stamped an hour back read on LIVE and OTHER; returns the newest ts read."""
+    hour_ago = NOW - 3_600_000
+    for index in range(count):
+        lanes.record(NOW + index, f"{LIVE}@{index}", hour_ago + index * 1_000)
+        lanes.record(NOW + index, f"{OTHER}@{index}", hour_ago + index * 1_000 + 500)
+        lanes.emit(NOW + index)
+    return hour_ago + (count - 1) * 1_000 + 500
+
+
+def test_a_restored_job_whose_inputs_stay_silent_finishes_its_buffer(jvm: Any) -> None:
+    """Issue 32: killed after the last input of a backlog was read and restored with no new
+    input, the job emitted nothing and what it had buffered waited for input that never came.
+    The watermark comes back at once; after --drained-after-ms of silence, the newest read."""
+    drained = 4 * BACKFILL_IDLE
+    lanes = Lanes(jvm, expected=(LIVE, OTHER), drained=drained)
+    newest = backlog_read(lanes)
+    kept = int(lanes.generator.emitted())
+    assert kept == NOW - 3_600_000 + 4_000 - BOUND - 1  # the smaller lane's newest
+    start = NOW + 600_000
+    after = lanes.restored(start)
+    assert after.generator.emitted() == kept  # emitted again before anything else
+    assert after.emit(start + drained - 1) == HOLD  # a stall, as before the kill
+    assert after.emit(start + drained) == newest - BOUND - 1  # the whole buffer
+
+
+def test_a_restored_watermark_never_passes_input_still_on_the_broker(jvm: Any) -> None:
+    """Restored lanes are behind until they speak: one whose input is on the broker past what
+    was read before the checkpoint holds event time until it is read (or the drain time)."""
+    ends = jvm.io.modstream.flink.EndOffsets.Manual()
+    ends.setEnd(LIVE, 5)
+    ends.setEnd(OTHER, 9)  # four records of OTHER came after the checkpoint
+    lanes = Lanes(jvm, expected=(LIVE, OTHER), ends=ends, drained=8 * BACKFILL_IDLE)
+    newest_other = backlog_read(lanes)
+    start = NOW + 600_000
+    after = lanes.restored(start)
+    live_rounds(after, start + BACKFILL_IDLE, offset=100)  # other partitions speak live
+    # OTHER's input waits on the broker: event time stays at its newest read, not the clock.
+    assert after.emit(start + 2 * BACKFILL_IDLE) == newest_other - BOUND - 1
+    assert after.emit(start + 3 * BACKFILL_IDLE) == HOLD
+    after.record(start + 3 * BACKFILL_IDLE + 1, f"{OTHER}@8", NOW - 3_600_000 + 9_000)
+    assert after.emit(start + 3 * BACKFILL_IDLE + 2) == NOW - 3_600_000 + 9_000 - BOUND - 1
+
+
+def test_a_live_job_restored_quiet_follows_the_clock_once_the_broker_says_nothing_waits(
+    jvm: Any,
+) -> None:
+    for more_on_broker in (0, 1):
+        ends = jvm.io.modstream.flink.EndOffsets.Manual()
+        ends.setEnd(LIVE, 5 + more_on_broker)
+        lanes = Lanes(jvm, expected=(LIVE,), ends=ends, drained=4 * BACKFILL_IDLE)
+        live_every_2s(lanes, NOW, NOW + 10_000)
+        after = lanes.restored(NOW + 600_000)
+        at = NOW + 600_000 + 10
+        quiet = after.emit(at) == at - 100 - BOUND - 1  # nothing more: a quiet live job
+        assert quiet is (more_on_broker == 0)
+
+
+def test_a_rescaled_restore_keeps_only_the_smallest_watermark(jvm: Any) -> None:
+    from pyflink.java_gateway import get_gateway
+
+    entries = get_gateway().jvm.java.util.ArrayList()
+    entries.add("0/2\nv1\t100\ttrue\tfalse\ttrue\t0\ncontent.versions#0\t2000\t5\tfalse")
+    entries.add("1/2\nv1\t50\ttrue\tfalse\ttrue\t0\ncontent.versions#1\t2000\t5\tfalse")
+    pick = jvm.io.modstream.flink.ValidatedTimeOperator.pick
+    assert pick(entries, "1/2").endswith("content.versions#1\t2000\t5\tfalse")
+    assert pick(entries, "0/1") == "v1\t50\tfalse\tfalse\tfalse\t0"
+    assert pick(get_gateway().jvm.java.util.ArrayList(), "0/1") is None

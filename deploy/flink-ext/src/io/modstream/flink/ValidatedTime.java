@@ -10,6 +10,7 @@ import org.apache.flink.api.common.eventtime.WatermarkGenerator;
 import org.apache.flink.api.common.eventtime.WatermarkGeneratorSupplier;
 import org.apache.flink.api.common.eventtime.WatermarkOutput;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.metrics.Gauge;
 import org.apache.flink.types.Row;
 
 /**
@@ -44,20 +45,36 @@ import org.apache.flink.types.Row;
  *   <li><em>expected lanes</em> (the partitions this instance reads, when the job knows them) are
  *       behind and silent until their first record: after a start or a restore, a partition the
  *       source has not fetched yet holds event time like a paused backfill, so records read first
- *       from other partitions (a review, an appeal) cannot pull event time past the upload they
- *       follow. The lane map is not part of a checkpoint; without this, the first lanes read
- *       after a restart alone decided event time. The hold ends for every lane still unheard
- *       when a lane speaks again after other lanes spoke since its last record: the Kafka
- *       consumer hands out what one fetch returned partition by partition, and fetches a
- *       partition again only once its data was handed out, so a lane's second run of records
- *       comes after every partition that had input when the job started (a partition with
- *       nothing to read must not hold a backlog's event time until its next record).
+ *       from other partitions cannot pull event time past the upload they follow (without
+ *       this, the first lanes read after a restart alone decided event time). The hold ends for
+ *       every lane still unheard when a lane speaks again after other lanes spoke since its last
+ *       record: the Kafka consumer hands out what one fetch returned partition by partition, and
+ *       fetches a partition again only once its data was handed out, so a lane's second run of
+ *       records comes after every partition that had input when the job started (a partition
+ *       with nothing to read must not hold a backlog's event time until its next record);
+ *   <li>no producer holds event time for long: a lane heard from since its newest {@code ts}
+ *       last advanced no longer holds {@code drainedAfterMs} after that advance, however often it
+ *       is heard (a producer sending a back-dated record every 2 s held every decision); a lane
+ *       that is behind and below the watermark already emitted, with nothing more of it on the
+ *       broker, is a stray back-dated record: it neither holds nor switches a live job off the
+ *       clock;
+ *   <li><em>witness</em> lanes (named with {@link #WITNESS} first: reviews, appeals, reports)
+ *       never hold event time; their records are applied at their own {@code ts} all the same.
+ *       A live one only tells a job that has read no other lane yet that its input is live.
  * </ul>
+ *
+ * <p>The last emitted watermark and what the rules need of the lanes are kept in operator state
+ * ({@link ValidatedTimeOperator}): a restored job releases what it had buffered without new
+ * input, within {@code drainedAfterMs} when its inputs stay silent.
  */
 public final class ValidatedTime implements WatermarkStrategy<Row> {
     private static final long serialVersionUID = 1L;
     static final int TS = 4;
     static final int LANE = 6;
+    /** A lane name's prefix for input that never holds event time (operators/admission.py). */
+    public static final String WITNESS = "~";
+    /** The gauge of the processing clock less the last emitted watermark (`modstream` group). */
+    public static final String LAG_GAUGE = "watermark_lag_ms";
 
     private final long outOfOrdernessMs;
     private final long idlenessMs;
@@ -122,7 +139,30 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         if (ends instanceof EndOffsets.Broker) {
             ((EndOffsets.Broker) ends).reportTo(context.getMetricGroup()); // open transactions, per lane
         }
-        return new Generator(this, System::currentTimeMillis, ends);
+        Generator generator = new Generator(this, System::currentTimeMillis, ends);
+        if (restored != null) {
+            generator.restore(restored);
+        }
+        if (wallClock) { // replay's distance from the wall clock means nothing
+            context.getMetricGroup().addGroup("modstream").gauge(LAG_GAUGE, (Gauge<Long>) generator::lagMs);
+        }
+        current = generator;
+        return generator;
+    }
+
+    // One strategy object per operator instance (deserialized per subtask): the operator hands
+    // it what a checkpoint kept before the generator is made, and snapshots the generator made.
+    private transient String restored;
+    private transient Generator current;
+
+    /** What a restored operator kept ({@link Generator#snapshot}), before its generator is made. */
+    void restoreFrom(String snapshot) {
+        restored = snapshot;
+    }
+
+    /** What this instance's generator keeps in a checkpoint, or null before it was made. */
+    String snapshot() {
+        return current == null ? null : current.snapshot();
     }
 
     /** The processing clock, injectable for tests. */
@@ -137,6 +177,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     static final class Lane {
         long newestTs = Long.MIN_VALUE;
         long heardAt;
+        long advancedAt; // when newestTs last grew (or the start, or the restore)
         long delayMs = Long.MAX_VALUE;
         long roundAtLast; // the fetch rounds handed out before this lane's last record
         long nextOffset = EndOffsets.UNKNOWN; // past the last record read, when the lane says
@@ -147,7 +188,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         }
     }
 
-    /** Per parallel instance; not shared, so no locking. */
+    /** Per parallel instance; not shared, so no locking (but the gauge reads {@code emitted}). */
     public static final class Generator implements WatermarkGenerator<Row> {
         private final ValidatedTime config;
         private final Clock clock;
@@ -155,6 +196,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private final Map<String, Lane> lanes = new HashMap<>();
         private final long startedAt;
         private boolean heardAny;
+        private boolean witnessed; // a live witness record was read
         // Fetch rounds: a round ends when a lane begins a second run of records in it (the
         // consumer fetches a partition again only once its data was handed out, and hands out
         // fetches in order), so two rounds after a lane's last record, its next records, had it
@@ -162,7 +204,8 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
         private long rounds;
         private String previousLane;
         private final java.util.Set<String> runsThisRound = new java.util.HashSet<>();
-        private long emitted = Long.MIN_VALUE;
+        private volatile long emitted = Long.MIN_VALUE;
+        private boolean restoredUnsent; // a restored watermark not emitted again yet
         private long lastDelayMs;
         private long lastHeardAt;
         private boolean lastLive;
@@ -179,6 +222,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             for (String name : config.expectedLanes) {
                 Lane lane = new Lane();
                 lane.heardAt = startedAt;
+                lane.advancedAt = startedAt;
                 lanes.put(name, lane);
             }
         }
@@ -191,6 +235,11 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             }
             // `topic#partition@offset` from the Kafka source; `topic#partition` or a name else.
             String lane = (String) field;
+            long now = clock.now();
+            if (lane.startsWith(WITNESS)) {
+                witnessed |= now - timestamp <= config.liveWindowMs;
+                return; // applied at its ts by the event-time order; never holds event time
+            }
             long offset = EndOffsets.UNKNOWN;
             int at = lane.lastIndexOf('@');
             if (at > 0) {
@@ -201,7 +250,6 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                     offset = EndOffsets.UNKNOWN;
                 }
             }
-            long now = clock.now();
             heardAny = true;
             Lane state = lanes.computeIfAbsent(lane, name -> new Lane());
             if (offset >= 0) {
@@ -222,17 +270,26 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 previousLane = lane;
             }
             state.roundAtLast = rounds;
-            state.newestTs = Math.max(state.newestTs, timestamp);
+            if (timestamp > state.newestTs) {
+                state.newestTs = timestamp;
+                state.advancedAt = now;
+            }
             state.heardAt = now;
             state.delayMs = now - state.newestTs;
-            lastDelayMs = Math.max(0, state.delayMs);
-            lastLive = state.live(config.liveWindowMs);
-            lastHeardAt = now;
+            if (!below(state)) { // a back-dated record never switches a live job off the clock
+                lastDelayMs = Math.max(0, state.delayMs);
+                lastLive = state.live(config.liveWindowMs);
+                lastHeardAt = now;
+            }
         }
 
         @Override
         public void onPeriodicEmit(WatermarkOutput output) {
-            if (!heardAny) {
+            if (restoredUnsent) { // the restored operators downstream start again from it
+                restoredUnsent = false;
+                output.emitWatermark(new Watermark(emitted));
+            }
+            if (!heardAny && !witnessed) {
                 // An instance that reads no partition must not hold the others back: idle, but
                 // only in a live job and only after it has read nothing for a while. Marked idle
                 // too early, a bounded input (replay) can end while still idle, and the end of
@@ -243,21 +300,76 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
                 }
                 return;
             }
-            long candidate = candidate(clock.now());
-            if (candidate > emitted) {
-                emitted = candidate;
-                output.emitWatermark(new Watermark(candidate));
+            long next = advance(clock.now());
+            if (next != Long.MIN_VALUE) {
+                output.emitWatermark(new Watermark(next));
             }
+        }
+
+        /** The watermark to emit at {@code now}, recorded as emitted, or Long.MIN_VALUE. */
+        public long advance(long now) {
+            long candidate = candidate(now);
+            if (candidate <= emitted) {
+                return Long.MIN_VALUE;
+            }
+            emitted = candidate;
+            return candidate;
+        }
+
+        /** The last emitted watermark, or Long.MIN_VALUE. */
+        public long emitted() {
+            return emitted;
+        }
+
+        /**
+         * The processing clock less the last emitted watermark: how far event time is behind
+         * (a backlog shows its age). Before the first watermark, the time since this instance
+         * started (every input waits), or 0 while it reads nothing.
+         */
+        public long lagMs() {
+            long now = clock.now();
+            if (emitted != Long.MIN_VALUE) {
+                return now - emitted;
+            }
+            return heardAny || witnessed ? now - startedAt : 0;
         }
 
         /** Whether this instance declares itself idle at {@code now} (it never read a lane). */
         public boolean idleAt(long now) {
-            return !heardAny && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
+            return !heardAny && !witnessed && config.wallClock && now - startedAt >= config.backfillIdlenessMs;
         }
 
         private boolean heard(Lane lane, boolean live, long now) {
             long silence = live ? config.idlenessMs : config.backfillIdlenessMs;
             return now - lane.heardAt < silence;
+        }
+
+        /**
+         * Whether a heard lane is behind and below the watermark already emitted: its records
+         * are late whatever the job does, and holding for it only holds everything else.
+         */
+        private boolean below(Lane lane) {
+            return lane.newestTs != Long.MIN_VALUE
+                    && emitted != Long.MIN_VALUE
+                    && !lane.live(config.liveWindowMs)
+                    && lane.newestTs - config.outOfOrdernessMs - 1 < emitted;
+        }
+
+        /**
+         * Whether a heard lane no longer counts at all: heard from since its newest {@code ts}
+         * last advanced, {@code drainedAfterMs} ago or more, however often (a producer re-sending
+         * old records; a lane paused in a backlog was last heard when it advanced), or it is
+         * below the watermark with nothing more of it on the broker (a stray back-dated record;
+         * the broker was asked, so a backlog still queued keeps holding).
+         */
+        private boolean stray(String name, Lane lane, long now) {
+            if (lane.newestTs == Long.MIN_VALUE) {
+                return false; // not heard from yet: the start rules
+            }
+            if (lane.heardAt > lane.advancedAt && now - lane.advancedAt >= config.drainedAfterMs) {
+                return true; // heard since, never further: a paused lane's last record advanced it
+            }
+            return below(lane) && ends.end(name) >= 0 && !pending(name, lane);
         }
 
         /**
@@ -305,11 +417,12 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
          * would reach the job after event time passed them, and the same backlog would be
          * decided differently from run to run (tests/integration/test_backlog.py).
          */
-        private boolean catchingUp(long now) {
+        private boolean catchingUp(long now, java.util.Set<String> strays) {
             boolean anyHeard = false;
-            for (Lane lane : lanes.values()) {
+            for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
+                Lane lane = entry.getValue();
                 boolean live = lane.live(config.liveWindowMs);
-                if (heard(lane, live, now)) {
+                if (!strays.contains(entry.getKey()) && heard(lane, live, now)) {
                     if (live) {
                         return false;
                     }
@@ -321,24 +434,33 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
 
         /** The watermark this instance may emit now, or Long.MIN_VALUE to hold. */
         public long candidate(long now) {
-            if (!heardAny) {
+            if (!heardAny && !(witnessed && config.wallClock)) {
                 return Long.MIN_VALUE;
             }
-            long oldest = Long.MAX_VALUE;
-            long newest = Long.MIN_VALUE;
-            boolean speaking = false;
-            boolean allLive = true;
-            long delay = 0;
-            boolean catchingUp = catchingUp(now);
-            java.util.List<String> released = new java.util.ArrayList<>();
+            java.util.Set<String> strays = new java.util.HashSet<>();
             boolean backlog = false; // a lane heard from is behind
-            for (Lane lane : lanes.values()) {
-                backlog |= lane.newestTs != Long.MIN_VALUE && !lane.live(config.liveWindowMs);
-            }
+            long newest = Long.MIN_VALUE;
             for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
                 Lane lane = entry.getValue();
                 newest = Math.max(newest, lane.newestTs);
+                if (stray(entry.getKey(), lane, now)) {
+                    strays.add(entry.getKey());
+                } else {
+                    backlog |= lane.newestTs != Long.MIN_VALUE && !lane.live(config.liveWindowMs);
+                }
+            }
+            long oldest = Long.MAX_VALUE;
+            boolean speaking = false;
+            boolean allLive = true;
+            long delay = 0;
+            boolean catchingUp = catchingUp(now, strays);
+            java.util.List<String> released = new java.util.ArrayList<>();
+            for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
+                Lane lane = entry.getValue();
                 boolean live = lane.live(config.liveWindowMs);
+                if (strays.contains(entry.getKey())) {
+                    continue;
+                }
                 if (!holds(entry.getKey(), lane, live, now, backlog) && !(catchingUp && !live)) {
                     if (lane.newestTs == Long.MIN_VALUE) {
                         released.add(entry.getKey());
@@ -362,7 +484,9 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             // Every lane silent: what was read is complete (never further, never the clock).
             long read = speaking ? oldest : newest;
             if (read == Long.MIN_VALUE) {
-                return Long.MIN_VALUE; // an expected lane not heard from yet holds event time
+                // Nothing read yet but live witnesses, and no partition holds: a quiet live job.
+                boolean quietStart = !heardAny && !speaking;
+                return quietStart ? now - config.outOfOrdernessMs - 1 : Long.MIN_VALUE;
             }
             if (!config.wallClock) {
                 return read - config.outOfOrdernessMs - 1;
@@ -374,6 +498,60 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
             }
             long lag = speaking ? delay : lastDelayMs;
             return Math.max(fromData, now - lag - config.outOfOrdernessMs - 1);
+        }
+
+        /**
+         * What a checkpoint keeps: the last emitted watermark, what the quiet rules know of the
+         * last record, and per lane heard from its newest {@code ts} and read position. One line
+         * of header, then a line per lane; lane names (topic#partition) hold no tab or newline.
+         */
+        public String snapshot() {
+            StringBuilder out = new StringBuilder();
+            out.append("v1\t").append(emitted).append('\t').append(heardAny).append('\t')
+                    .append(witnessed).append('\t').append(lastLive).append('\t').append(lastDelayMs);
+            for (Map.Entry<String, Lane> entry : lanes.entrySet()) {
+                Lane lane = entry.getValue();
+                if (lane.newestTs != Long.MIN_VALUE) {
+                    out.append('\n').append(entry.getKey()).append('\t').append(lane.newestTs)
+                            .append('\t').append(lane.nextOffset).append('\t').append(lane.gaps);
+                }
+            }
+            return out.toString();
+        }
+
+        /**
+         * Restores what {@link #snapshot} kept. Its processing times are not: every restored
+         * lane counts as heard at the restore and as behind (its next records may be anything
+         * but live: the job was down), so it holds as a paused backfill does (for its input on
+         * the broker, two fetch rounds, at most {@code drainedAfterMs}), beside the expected
+         * lanes not heard from, which hold as after any start. The watermark is emitted again
+         * at once; it never passes input still on the broker (it was emitted with that input
+         * unread before the checkpoint, and the source resumes from there).
+         */
+        public void restore(String snapshot) {
+            long now = startedAt;
+            String[] lines = snapshot.split("\n");
+            String[] head = lines[0].split("\t");
+            if (!"v1".equals(head[0])) {
+                return; // a format this version does not know: start as without a checkpoint
+            }
+            emitted = Long.parseLong(head[1]);
+            restoredUnsent = emitted != Long.MIN_VALUE;
+            heardAny = Boolean.parseBoolean(head[2]);
+            witnessed = Boolean.parseBoolean(head[3]);
+            lastLive = Boolean.parseBoolean(head[4]);
+            lastDelayMs = Long.parseLong(head[5]);
+            lastHeardAt = now;
+            for (int index = 1; index < lines.length; index++) {
+                String[] fields = lines[index].split("\t");
+                Lane lane = lanes.computeIfAbsent(fields[0], name -> new Lane());
+                lane.newestTs = Long.parseLong(fields[1]);
+                lane.nextOffset = Long.parseLong(fields[2]);
+                lane.gaps = Boolean.parseBoolean(fields[3]);
+                lane.heardAt = now;
+                lane.advancedAt = now;
+                lane.delayMs = Long.MAX_VALUE;
+            }
         }
     }
 
