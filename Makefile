@@ -147,6 +147,7 @@ bench-policy: setup
 # apply µs per event, their sum and the state bytes per version, printed as one `step:` line.
 bench-step: setup
 	@$(BIN)/pytest benchmarks/bench_step.py -p no:cacheprovider --benchmark-only -s \
+		--benchmark-timer=time.process_time \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
 # The moderation job on the real broker (a stack on the default ports; `make up` first).
