@@ -17,8 +17,8 @@ came with issue 12: their unversioned shape is schema 1):
   1  issue 12's shape, still without `schema` (retired records and tombstones included).
   2  the same shape with `schema: 2`.
   3  the same shape; the `version` document stored as MessagePack bytes (`dump_version`, msgspec:
-     about four fifths of its JSON's bytes, written in half the time), its Flink value bytes
-     too (jobs/moderation_moderate.py, `VERSION_STATE`). The other kinds stay JSON text.
+     about four fifths of its JSON's bytes, written in three fifths of the time), its Flink
+     value bytes too (jobs/moderation_moderate.py, `VERSION_STATE`). The other kinds stay JSON.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ models of schemas/ (so a field added there is read here), every value as it was 
 Decode validated each record against its model (operators/admission.py) and wrote it with
 `model_dump_json`, which writes every field: reading it back needs no second validation. A
 text that does not decode into its Struct (a field missing: never one this job wrote) is read
-by pydantic instead, which words the refusal (`schemas.registry.parse_own`). About a fifth of
+by pydantic instead, which words the refusal (`schemas.registry.parse_own`). About a quarter of
 pydantic's time on a detector result (docs/BENCHMARKS.md).
 """
 
