@@ -132,3 +132,16 @@ def test_the_fast_path_never_differs_from_the_strict_parser(text: str) -> None:
         assert verdict[0] == "ok", text
         assert json.dumps(fast) == json.dumps(verdict[1]), text
     assert outcome(load_json, text) == verdict
+
+
+NOT_JSON = [
+    '{"a":01}', '{"a":1.}', '{"a":.5}', '{"a":+1}', '{"a":1e}', "[1,]", '{"a":1,}', "{'a':1}",
+    '{"a":tru}', '{"a":\u00a01}', '\u00a0{"a":1}', '{"a":1}\x00', '{"a":"\\x41"}', '{"a":"\\u12"}',
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", NOT_JSON)
+def test_what_is_not_json_is_never_taken_by_the_fast_path(text: str) -> None:
+    assert _plain(text) is _DOUBT
+    verdict = outcome(load_json, text)
+    assert verdict == strict(text) and verdict[0] == "refused"
