@@ -30,7 +30,7 @@ help:
 	@echo "make lint              ruff and mypy"
 	@echo "make bench             the moderation job beside the engine's floor and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
-	@echo "make bench-step        the moderation step per event, in process (pytest-benchmark)"
+	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes (pytest-benchmark)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
@@ -151,9 +151,11 @@ bench-policy: setup
 	@$(BIN)/pytest benchmarks/bench_policy.py -p no:cacheprovider --benchmark-only \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
-# The moderation step per event on the bench workload, in process (no stack needed).
+# The per-version code per event on the bench workload, in process (no stack needed): admit and
+# apply µs per event, their sum and the state bytes per version, printed as one `step:` line.
 bench-step: setup
 	@$(BIN)/pytest benchmarks/bench_step.py -p no:cacheprovider --benchmark-only -s \
+		--benchmark-timer=time.process_time \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
 # The moderation job on the real broker (a stack on the default ports; `make up` first).

@@ -322,7 +322,7 @@ def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
     outputs = sum(1 for _ in engine.drain(max(line["value"]["ts"] for line in lines)))
     applied = time.perf_counter()
     events = len(records)
-    state_bytes = sum(len(value.encode()) for value in engine.states.values())
+    state_bytes = sum(len(value) for value in engine.states.values())
     return {
         "events": events,
         "admit_us_per_event": round((admitted - started) / events * 1e6, 1),

@@ -84,12 +84,12 @@ def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
     last_ts = max(line["value"]["ts"] for line in lines)
     for _ in engine.drain(last_ts):
         pass
-    templates = [json.loads(value) for value in engine.states.values()]
-    states: dict[str, str] = {}
+    templates = [state_schema.load(value, "version") or {} for value in engine.states.values()]
+    states: dict[str, bytes] = {}
     for n in range(count):
         state = dict(templates[n % len(templates)])
         state["cid"] = f"re{n}-{state['cid']}"
-        states[f"{state['cid']}\x1f{state['ver']}"] = json.dumps(state)
+        states[f"{state['cid']}\x1f{state['ver']}"] = state_schema.dump_version(state)
     return engine, states, last_ts
 
 
@@ -116,7 +116,7 @@ def redecide(count: int) -> dict[str, Any]:
         (state, out, _, _), _ = engine.moderate.apply(
             raw_state, inputs, at, engine.store, engine.banks
         )
-        states[key] = state_schema.dump(state) if state is not None else ""
+        states[key] = state_schema.dump_version(state) if state is not None else b""
         for topic, _, _ in out:
             outputs[topic] = outputs.get(topic, 0) + 1
     elapsed = time.perf_counter() - started

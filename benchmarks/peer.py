@@ -41,7 +41,7 @@ class Engine:
 
     config: ModerationConfig
     out_of_orderness_ms: int = 500
-    states: dict[str, str] = field(default_factory=dict)  # version key -> state JSON
+    states: dict[str, bytes] = field(default_factory=dict)  # version key -> stored state
     buffer: dict[tuple[str, int], list[tuple[str, str, int]]] = field(default_factory=dict)
     timers: list[tuple[int, str]] = field(default_factory=list)  # heap of (ts, version key)
     armed: set[tuple[int, str]] = field(default_factory=set)
@@ -109,7 +109,7 @@ class Engine:
         if state is None:
             self.states.pop(key, None)
         else:
-            self.states[key] = state_schema.dump(state)
+            self.states[key] = state_schema.dump_version(state)
         for timer in set(timers):
             self._arm(timer, key)
         for topic, out_key, output in outputs:

@@ -1,6 +1,8 @@
 """moderation: `Moderate`, the adapter keyed by content version that runs the pure step
 (operators/moderation.py) with the policy and hash banks as of each input's ts, and the format
-of the version's stored value (`stored`, `storing`)."""
+of the version's stored value (`stored`, `storing`): since state schema 3 MessagePack bytes
+under `VERSION_STATE`; a value stored before, JSON text under `version`, is read once and
+cleared at the key's next write (operators/state_schema.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import msgspec
 from pyflink.common import Row, Types
 from pyflink.datastream.functions import RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
@@ -29,6 +32,12 @@ from schemas import dead_letter
 from schemas.registry import parse_own
 
 _TIMER = -1  # the index under which a failed timer is set aside
+# The version's keyed value since state schema 3: bytes (`storing`), which Flink keeps as a
+# pickled byte array; the JSON text stored before stays readable under `LEGACY_STATE`.
+VERSION_STATE = "version_packed"
+LEGACY_STATE = "version"
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder().decode
 
 
 class _InputFailed(Exception):
@@ -52,7 +61,11 @@ class Moderate(PolicyAware):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
-        self.version = runtime_context.get_state(ValueStateDescriptor("version", Types.STRING()))
+        self.packed = runtime_context.get_state(
+            ValueStateDescriptor(VERSION_STATE, Types.PICKLED_BYTE_ARRAY())
+        )
+        self.version = runtime_context.get_state(ValueStateDescriptor(LEGACY_STATE, Types.STRING()))
+        self._legacy = False
         self.metrics = metrics.OperatorMetrics(runtime_context, "moderate")
         self.reported = ModerationMetrics(self.metrics, self.config.clock)
 
@@ -65,7 +78,7 @@ class Moderate(PolicyAware):
         keys, values) of everything it caused (Unbatch.java splits it). The input of a version
         stored before issue 14 (its timers known to Flink only) waits in `buffer` for a Flink
         timer at its ts, as all input once did."""
-        due, raw_state = stored(self.version.value())
+        due, raw_state = self._stored()
         groups = _by_timestamp(value[0], value[1], value[2], value[3])
         if due is None:
             for timestamp, entries in groups:
@@ -84,7 +97,7 @@ class Moderate(PolicyAware):
         yield from self._batch(rows)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        due, raw_state = stored(self.version.value())
+        due, raw_state = self._stored()
         entries = self._drain(timestamp)  # input stored before issue 14 (see process_element)
         rows: list[Row] = []
         if due is None or timestamp in due or entries:
@@ -101,12 +114,25 @@ class Moderate(PolicyAware):
         metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
         return _batch(rows)
 
-    def _keep(self, due: list[int] | None, raw_state: str | None) -> None:
+    def _stored(self) -> tuple[list[int] | None, str | bytes | None]:
+        """The key's stored value: one read, two for a key without a packed value (a new
+        version, or one whose value a job before state schema 3 stored as JSON text)."""
+        value: str | bytes | None = self.packed.value()
+        self._legacy = False
+        if value is None:
+            value = self.version.value()
+            self._legacy = value is not None
+        return stored(value)
+
+    def _keep(self, due: list[int] | None, raw_state: str | bytes | None) -> None:
         value = storing(due, raw_state)
         if value is None:
-            self.version.clear()
+            self.packed.clear()
         else:
-            self.version.update(value)
+            self.packed.update(value)
+        if self._legacy:  # migrated: the JSON text is never read again
+            self.version.clear()
+            self._legacy = False
 
     @staticmethod
     def _inputs(entries: list[tuple[str, str]], timestamp: int) -> list[tuple[str, str, int]]:
@@ -126,12 +152,12 @@ class Moderate(PolicyAware):
         self,
         timestamp: int,
         inputs: list[tuple[str, str, int]],
-        raw_state: str | None,
+        raw_state: str | bytes | None,
         key: str,
         ctx: Any,
         rows: list[Row],
         due: list[int] | None,
-    ) -> str | None:
+    ) -> str | bytes | None:
         """Apply `inputs` and the version's timers at `timestamp`: rows out into `rows`, new
         timers registered (and kept in `due`); the new stored state returned."""
         store, banks = self._current(ctx)
@@ -154,7 +180,7 @@ class Moderate(PolicyAware):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
             topic, raw, ts = inputs[index] if index != _TIMER else (TIMERS, "", timestamp)
             rows.append(failure_letter(self.config, topic, content_id, raw, ts, error))
-        return None if state is None else state_schema.dump(state)
+        return None if state is None else state_schema.dump_version(state)
 
     def _rows(
         self, outputs: list[moderation.Output], letters: list[Any], timestamp: int
@@ -181,7 +207,7 @@ class Moderate(PolicyAware):
 
     def apply(
         self,
-        raw_state: str | None,
+        raw_state: str | bytes | None,
         inputs: list[tuple[str, str, int]],
         timestamp: int,
         store: PolicyStore,
@@ -201,7 +227,7 @@ class Moderate(PolicyAware):
 
     def _run(
         self,
-        raw_state: str | None,
+        raw_state: str | bytes | None,
         inputs: list[tuple[str, str, int]],
         set_aside: dict[int, BaseException],
         timestamp: int,
@@ -314,25 +340,34 @@ class Moderate(PolicyAware):
         )
 
 
-def stored(value: str | None) -> tuple[list[int] | None, str | None]:
-    """Moderate's keyed value as (due, state JSON). Since issue 14 it is the version's pending
-    timers as a JSON list, a newline, then its state (or nothing once retired), one value read
-    and written once per batch; before, the state alone (a JSON object): due is then None."""
+def stored(value: str | bytes | None) -> tuple[list[int] | None, str | bytes | None]:
+    """Moderate's keyed value as (due, state). Since state schema 3, bytes: MessagePack of
+    [the version's pending timers (nil: Flink's alone, as before issue 14), its state document
+    as `state_schema.dump_version` bytes (nil once retired)]. Before, text: since issue 14 the
+    pending timers as a JSON list, a newline, then the state's JSON (or nothing once retired);
+    before issue 14, the state's JSON alone (a JSON object): due is then None."""
     if value is None:
         return [], None
+    if isinstance(value, bytes):
+        due, state = _UNPACK(value)
+        return due, state
     if value.startswith("{"):
         return None, value
-    head, _, state = value.partition("\n")
-    return json.loads(head), state or None
+    head, _, state_text = value.partition("\n")
+    return json.loads(head), state_text or None
 
 
-def storing(due: list[int] | None, state: str | None) -> str | None:
-    """The inverse of `stored`; None when nothing is left to keep (clear the value)."""
-    if due is None:
-        return state
-    if not due and state is None:
+def storing(due: list[int] | None, state: str | bytes | None) -> bytes | None:
+    """The inverse of `stored`, as bytes; None when nothing is left to keep (clear the value).
+    A state still in JSON text (read from a job before schema 3, not applied since) is kept
+    as that text's bytes, which `state_schema.load` reads as JSON."""
+    if due is not None and not due and state is None:
         return None
-    return json.dumps(sorted(due), separators=(",", ":")) + "\n" + (state or "")
+    if due is None and state is None:
+        return None
+    if isinstance(state, str):
+        state = state.encode()
+    return _PACK([None if due is None else sorted(due), state])
 
 
 def _batch(rows: list[Row]) -> Iterator[Row]:

@@ -82,7 +82,7 @@ class EvidenceView:
         for detector, by_segment in segments.items():
             for labels in by_segment.values():
                 for label, value in labels.items():
-                    if not _is_score(value):
+                    if not is_score(value):
                         broken.add(detector)
                         continue
                     key = (detector, label)
@@ -125,14 +125,14 @@ def _clean_scores(
     clean: dict[tuple[str, str], float] = {}
     broken: set[str] = set()
     for key, value in scores.items():
-        if _is_score(value):
+        if is_score(value):
             clean[key] = float(value)
         elif isinstance(key, tuple) and key:
             broken.add(str(key[0]))
     return clean, broken
 
 
-def _is_score(value: Any) -> bool:
+def is_score(value: Any) -> bool:
     """A number in [0, 1] (not a bool, not NaN)."""
     return (
         isinstance(value, int | float)

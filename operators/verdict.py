@@ -16,6 +16,7 @@ from operators.policy import (
     EvidenceView,
     ReviewAsk,
     Verdict,
+    is_score,
     most_severe,
 )
 from operators.scan_plan import required as _required
@@ -46,7 +47,7 @@ def read_evidence(
     segments = content.get("segments", 1)
     required = _required(policy, content)
     wanted = {(d, s) for d in required for s in range(segments)}
-    received, failed, per_segment, provenance = _results(state, wanted, segments)
+    received, failed, scores, provenance = _results(state, wanted, segments)
     absent = {detector for detector, _ in wanted - received}
     missing = absent - scan_plan.unasked(state)
     unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
@@ -60,10 +61,12 @@ def read_evidence(
         and passed
         and state.get("deadline_timer") is None  # a deadline still waiting has not passed
     )
-    view = EvidenceView.from_segments(
-        per_segment,
-        unknown=failed | unasked | (missing if expired else set()),
+    best, broken = scores
+    view = EvidenceView(
+        scores=best,
+        unknown=frozenset(broken | failed | unasked | (missing if expired else set())),
         outstanding=bool(missing) and not expired,
+        checked=True,
     )
     completeness = {
         "required": len(wanted),
@@ -73,18 +76,24 @@ def read_evidence(
     return view, completeness, provenance, expired
 
 
+Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> best; broken
+
+
 def _results(
     state: State, wanted: set[tuple[str, int]], segments: int
-) -> tuple[
-    set[tuple[str, int]], set[str], dict[str, dict[Any, dict[str, Any]]], list[dict[str, Any]]
-]:
-    """The stored detector results in evidence-key order: the wanted (detector, segment) pairs
-    they answer, the detectors that failed, the scores of those that did not, and provenance."""
+) -> tuple[set[tuple[str, int]], set[str], Scores, list[dict[str, Any]]]:
+    """The stored detector results in evidence-key order, in one pass: the wanted (detector,
+    segment) pairs they answer, the detectors that failed, the best score of each (detector,
+    label) over segments and model versions with the detectors whose scores are not numbers in
+    [0, 1] (`EvidenceView.from_segments`'s reading), and provenance. Two results of a detector
+    for one (segment, model version), which only a state from before issue 12 can hold, are
+    read as before: the later key's scores alone (`_overwritten`)."""
     received: set[tuple[str, int]] = set()
     failed: set[str] = set()
-    # Scores per (segment, model version): score() reads the highest, so two model versions of
-    # a detector never make content look safer than either says.
-    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    best: dict[tuple[str, str], float] = {}
+    broken: set[str] = set()
+    taken: set[tuple[str, Any, Any]] = set()
+    overwritten = False
     provenance = []
     evidence = state["evidence"]
     for key in sorted(evidence):
@@ -98,9 +107,14 @@ def _results(
         if result["status"] != "ok":
             failed.add(detector)
         else:
-            per_segment.setdefault(detector, {})[(segment, result["model_version"])] = (
-                result["scores"] or {}
-            )
+            slot = (detector, segment, result["model_version"])
+            overwritten = overwritten or slot in taken
+            taken.add(slot)
+            for label, value in (result["scores"] or {}).items():
+                if not is_score(value):
+                    broken.add(detector)
+                elif value > best.get((detector, label), -1.0):
+                    best[detector, label] = float(value)
         provenance.append(
             {
                 "detector": detector,
@@ -109,7 +123,24 @@ def _results(
                 "evidence_ref": result.get("evidence_ref"),
             }
         )
-    return received, failed, per_segment, provenance
+    scores = _overwritten(state) if overwritten else (best, broken)
+    return received, failed, scores, provenance
+
+
+def _overwritten(state: State) -> Scores:
+    """Scores per (segment, model version), a later key's replacing an earlier one's, then the
+    best over them: how the evidence was read before it was read in one pass."""
+    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    evidence = state["evidence"]
+    for key in sorted(evidence):
+        result = evidence[key]
+        if result["status"] == "ok":
+            segment = _segment(state, result["segment_id"])
+            per_segment.setdefault(result["detector"], {})[(segment, result["model_version"])] = (
+                result["scores"] or {}
+            )
+    view = EvidenceView.from_segments(per_segment)
+    return dict(view.scores), set(view.unknown)
 
 
 def state_name(state: State, verdict: Verdict, view: EvidenceView, expired: bool) -> str:

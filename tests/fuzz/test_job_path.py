@@ -89,7 +89,7 @@ def test_input_with_hostile_ids_reaches_its_own_version_only(fuzz: Fuzzed) -> No
     key = f"{record['content_id']}\x1f{record['content_version']}"
     # One version, one key: the report went through the reporter gate and the report
     # combiner (keyed `version\x1fshard`) and came back to exactly this version's state.
-    stored = pipeline.moderate.function.version.values
+    stored = pipeline.moderate.function.packed.values
     assert set(stored) <= {key}
     assert all(value["content_id"] == record["content_id"] for _, _, value in outcome.outputs)
 

@@ -14,11 +14,11 @@ from pyflink.common import Row
 from jobs.moderation_config import REPORT_BATCH, ModerationConfig
 from jobs.moderation_decode import Decode
 from jobs.moderation_letters import DLQ_TAG
-from jobs.moderation_moderate import Moderate, stored
+from jobs.moderation_moderate import VERSION_STATE, Moderate, stored
 from jobs.moderation_reports import ReportCombine
 from jobs.moderation_sanctions import Sanctions
 from modstream.kafkaio import contract_key
-from operators import moderation, signing
+from operators import jsonio, moderation, signing, state_schema
 from operators.policy_store import sign
 from tests.conftest import (
     NOTHING_REQUIRED,
@@ -62,17 +62,23 @@ class FakeRuntimeContext:
     """Per-key state for one key, as Flink gives the adapter."""
 
     def __init__(self) -> None:
-        self.version = FakeValueState()
+        self.version = FakeValueState()  # every adapter's one value (Moderate's before schema 3)
+        self.packed = FakeValueState()  # Moderate's value since state schema 3
         self.buffer = FakeMapState()
 
     def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.version
+        return self.packed if descriptor.get_name() == VERSION_STATE else self.version
 
     def get_map_state(self, descriptor: Any) -> FakeMapState:
         return self.buffer
 
     def get_index_of_this_subtask(self) -> int:
         return 0
+
+
+def stored_state(runtime_context: FakeRuntimeContext) -> dict[str, Any]:
+    """The version document `Moderate` stored (empty when none)."""
+    return state_schema.load(stored(runtime_context.packed.value())[1], "version") or {}
 
 
 class FakeTimers:
@@ -324,7 +330,7 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     ]
     assert "RecursionError" in letters[0]["message"]
     assert any(o[0] == "moderation.decisions" for o in outputs)  # the upload still decided
-    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
+    state = stored_state(runtime_context)
     assert state["rev"] == 1 and "poisoned" not in state
 
 
@@ -352,7 +358,7 @@ def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None
     assert _decisions(at_once) == _decisions(one_by_one)
     assert [row[0] for row in at_once] == [row[0] for row in one_by_one]
     # The deadline's Flink timer fires later and finds it done.
-    due, state = stored(runtime_context.version.value())
+    due, state = stored(runtime_context.packed.value())
     assert due is not None and T0 + 5000 not in due and state is not None
     assert list(batched.adapter.on_timer(T0 + 5000, ctx)) == []
 
@@ -381,7 +387,7 @@ def test_input_stored_before_the_redesign_is_drained_by_its_timer_after_later_in
     assert [trigger for trigger, _, _ in decided] == ["fast_gate", "evidence"]
     assert decided[-1][1] == "ALLOW"  # the evidence joined its upload
     assert runtime_context.buffer == {}
-    assert json.loads(stored(runtime_context.version.value())[1] or "{}")["rev"] == 2
+    assert stored_state(runtime_context)["rev"] == 2
 
 
 def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_timers() -> None:
@@ -392,15 +398,16 @@ def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_
     text = upload(surface="comment", modality="text", mime_type="text/plain")
     list(adapter.process_element(decoded("content.versions", text), ctx))
     list(adapter.on_timer(T0, ctx))
-    _, state = stored(runtime_context.version.value())
-    runtime_context.version.current = state  # as a job before issue 14 stored it
+    runtime_context.version.current = jsonio.dumps(stored_state(runtime_context))
+    runtime_context.packed.clear()  # as a job before issue 14 stored it
     ctx.timers.watermark = T0 + 10
     batch = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
     assert unbatch(adapter.adapter.process_element(batch, ctx)) == []
     assert T0 + 10 in runtime_context.buffer and T0 + 10 in ctx.timers.registered
     decided = _decisions(unbatch(adapter.adapter.on_timer(T0 + 10, ctx)))
     assert decided == [("evidence", "ALLOW", 2)]
-    assert stored(runtime_context.version.value())[0] is None  # still the old shape
+    assert stored(runtime_context.packed.value())[0] is None  # still the old shape
+    assert runtime_context.version.value() is None  # read once, kept packed since
 
 
 def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
@@ -421,7 +428,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
         "scan.requests.text",  # planned after the fast gate decided (operators/scan_plan.py)
     ]
     assert adapter.held == [] and runtime_context.buffer == {}
-    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
+    state = stored_state(runtime_context)
     assert state["rev"] == 1 and state["deadline"] == T0 + 5000
     assert {T0 + 5000} <= ctx.timers.registered
     adapter.process_element(decoded("detector.results", evidence(at=T0 + 10)), ctx)
@@ -528,7 +535,7 @@ def test_batched_reports_are_applied_in_order_in_one_state_write() -> None:
     assert task["queue"] == "reports" and task["ts"] == T0 + 30  # the third reporter's report
     decision = next(o for o in outputs if "decision_id" in o)
     assert (decision["trigger"], decision["ts"]) == ("report", T0 + 30)
-    state = json.loads(stored(runtime_context.version.value())[1] or "{}")
+    state = stored_state(runtime_context)
     assert sorted(state["reporters"]) == ["a", "b", "c"]
 
 

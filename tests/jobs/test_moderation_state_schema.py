@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import msgspec
 import yaml
 from pyflink.common import Row
 
 from jobs.hash_retro import RetroJoin, fan_out
 from jobs.moderation_config import ModerationConfig
+from jobs.moderation_moderate import stored, storing
 from jobs.moderation_reports import ReportGate
 from jobs.moderation_sanctions import Sanctions
+from operators import jsonio, state_schema
 from operators.state_schema import SCHEMA_FIELD, STATE_SCHEMA
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (
@@ -37,37 +40,66 @@ def config() -> ModerationConfig:
     return ModerationConfig(trusted_policy=yaml.safe_load(GLOBAL_YAML.read_text()))
 
 
-def gate_failed(stored: str | None) -> tuple[list[Any], str | None]:
-    """The outputs of the failed gate's timer on a version holding `stored`, and what is then
-    stored (with no state: after the upload's own timer)."""
+def gate_failed(stored: str | bytes | None) -> tuple[list[Any], bytes | None]:
+    """The outputs of the failed gate's timer on a version holding `stored` (JSON text: as a
+    job before state schema 3 stored it; bytes: packed), and what is then stored (with no
+    state: after the upload's own timer). The JSON text is gone once read and rewritten."""
     adapter, runtime_context, ctx = moderate(config())
     ctx.key = "c-1\x1f1"
     if stored is None:
         adapter.process_element(decoded("content.versions", upload(**IMAGE)), ctx)
         list(adapter.on_timer(T0, ctx))
+    elif isinstance(stored, bytes):
+        runtime_context.packed.current = stored
     else:
         runtime_context.version.current = stored
     adapter.process_element(decoded("detector.results", GATE_FAILED), ctx)
     outputs = [
         (topic, key, json.loads(value)) for topic, key, value in adapter.on_timer(T0 + 1000, ctx)
     ]
-    return outputs, runtime_context.version.value()
+    assert runtime_context.version.value() is None or runtime_context.packed.value() is None
+    return outputs, runtime_context.packed.value()
+
+
+def stored_document(value: bytes | None) -> dict[str, Any] | None:
+    return state_schema.load(stored(value)[1], "version")
 
 
 def test_a_restored_pre_issue_12_state_is_migrated_on_read_and_stored_versioned() -> None:
     expected, _ = gate_failed(None)
-    outputs, stored = gate_failed(json.dumps(PRE_ISSUE_12_IMAGE_NOW))
+    outputs, packed = gate_failed(json.dumps(PRE_ISSUE_12_IMAGE_NOW))
     assert [o for o in outputs if o[0] == "moderation.decisions"] == [
         o for o in expected if o[0] == "moderation.decisions"
     ]
     assert outputs == expected
-    assert stored is not None and json.loads(stored)[SCHEMA_FIELD] == STATE_SCHEMA
+    document = stored_document(packed)
+    assert document is not None and document[SCHEMA_FIELD] == STATE_SCHEMA
+
+
+def test_a_state_stored_by_the_schema_2_job_decides_as_if_never_stopped() -> None:
+    """Today's job before schema 3 stored its value as JSON text: timers, a newline, the
+    state's JSON (`jsonio`). The new job reads it, decides the same, and stores it packed."""
+    adapter, runtime_context, ctx = moderate(config())
+    ctx.key = "c-1\x1f1"
+    adapter.process_element(decoded("content.versions", upload(**IMAGE)), ctx)
+    list(adapter.on_timer(T0, ctx))
+    due, state = stored(runtime_context.packed.value())
+    document = state_schema.load(state, "version")
+    assert document is not None and due is not None
+    schema_2 = {**document, SCHEMA_FIELD: 2}
+    text = json.dumps(sorted(due), separators=(",", ":")) + "\n" + jsonio.dumps(schema_2)
+    expected, packed_after = gate_failed(runtime_context.packed.value())
+    outputs, packed = gate_failed(text)
+    assert outputs == expected and any(o[0] == "moderation.decisions" for o in outputs)
+    assert stored(packed)[0] == stored(packed_after)[0]
+    assert stored_document(packed) == stored_document(packed_after)
 
 
 def test_a_newer_schema_goes_to_the_dlq_and_the_stored_state_is_untouched() -> None:
-    newer = json.dumps({**PRE_ISSUE_12_IMAGE, SCHEMA_FIELD: STATE_SCHEMA + 1, "future": [1]})
-    outputs, stored = gate_failed(newer)
-    assert stored == newer  # not read, not rewritten
+    future = {**PRE_ISSUE_12_IMAGE, SCHEMA_FIELD: STATE_SCHEMA + 1, "future": [1]}
+    newer = storing([], msgspec.msgpack.encode(future))
+    outputs, stored_value = gate_failed(newer)
+    assert stored_value == newer  # not read, not rewritten
     assert [(topic, key) for topic, key, _ in outputs] == [("moderation.dlq", "c-1")]
     letter = outputs[0][2]
     assert (letter["error_class"], letter["source_topic"]) == ("permanent", "detector.results")

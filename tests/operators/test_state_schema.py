@@ -16,6 +16,7 @@ from operators.state_schema import (
     STATE_SCHEMA,
     StateTooNew,
     dump,
+    dump_version,
     load,
     migrate,
     schema_of,
@@ -191,3 +192,27 @@ def test_state_json_keeps_non_ascii_and_floats_and_falls_back_where_orjson_refus
     written_by_json = json.dumps({"weight": float("nan"), SCHEMA_FIELD: STATE_SCHEMA})
     loaded = load(written_by_json, "reporter")
     assert loaded is not None and math.isnan(loaded["weight"])
+
+
+def test_the_version_document_is_packed_and_reads_back_as_its_json_would() -> None:
+    """Schema 3: MessagePack bytes, read back as the same document as its JSON text (string
+    keys, exact floats, UTF-8), in fewer bytes; a schema 2 document (today's JSON text, as
+    the job before stored it) reads the same, stamped 3."""
+    odd = {**new_state("c-é✓", 2**62), "report_weight": 0.1 + 0.2, "asked_at": 1e-05}
+    for document in [*todays_documents(), odd]:
+        packed = dump_version(document)
+        as_json = json.loads(dump(document))
+        assert isinstance(packed, bytes) and not packed.startswith(b"{")
+        assert load(packed, "version") == as_json
+        assert len(packed) < len(dump(document).encode())
+        schema_2 = dump({**document, SCHEMA_FIELD: 2}).replace('"schema":3', '"schema":2')
+        assert json.loads(schema_2)[SCHEMA_FIELD] == 2
+        assert load(schema_2, "version") == as_json
+        assert load(schema_2.encode(), "version") == as_json
+
+
+def test_a_version_document_msgpack_cannot_hold_is_stored_as_json_bytes() -> None:
+    huge = {**new_state("c-1", 1), "rev": 2**70}
+    stored = dump_version(huge)
+    assert stored.startswith(b"{")
+    assert load(stored, "version") == {**huge, SCHEMA_FIELD: STATE_SCHEMA}
