@@ -30,7 +30,7 @@ def now_ms() -> int:
 
 def signed(deployment: ModerationDeployment, topic: str, value: Any) -> list[Any]:
     """The (key, bytes) records as produced: signed once, so a re-send is byte for byte."""
-    [(_, records)] = workload.for_kafka([{"topic": topic, "value": value}], deployment.topics)
+    [records] = workload.for_kafka([{"topic": topic, "value": value}], deployment.topics).values()
     return records
 
 
