@@ -281,13 +281,13 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     """A sticky human outcome; it closes the open tasks, the active appeal's among them. A
     review stamped before the human decision in force changes nothing (`stale`): the newest
     human decision wins whatever the arrival order (operators/human.py)."""
-    in_force = human.superseded(state, ts)
-    if in_force is not None:
-        result.dead_letters.append(("stale", human.superseded_message(record, in_force)))
+    newer = human.superseded(state, ts, record.event_id)
+    if newer is not None:
+        result.dead_letters.append(("stale", human.superseded_message(record, newer)))
         return False
     appeal = state["appeal"]
     trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
-    state["human"] = {"outcome": record.outcome, "reason": record.reason, "ts": ts}
+    state["human"] = human.in_force(record, ts)
     state["open_tasks"] = []
     if trigger == "appeal":
         state["appeal"] = None

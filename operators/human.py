@@ -43,20 +43,36 @@ def remember(state: State, topic: str, record: Any) -> None:
     del kept[:-HUMAN_IDS_KEPT]
 
 
-def superseded(state: State, ts: int) -> int | None:
-    """The `ts` of the human decision in force when a review stamped `ts` is older than it (the
-    review changes nothing), else None. At equal `ts` the review applies (see the docs)."""
-    human = state.get("human")
-    in_force = human.get("ts") if human else None
-    if in_force is not None and ts < in_force:
-        return int(in_force)
+def in_force(record: Any, ts: int) -> dict[str, Any]:
+    """The human decision a review applies: its outcome and reason, its `ts`, and its digest,
+    which orders two reviews stamped in the same millisecond."""
+    return {
+        "outcome": record.outcome,
+        "reason": record.reason,
+        "ts": ts,
+        "id": human_id(record.event_id),
+    }
+
+
+def superseded(state: State, ts: int, event_id: str) -> int | None:
+    """The `ts` of the human decision in force when a review (`ts`, `event_id`) comes before it
+    and so changes nothing, else None. Reviews are ordered by `ts`, then by digest, so the
+    outcome never depends on the arrival order (a decision stored before schema 4 has no digest:
+    a review at its `ts` comes after it)."""
+    human: dict[str, Any] = state.get("human") or {}
+    newest = human.get("ts")
+    if newest is None or ts > newest:
+        return None
+    if ts < newest or human_id(event_id) < str(human.get("id", "")):
+        return int(newest)
     return None
 
 
-def superseded_message(record: Any, in_force: int) -> str:
-    """The DLQ message of a review older than the human decision in force (`stale`)."""
+def superseded_message(record: Any, in_force_ts: int) -> str:
+    """The DLQ message of a review that comes before the human decision in force (`stale`)."""
     return (
         f"moderation: review.decisions.ts: review for task {record.task_id} of content version "
-        f"{record.content_version} is stamped before the human decision in force (ts "
-        f"{in_force}): the newest human decision wins, so it changes nothing"
+        f"{record.content_version} is not newer than the human decision in force (ts "
+        f"{in_force_ts}; at equal ts the greater event-id digest wins): the newest human "
+        "decision wins, so it changes nothing"
     )

@@ -20,8 +20,10 @@ came with issue 12: their unversioned shape is schema 1):
      about four fifths of its JSON's bytes, written in three fifths of the time), its Flink
      value bytes too (jobs/moderation_moderate.py, `VERSION_STATE`). The other kinds stay JSON.
   4  issue 27 point 4: the `version` document gains `human_ids`, digests of the reviews' and
-     appeals' event ids applied (operators/human.py), kept by retired records too. An earlier
-     document gains an empty list (`_version_3_to_4`). The other kinds keep their shape.
+     appeals' event ids applied (operators/human.py), kept by retired records too, and `human`
+     gains `id`, the digest of the review in force. An earlier document gains an empty list
+     (`_version_3_to_4`); a `human` without `id` comes before any review at its `ts`. The other
+     kinds keep their shape.
 """
 
 from __future__ import annotations

@@ -228,11 +228,18 @@ def schema_3_documents() -> list[dict[str, Any]]:
     version.upload()
     version.evidence(at=T0 + 500)
     version.send("review.decisions", review("t-1", "BLOCK", at=T0 + 1000))
-    full = {k: v for k, v in (version.state or {}).items() if k != "human_ids"}
+    full = as_schema_3(version.state or {})
     version.fire_until(T0 + 40 * 86_400_000)
-    retired = {k: v for k, v in (version.state or {}).items() if k != "human_ids"}
+    retired = as_schema_3(version.state or {})
     assert retired["retired"] and "events" not in retired and "events" in full
-    return [{**full, SCHEMA_FIELD: 3}, {**retired, SCHEMA_FIELD: 3}]
+    return [full, retired]
+
+
+def as_schema_3(document: dict[str, Any]) -> dict[str, Any]:
+    """Without what schema 4 added: `human_ids`, and the `id` of the human decision in force."""
+    old = {k: v for k, v in document.items() if k != "human_ids"}
+    old["human"] = {k: v for k, v in old["human"].items() if k != "id"}
+    return {**old, SCHEMA_FIELD: 3}
 
 
 def test_schema_3_documents_gain_human_ids_and_a_retired_one_still_takes_reviews() -> None:
@@ -244,13 +251,18 @@ def test_schema_3_documents_gain_human_ids_and_a_retired_one_still_takes_reviews
     version = Version()
     version.state = retired
     revision = retired["rev"]
+    assert "id" not in retired["human"]  # schema 3 kept no digest of the review in force
     older = review("t-0", "ALLOW", at=T0 + 900)  # before the BLOCK in force: refused
     version.send("review.decisions", older)
     assert version.outputs == [] and [c for c, _ in version.dead_letters] == ["stale"]
+    tie = review("t-tie", "BLOCK", at=T0 + 1000)  # at its ts: comes after it, and applies
+    version.send("review.decisions", tie)
+    assert version.state is not None and version.state["human"]["id"] == human_id(tie["event_id"])
     newer = review("t-2", "ALLOW", at=T0 + 40 * 86_400_000)
     version.send("review.decisions", newer)
     assert (version.last["outcome"], version.last["decision_revision"]) == ("ALLOW", revision + 1)
-    assert version.state is not None and version.state["human_ids"] == [human_id(newer["event_id"])]
+    assert version.state is not None
+    assert version.state["human_ids"] == [human_id(tie["event_id"]), human_id(newer["event_id"])]
     count = len(version.outputs)
     version.send("review.decisions", newer)  # remembered from now on
     assert len(version.outputs) == count
