@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modstream.limits import Limits
-from operators import scan_plan
+from operators import human, scan_plan
 from operators.decide import decide
 from operators.records import appeal_task, task
 from operators.reports import ReportWeight
@@ -278,10 +278,16 @@ def on_report(state: State, record: Any, ts: int, ctx: Context, result: StepResu
 
 
 def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
-    """A sticky human outcome; it closes the open tasks, the active appeal's among them."""
+    """A sticky human outcome; it closes the open tasks, the active appeal's among them. A
+    review stamped before the human decision in force changes nothing (`stale`): the newest
+    human decision wins whatever the arrival order (operators/human.py)."""
+    newer = human.superseded(state, ts, record.event_id)
+    if newer is not None:
+        result.dead_letters.append(("stale", human.superseded_message(record, newer)))
+        return False
     appeal = state["appeal"]
     trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
-    state["human"] = {"outcome": record.outcome, "reason": record.reason, "ts": ts}
+    state["human"] = human.in_force(record, ts)
     state["open_tasks"] = []
     if trigger == "appeal":
         state["appeal"] = None

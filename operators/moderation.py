@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators import human
 from operators.decide import VISIBILITY
 from operators.handlers import (
     BRIGADE_WINDOW_MS,
@@ -127,13 +128,14 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
-    if record.event_id in state["events"]:
-        return result  # a duplicate changes nothing and emits nothing
+    if record.event_id in state["events"] or human.replayed(state, topic, record):
+        return result  # a duplicate changes nothing and emits nothing, retired or not
     if state["deleted"]:
         state["events"][record.event_id] = 1
         return result  # late input for a deleted version is ignored
     state["events"][record.event_id] = 1
     if HANDLERS[topic](state, record, ts, ctx, result):
+        human.remember(state, topic, record)
         ttl = ORPHAN_TTL_MS if state["content"] is None else ctx.state_ttl_ms
         result.timers += arm_expiry(state)
         result.timers += arm_ttl(state, ts, ttl)

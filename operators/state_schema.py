@@ -19,6 +19,11 @@ came with issue 12: their unversioned shape is schema 1):
   3  the same shape; the `version` document stored as MessagePack bytes (`dump_version`, msgspec:
      about four fifths of its JSON's bytes, written in three fifths of the time), its Flink
      value bytes too (jobs/moderation_moderate.py, `VERSION_STATE`). The other kinds stay JSON.
+  4  issue 27 point 4: the `version` document gains `human_ids`, digests of the reviews' and
+     appeals' event ids applied (operators/human.py), kept by retired records too, and `human`
+     gains `id`, the digest of the review in force. An earlier document gains an empty list
+     (`_version_3_to_4`); a `human` without `id` comes before any review at its `ts`. The other
+     kinds keep their shape.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ import orjson
 from operators import jsonio
 from operators.moderation import TOMBSTONE_KEEPS, new_state
 
-STATE_SCHEMA = 3
+STATE_SCHEMA = 4
 SCHEMA_FIELD = "schema"
 # The keyed documents (their ValueState names in jobs/moderation_*.py and jobs/hash_retro.py).
 KINDS = ("version", "reporter", "account", "retro")
@@ -95,6 +100,17 @@ def _version_0_to_1(doc: Document) -> Document:
     return upgraded
 
 
+def _version_3_to_4(doc: Document) -> Document:
+    """No document before schema 4 says which of its event ids were reviews or appeals: a full
+    state or tombstone gains an empty `human_ids` (its `events` still makes a re-sent input a
+    duplicate until it retires); a retired record stays without it (`timers.expanded` restores
+    it, empty). Such a version's earlier human inputs are then refused after retirement only by
+    the newest-`ts` rule (docs/moderation.md, "Human input: replays and order")."""
+    if not doc.get("retired"):
+        doc.setdefault("human_ids", [])
+    return doc
+
+
 def _same_shape(doc: Document) -> Document:
     return doc
 
@@ -111,6 +127,10 @@ _STEPS: dict[tuple[str, int], Callable[[Document], Document]] = {
     ("reporter", 2): _same_shape,
     ("account", 2): _same_shape,
     ("retro", 2): _same_shape,
+    ("version", 3): _version_3_to_4,
+    ("reporter", 3): _same_shape,
+    ("account", 3): _same_shape,
+    ("retro", 3): _same_shape,
 }
 _PACK = msgspec.msgpack.Encoder().encode
 _UNPACK = msgspec.msgpack.Decoder().decode

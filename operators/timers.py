@@ -161,11 +161,12 @@ def compact_tombstone(state: State) -> None:
 
 
 # What a retired version keeps (`retire`): enough to apply a review or an appeal and decide it
-# again with the same revision numbers, the evidence it was decided on included. Input event
-# ids, reporters, shadow decisions and timers go.
+# again with the same revision numbers, the evidence it was decided on included, and the digests
+# of the human inputs applied (a re-sent review or appeal stays a duplicate: operators/human.py).
+# Input event ids, reporters, shadow decisions and timers go.
 RETIRED_KEEPS = (
-    "cid", "ver", "content", "evidence", "report_weight", "human", "appeal", "rev", "last",
-    "tasks", "open_tasks", "provisional_expired",
+    "cid", "ver", "content", "evidence", "report_weight", "human", "human_ids", "appeal", "rev",
+    "last", "tasks", "open_tasks", "provisional_expired",
 )  # fmt: skip
 
 

@@ -48,6 +48,9 @@ RETRO = "moderation.retro"
 ALL_TOPICS = (*KEYED_TOPICS, *BROADCAST_TOPICS, *OUTPUT_TOPICS)
 # Human input: applies to a version decided at any time in the past (contract v1.1).
 HUMAN_TOPICS = ("review.decisions", "moderation.appeals")
+# How many digests of applied human inputs a version keeps (operators/human.py): far more reviews
+# and appeals than one version sees; past it the oldest go, and the newest-`ts` rule still holds.
+HUMAN_IDS_KEPT = 64
 
 # How long a decided version keeps its state for review, appeal and re-evaluation, and how long
 # a deleted version (or evidence whose upsert never came) is remembered. docs/moderation.md.
@@ -111,6 +114,7 @@ def new_state(content_id: str, content_version: int) -> State:
         "burst": [],  # [ts, new_reporter] of recent reports, oldest first
         "burst_new": 0,
         "human": None,
+        "human_ids": [],  # digests of the reviews' and appeals' event ids applied (human.py)
         "appeal": None,
         "rev": 0,
         "last": None,

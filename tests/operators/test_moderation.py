@@ -691,8 +691,8 @@ def test_human_decisions_for_a_version_never_decided_go_to_the_dlq_as_stale() ->
 
 
 def test_a_retired_record_is_compact() -> None:
-    """docs/moderation.md, "Retention", quotes these bytes (JSON as Flink stores it): 1,181
-    for this version's full state, 759 retired."""
+    """docs/moderation.md, "Retention", quotes these bytes (as JSON): 1,263 for this
+    version's full state, 797 retired."""
     version = Version()
     version.upload(**image(surface="comment"))
     for record in image_evidence("c-1", T0 + 1):

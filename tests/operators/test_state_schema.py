@@ -7,8 +7,10 @@ import json
 import math
 from typing import Any
 
+import msgspec
 import pytest
 
+from operators.human import human_id
 from operators.moderation import TOMBSTONE_KEEPS, new_state
 from operators.state_schema import (
     KINDS,
@@ -22,7 +24,7 @@ from operators.state_schema import (
     schema_of,
 )
 from tests.conftest import T0, delete
-from tests.operators.test_moderation import Version
+from tests.operators.test_moderation import Version, review
 
 ONE_HOUR = 3_600_000
 
@@ -197,7 +199,7 @@ def test_state_json_keeps_non_ascii_and_floats_and_falls_back_where_orjson_refus
 def test_the_version_document_is_packed_and_reads_back_as_its_json_would() -> None:
     """Schema 3: MessagePack bytes, read back as the same document as its JSON text (string
     keys, exact floats, UTF-8), in fewer bytes; a schema 2 document (today's JSON text, as
-    the job before stored it) reads the same, stamped 3."""
+    the job before stored it) reads the same, stamped with today's schema."""
     odd = {**new_state("c-é✓", 2**62), "report_weight": 0.1 + 0.2, "asked_at": 1e-05}
     for document in [*todays_documents(), odd]:
         packed = dump_version(document)
@@ -205,7 +207,8 @@ def test_the_version_document_is_packed_and_reads_back_as_its_json_would() -> No
         assert isinstance(packed, bytes) and not packed.startswith(b"{")
         assert load(packed, "version") == as_json
         assert len(packed) < len(dump(document).encode())
-        schema_2 = dump({**document, SCHEMA_FIELD: 2}).replace('"schema":3', '"schema":2')
+        stamped = f'"schema":{STATE_SCHEMA}'
+        schema_2 = dump({**document, SCHEMA_FIELD: 2}).replace(stamped, '"schema":2')
         assert json.loads(schema_2)[SCHEMA_FIELD] == 2
         assert load(schema_2, "version") == as_json
         assert load(schema_2.encode(), "version") == as_json
@@ -216,3 +219,50 @@ def test_a_version_document_msgpack_cannot_hold_is_stored_as_json_bytes() -> Non
     stored = dump_version(huge)
     assert stored.startswith(b"{")
     assert load(stored, "version") == {**huge, SCHEMA_FIELD: STATE_SCHEMA}
+
+
+def schema_3_documents() -> list[dict[str, Any]]:
+    """Documents as the schema 3 job stored them: today's shapes without `human_ids` (a full
+    state with a review applied, and its retired record), stamped 3 and packed."""
+    version = Version()
+    version.upload()
+    version.evidence(at=T0 + 500)
+    version.send("review.decisions", review("t-1", "BLOCK", at=T0 + 1000))
+    full = as_schema_3(version.state or {})
+    version.fire_until(T0 + 40 * 86_400_000)
+    retired = as_schema_3(version.state or {})
+    assert retired["retired"] and "events" not in retired and "events" in full
+    return [full, retired]
+
+
+def as_schema_3(document: dict[str, Any]) -> dict[str, Any]:
+    """Without what schema 4 added: `human_ids`, and the `id` of the human decision in force."""
+    old = {k: v for k, v in document.items() if k != "human_ids"}
+    old["human"] = {k: v for k, v in old["human"].items() if k != "id"}
+    return {**old, SCHEMA_FIELD: 3}
+
+
+def test_schema_3_documents_gain_human_ids_and_a_retired_one_still_takes_reviews() -> None:
+    packed = [msgspec.msgpack.encode(doc) for doc in schema_3_documents()]  # as schema 3 did
+    full, retired = (load(raw, "version") for raw in packed)
+    assert full is not None and retired is not None
+    assert full["human_ids"] == [] and full[SCHEMA_FIELD] == STATE_SCHEMA
+    assert "human_ids" not in retired and retired[SCHEMA_FIELD] == STATE_SCHEMA  # stays compact
+    version = Version()
+    version.state = retired
+    revision = retired["rev"]
+    assert "id" not in retired["human"]  # schema 3 kept no digest of the review in force
+    older = review("t-0", "ALLOW", at=T0 + 900)  # before the BLOCK in force: refused
+    version.send("review.decisions", older)
+    assert version.outputs == [] and [c for c, _ in version.dead_letters] == ["stale"]
+    tie = review("t-tie", "BLOCK", at=T0 + 1000)  # at its ts: comes after it, and applies
+    version.send("review.decisions", tie)
+    assert version.state is not None and version.state["human"]["id"] == human_id(tie["event_id"])
+    newer = review("t-2", "ALLOW", at=T0 + 40 * 86_400_000)
+    version.send("review.decisions", newer)
+    assert (version.last["outcome"], version.last["decision_revision"]) == ("ALLOW", revision + 1)
+    assert version.state is not None
+    assert version.state["human_ids"] == [human_id(tie["event_id"]), human_id(newer["event_id"])]
+    count = len(version.outputs)
+    version.send("review.decisions", newer)  # remembered from now on
+    assert len(version.outputs) == count
