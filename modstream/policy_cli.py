@@ -242,6 +242,9 @@ def _promotion_lines(promotion: Any) -> list[str]:
     """What an activation record says about its promotion gate (modstream/promotion.py)."""
     if not isinstance(promotion, dict):
         return []
+    if promotion.get("from_mode") == "push":
+        by, reason = promotion.get("by"), promotion.get("reason")
+        return [f"pushed active without the promotion gate by {by}: {reason}"]
     share = f"{float(promotion.get('changed_fraction', 0)) * 100:.2f}%"
     limit = f"{float(promotion.get('max_changed', 0)) * 100:.2f}%"
     lines = [
