@@ -160,12 +160,15 @@ def _run(
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
     policy_path = settings.project_root / "policy_rules" / "global.yaml"
     media_dir = settings.run_dir / "demo" / "media"
+    env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
+    keyring = Keyring.from_env(env)
     with shown.waiting("generating the workload"):
         demo = prepare(
             deployment.run_id,
             count,
             seed,
             key=key,
+            keyring=keyring,
             policy_path=policy_path,
             media_dir=media_dir,
             real=real,
@@ -176,8 +179,6 @@ def _run(
     shown.phase("uploads into the Content Service", unit="records")
     _quarantine_uploads(service, shown.track(demo.lines, total=len(demo.lines)))
     deployment.logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
-    keyring = Keyring.from_env(env)
     jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real, on=jobmanager)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:

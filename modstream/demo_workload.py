@@ -18,6 +18,8 @@ import yaml
 
 from modstream import workload
 from modstream.workload import Line, generate
+from operators.keyring import Keyring
+from operators.two_person import authorship_record
 
 # Texts for `--detectors real`: mostly benign, some abusive, so the real model has work to do.
 SAMPLE_TEXTS = (
@@ -51,6 +53,7 @@ def prepare(
     seed: int,
     *,
     key: str,
+    keyring: Keyring,
     policy_path: Path,
     media_dir: Path,
     real: bool,
@@ -60,7 +63,7 @@ def prepare(
     now = int(time.time() * 1000)
     start_ts = now - count * 200 - 600_000
     lines = generate(seed=seed, versions=count, start_ts=start_ts, prefix=run_id)
-    shadow = shadow_record(policy, key, start_ts - 1_000, run_id)
+    shadow = shadow_record(policy, key, start_ts - 1_000, run_id, keyring)
     scanned: set[str] = set()
     if real:
         lines, scanned = real_content(lines, media_dir, now + 5_000)
@@ -75,12 +78,17 @@ def prepare(
     return DemoWorkload(lines, policy, scanned, retro_bank, marker, markers, live=real)
 
 
-def shadow_record(policy: dict[str, Any], key: str, ts: int, run_id: str) -> dict[str, Any]:
-    """A signed shadow candidate from the start: every decision is also made under it."""
+def shadow_record(
+    policy: dict[str, Any], key: str, ts: int, run_id: str, keyring: Keyring
+) -> dict[str, Any]:
+    """A signed shadow candidate from the start: every decision is also made under it, signed
+    by its author `demo` with the author key of the demo's keyring (operators/two_person.py)."""
     from modstream.policy_service import version_record
 
     shadow_base = dict(policy, version=policy["version"])  # the run's policy.rules is new
     candidate = dict(shadow_base, version=shadow_base["version"] + 1, default="PENDING")
+    author_key = keyring.key_for("demo", "author")
+    assert author_key is not None, "the demo's keyring derives its keys from a dev secret"
     return version_record(
         candidate,
         mode="shadow",
@@ -89,6 +97,7 @@ def shadow_record(policy: dict[str, Any], key: str, ts: int, run_id: str) -> dic
         parent_version=policy["version"],
         key=key.encode(),
         event_id=f"{run_id}shadow",
+        extra={"authorship": authorship_record(candidate, "demo", author_key, ts)},
     )
 
 

@@ -21,7 +21,9 @@ from modstream import promote_cli
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.policy_service import (
     PolicyCliError,
+    authorship,
     checked_document,
+    cli_keyring,
     control_record,
     describe,
     load_store,
@@ -36,6 +38,7 @@ from modstream.policy_service import (
 from operators.policy import PolicyError, load_policy, warnings
 from operators.policy_diff import diff
 from operators.signing import approval_record
+from operators.two_person import AUTHORSHIP_FIELD, authorship_refusal
 
 APPROVALS_DIR = PROJECT_ROOT / "policy_rules" / "approvals"
 Say = Callable[[str], None]
@@ -46,11 +49,23 @@ def _iso(ts: int) -> str:
 
 
 # Commands.
+def _document_of(path: Path) -> dict[str, Any]:
+    """A policy file's document; for a signed policy.rules record (what `policy sign`
+    prints) its `document`, once its author's own signature verified (field authorship)."""
+    document = read_document(path)
+    if not isinstance(document.get("document"), dict) or "event_id" not in document:
+        return document
+    refusal = authorship_refusal(document, cli_keyring())
+    if refusal is not None:
+        raise PolicyCliError(f"{path}: {refusal}")
+    return dict(document["document"])
+
+
 def cmd_validate(args: argparse.Namespace, say: Say) -> int:
     failed = 0
     for path in args.files:
         try:
-            compiled = load_policy(read_document(path))
+            compiled = load_policy(_document_of(path))
         except PolicyError as error:
             failed += 1
             say(f"{path}: {len(error.problems)} problem(s)")
@@ -79,14 +94,16 @@ def cmd_diff(args: argparse.Namespace, say: Say) -> int:
 
 def cmd_sign(args: argparse.Namespace, say: Say) -> int:
     document = checked_document(args.file)
+    ts = args.ts or now_ms()
     record = version_record(
         document,
         mode=args.mode,
         author=args.author,
-        ts=args.ts or now_ms(),
+        ts=ts,
         parent_version=args.parent,
         key=policy_key(),
         percent=args.percent,
+        extra={AUTHORSHIP_FIELD: authorship(document, args.author, ts)},
     )
     say(json.dumps(record, ensure_ascii=False, sort_keys=True))
     return 0
@@ -109,9 +126,24 @@ def cmd_approve(args: argparse.Namespace, say: Say) -> int:
     return 0
 
 
+def direct_activation(args: argparse.Namespace) -> dict[str, Any] | None:
+    """An active push skips the promotion gate (no shadow comparison): only with a reason,
+    recorded in the activation the author signs (field promotion, from_mode `push`)."""
+    if args.mode != "active":
+        return None
+    reason = (args.reason or "").strip()
+    if not reason:
+        raise PolicyCliError(
+            "--mode active skips the promotion gate (no shadow comparison): push --mode shadow "
+            "and `modstream policy promote`, or give --reason TEXT (recorded, signed by you)"
+        )
+    return {"from_mode": "push", "by": args.author, "forced": True, "reason": reason}
+
+
 def cmd_push(args: argparse.Namespace, say: Say) -> int:
     if args.mode == "canary" and args.percent is None:
         raise PolicyCliError("--mode canary needs --percent N")
+    activation_fields = direct_activation(args)
     document = checked_document(args.file)
     record, after = publish(
         args.bootstrap_servers,
@@ -123,6 +155,7 @@ def cmd_push(args: argparse.Namespace, say: Say) -> int:
         approvals_dir=args.approvals,
         require_approval=args.require_approval,
         percent=args.percent,
+        activation_fields=activation_fields,
     )
     policy_id = record["policy_id"]
     say(f"pushed {policy_id} v{record['version']} as {args.mode} (event {record['event_id']})")
@@ -209,6 +242,9 @@ def _promotion_lines(promotion: Any) -> list[str]:
     """What an activation record says about its promotion gate (modstream/promotion.py)."""
     if not isinstance(promotion, dict):
         return []
+    if promotion.get("from_mode") == "push":
+        by, reason = promotion.get("by"), promotion.get("reason")
+        return [f"pushed active without the promotion gate by {by}: {reason}"]
     share = f"{float(promotion.get('changed_fraction', 0)) * 100:.2f}%"
     limit = f"{float(promotion.get('max_changed', 0)) * 100:.2f}%"
     lines = [
@@ -254,7 +290,12 @@ def add_parser(commands: Any, handler_wrapper: Callable[..., Any]) -> None:
 
 def _add_authoring_parsers(action: Action, author: str) -> None:
     """validate, diff, sign, approve: files only, no broker."""
-    sub = action("validate", cmd_validate, "check policy files; every problem names its rule")
+    sub = action(
+        "validate",
+        cmd_validate,
+        "check policy files (or signed records: their author's signature too); every problem "
+        "names its rule",
+    )
     sub.add_argument("files", type=Path, nargs="+")
     sub = action("diff", cmd_diff, "rule-level differences: added, removed, changed thresholds")
     sub.add_argument("old", type=Path)
@@ -283,12 +324,16 @@ def _add_publishing_parsers(action: Action, author: str) -> None:
     sub.add_argument("--ts", type=int, help="event time in ms (default: now)")
     sub.add_argument("--approvals", type=Path, default=APPROVALS_DIR)
     sub.add_argument(
+        "--reason",
+        help="why --mode active skips the promotion gate (required with it; recorded, signed)",
+    )
+    sub.add_argument(
         "--no-require-approval",
         dest="require_approval",
         action="store_false",
         default=require_approval_default(),
         help="skip the approval-file check; the job still refuses an unapproved active version "
-        "unless its deployment sets MODSTREAM_REQUIRE_APPROVAL=0",
+        "unless its deployment sets MODSTREAM_INSECURE_NO_APPROVAL=1",
     )
     for name, command, help_text in [
         ("rollback", "rollback", "make an older, already-pushed version active again"),

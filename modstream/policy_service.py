@@ -3,8 +3,9 @@ keys that sign and check policy records and approvals, reading a policy document
 policy.rules records, and the policy store rebuilt from the topic as the moderation job builds it.
 
 Keys: the deployment key that signs policy records comes from MODSTREAM_POLICY_KEY (UTF-8).
-People's own keys (for approvals) come from MODSTREAM_KEY_<NAME> or a JSON keys file
-(MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}), then
+People's own keys (an author's signature, approvals, the activation of `promote --by` or of an
+active push with a reason: operators/two_person.py) come from MODSTREAM_KEY_<NAME> or a JSON
+keys file (MODSTREAM_KEYS_FILE, default ~/.config/modstream/keys.json: {"alice": "secret", …}), then
 from the deployment's keyring (operators/signing.py: MODSTREAM_SIGNING_KEYS_FILE, the dev
 secret).
 """
@@ -17,13 +18,13 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from operators import signing
+from operators import signing, two_person
 from operators.policy_store import PolicyStore, Rejected, Snapshot, sign
 from operators.signing import Keyring
 from schemas import SchemaError
@@ -54,25 +55,82 @@ def people_keys(env: Mapping[str, str] = os.environ) -> dict[str, bytes]:
         raise PolicyCliError(str(error)) from None
 
 
+@dataclass(frozen=True)
+class PeopleKeyring(Keyring):
+    """The deployment's keyring plus the person's keys file, whose role-less keys count in the
+    people's roles (author, approver): the keys this command checks policy records with. The
+    job verifies with the deployment's keyring alone, where each id holds one role."""
+
+    people: Mapping[str, bytes] = field(default_factory=dict)
+
+    def key_for(self, producer: str, role: str) -> bytes | None:
+        if role in PEOPLE_ROLES and producer in self.people:
+            return self.people[producer]
+        return super().key_for(producer, role)
+
+
+PEOPLE_ROLES = ("author", "approver")
+
+
 def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
     """The deployment's keyring as the job builds it, plus the person's keys file (as
-    approvers' keys): the keys this command checks approvals with."""
+    authors' and approvers' keys)."""
     try:
         keyring = Keyring.from_env(env)
     except ValueError as error:
         raise PolicyCliError(str(error)) from None
-    people = {
-        name: signing.SigningKey.of(key, "approver") for name, key in people_keys(env).items()
-    }
-    return replace(keyring, keys={**keyring.keys, **people}, keys_file=None)
+    return PeopleKeyring(
+        keyring.keys,
+        keyring.required,
+        keyring.dev_secret,
+        keyring.require_approval,
+        None,
+        people_keys(env),
+    )
 
 
-def person_key(name: str, env: Mapping[str, str] = os.environ) -> bytes | None:
-    """MODSTREAM_KEY_<NAME>, else the keys file, else the deployment keyring's key for name."""
+def person_key(
+    name: str, env: Mapping[str, str] = os.environ, role: str = "approver"
+) -> bytes | None:
+    """MODSTREAM_KEY_<NAME>, else the keys file, else the deployment keyring's key for name
+    in `role` (author or approver)."""
     variable = "MODSTREAM_KEY_" + re.sub(r"[^A-Za-z0-9]", "_", name).upper()
     if env.get(variable):
         return env[variable].encode("utf-8")
-    return cli_keyring(env).key_for(name, "approver")
+    return cli_keyring(env).key_for(name, role)
+
+
+def own_key(name: str, role: str, what: str, env: Mapping[str, str] = os.environ) -> bytes:
+    """`name`'s key in `role`, or a PolicyCliError saying where it is looked for."""
+    key = person_key(name, env, role)
+    if key is None:
+        raise PolicyCliError(
+            f"no key for {name!r} to sign {what} (role {role}): MODSTREAM_KEY_<NAME>, the "
+            f"keys file MODSTREAM_KEYS_FILE, or the deployment's keyring"
+        )
+    return key
+
+
+def authorship(
+    document: Mapping[str, Any], author: str, ts: int, env: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """The author's own signature of `document` (field authorship, operators/two_person.py)."""
+    key = own_key(author, "author", "as the author", env)
+    return two_person.authorship_record(document, author, key, ts)
+
+
+def activation(
+    document: Mapping[str, Any], fields: Mapping[str, Any], env: Mapping[str, str] = os.environ
+) -> dict[str, Any]:
+    """The `promotion` field signed by `fields['by']` with their own key: role author where
+    they hold one, else approver (the job accepts either)."""
+    return two_person.signed_promotion(document, fields, promoter_key(str(fields["by"]), env))
+
+
+def promoter_key(by: str, env: Mapping[str, str] = os.environ) -> bytes:
+    """The key `by` signs an activation with (role author, else approver); a PolicyCliError
+    when this machine has neither: `promote --by` is whoever holds the key."""
+    return person_key(by, env, "author") or own_key(by, "approver", "the activation", env)
 
 
 def valid_approvals(
@@ -223,15 +281,18 @@ def publish(
     approvals_dir: Path,
     require_approval: bool = True,
     percent: float | None = None,
-    extra: Mapping[str, Any] | None = None,
+    activation_fields: Mapping[str, Any] | None = None,
+    signed_authorship: Mapping[str, Any] | None = None,
     promoting: bool = False,
 ) -> tuple[dict[str, Any], PolicyStore]:
     """Check, sign and produce one policy version: the one path of every push and every
     activation (`policy push`, `policy promote`). The version must be new (or, `promoting`, a
-    shadow or canary candidate on the topic) and greater than the active one; an active one
-    needs an approval in `approvals_dir` by someone other than `author`; the record must pass
-    the moderation job's own rules (PolicyStore.apply). Returns the record and the store
-    re-read from the topic after it."""
+    shadow or canary candidate on the topic) and greater than the active one; it carries its
+    author's own signature (`signed_authorship`, a promoted candidate's, or made here with the
+    author's key); an active one needs an approval in `approvals_dir` by someone other than
+    `author` and `activation_fields` (by, from_mode, reason...), signed here with the key of
+    its `by`; the record must pass the moderation job's own rules (PolicyStore.apply). Returns
+    the record and the store re-read from the topic after it."""
     from modstream import kafkaio
 
     key = policy_key()
@@ -246,6 +307,7 @@ def publish(
             f"{author!r}: run `modstream policy approve {version} --approver NAME` "
             f"(as that person) first"
         )
+    extra = _people_fields(document, mode, author, ts, activation_fields, signed_authorship)
     record = version_record(
         document,
         mode=mode,
@@ -268,6 +330,27 @@ def publish(
     kafkaio.produce(bootstrap, topic, [(policy_id, payload)])
     after, _ = load_store(bootstrap, topic, key)
     return record, after
+
+
+def _people_fields(
+    document: Mapping[str, Any],
+    mode: str,
+    author: str,
+    ts: int,
+    activation_fields: Mapping[str, Any] | None,
+    signed_authorship: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The people's signatures a version carries: its author's, and an active one's activation
+    (operators/two_person.py)."""
+    extra: dict[str, Any] = {
+        two_person.AUTHORSHIP_FIELD: dict(signed_authorship or authorship(document, author, ts))
+    }
+    if mode == "active":
+        if activation_fields is None:
+            name = f"{document['policy_id']} v{document['version']}"
+            raise PolicyCliError(f"{name}: an active version needs its activation")
+        extra[two_person.PROMOTION_FIELD] = activation(document, activation_fields)
+    return extra
 
 
 def _check_new(

@@ -18,6 +18,7 @@ from modstream.policy_service import (
     PolicyCliError,
     checked_document,
     describe,
+    promoter_key,
     require_approval_default,
 )
 from operators.policy_compare import ThresholdError, parse_share, percent, render
@@ -57,6 +58,8 @@ def cmd_promote(args: argparse.Namespace, say: Say) -> int:
         raise PolicyCliError(str(error)) from None
     names = deployments.topic_names(prefix)
     topic = args.topic or names["policy.rules"]
+    if not args.dry_run:
+        promoter_key(args.by)  # refused before the comparison when --by's key is not here
     since = args.since if args.since is not None else int(time.time() * 1000) - args.window
     chosen = promotion.load_candidate(args.bootstrap_servers, topic, args.policy_id, args.version)
     active = f"v{chosen.active}" if chosen.active else "policy (a --policy file, not on the topic)"
@@ -161,7 +164,11 @@ def add_parsers(action: Action, author: str, approvals: Path) -> None:
     when.add_argument("--since", type=iso_time, help="ISO 8601 start of the window (UTC)")
     sub.add_argument("--force", action="store_true", help="promote past the limit (--reason)")
     sub.add_argument("--reason", help="why, recorded in the activation record")
-    sub.add_argument("--by", default=author, help="who promotes (recorded)")
+    sub.add_argument(
+        "--by",
+        default=author,
+        help="who promotes: signs the activation with their own key (role author or approver)",
+    )
     sub.add_argument("--dry-run", action="store_true", help="print the diff, activate nothing")
     sub.add_argument("--approvals", type=Path, default=approvals)
     sub.add_argument(

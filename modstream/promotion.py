@@ -208,8 +208,10 @@ def activate(
     approvals_dir: Path,
     require_approval: bool,
 ) -> tuple[dict[str, Any], PolicyStore]:
-    """The candidate's own document as the active version (author: the candidate's), through
-    policy_service.publish."""
+    """The candidate's own document as the active version (author and author's signature: the
+    candidate's), through policy_service.publish; `promotion` is signed there with the key of
+    its `by`, the promoter (operators/two_person.py)."""
+    authorship = chosen.record.get("authorship")
     record, after = publish(
         bootstrap,
         topic,
@@ -219,7 +221,8 @@ def activate(
         ts=int(time.time() * 1000),
         approvals_dir=approvals_dir,
         require_approval=require_approval,
-        extra={"promotion": dict(promotion)},
+        activation_fields=promotion,
+        signed_authorship=authorship if isinstance(authorship, Mapping) else None,
         promoting=True,
     )
     return record, after

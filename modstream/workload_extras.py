@@ -14,7 +14,9 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from operators.keyring import Keyring
 from operators.signing import sign
+from operators.two_person import authorship_record
 
 Emit = Callable[[str, Any, int], None]  # (topic, value, delivery ts): one line of the workload
 
@@ -191,7 +193,9 @@ def _edit_delete_reevaluate(uploads: list[dict[str, Any]], emit: Emit, ts: int) 
 def _shadow_policy(
     policy_document: dict[str, Any], policy_key: bytes, emit: Emit, ts: int, prefix: str
 ) -> None:
-    """The next version of `policy_document` in shadow mode, signed with `policy_key`."""
+    """The next version of `policy_document` in shadow mode, signed with `policy_key` and by
+    its author `workload` with the author key of the environment's keyring (the dev secret of
+    a test stack: operators/two_person.py); without one it carries no author signature."""
     document = dict(
         policy_document,
         version=int(policy_document["version"]) + 1,
@@ -207,5 +211,8 @@ def _shadow_policy(
         "ts": ts + 900,
         "document": document,
     }
+    author_key = Keyring.from_env().key_for("workload", "author")
+    if author_key is not None:
+        record["authorship"] = authorship_record(document, "workload", author_key, ts + 900)
     record["signature"] = sign(record, policy_key)
     emit("policy.rules", record, ts + 900)

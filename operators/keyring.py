@@ -46,7 +46,7 @@ ROLE_TOPICS: dict[str, frozenset[str]] = {
     "bank": frozenset({"hash.bank"}),
     "appeals": frozenset({"moderation.appeals"}),
     "approver": frozenset({POLICY_TOPIC}),
-    # Authors will sign their own policy records (issue 27, point 5); nothing checks it yet.
+    # Authors sign their own policy versions (field authorship, operators/two_person.py).
     "author": frozenset({POLICY_TOPIC}),
 }
 # The role whose keys sign each authority topic's records.

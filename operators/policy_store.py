@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from operators import two_person
 from operators.policy import CompiledPolicy, PolicyError, load_policy
 from operators.signing import (
     SIGNATURE_PREFIX,
@@ -136,10 +137,11 @@ def _next(state: Snapshot, record: Mapping[str, Any], ts: int) -> Snapshot:
 class PolicyStore:
     """Every policy version seen, per policy_id, and which applies at which event time.
 
-    `keyring` holds the people's keys that verify approvals: an active version is accepted only
-    with an approval of its exact document by someone other than its author (contract: two
-    people publish a policy), unless the keyring says `require_approval=False`. Without a
-    keyring no approval verifies, so every pushed active version is refused."""
+    `keyring` holds the people's keys (operators/two_person.py): every version is accepted only
+    with its author's signature, and an active one only with an approval of its exact document
+    by someone other than its author and a signed activation (a promoted candidate, or a
+    reason), unless the keyring says `require_approval=False`. Without a keyring no person's
+    signature verifies, so every pushed version is refused."""
 
     def __init__(self, keyring: Keyring | None = None) -> None:
         self.keyring = keyring if keyring is not None else Keyring()
@@ -222,10 +224,26 @@ class PolicyStore:
             return True
         compiled = _compile_version(parsed)
         _check_version(parsed, policy, active)
-        if parsed.mode == "active" and self.keyring.require_approval:
-            self._check_approval(record, parsed)
+        if self.keyring.require_approval:
+            self._check_two_persons(record, parsed, policy)
         self._accept(record, compiled)
         return True
+
+    def _check_two_persons(
+        self, record: Mapping[str, Any], parsed: PolicyVersion, policy: _Policy | None
+    ) -> None:
+        """Every version is signed by its author's own key (class `signature`); an active one
+        also needs someone else's approval and a signed activation (class `policy`)."""
+        refusal = two_person.authorship_refusal(record, self.keyring)
+        if refusal is not None:
+            raise Rejected("signature", refusal)
+        if parsed.mode != "active":
+            return
+        self._check_approval(record, parsed)
+        promotes = policy is not None and _promotes(parsed, policy)
+        refusal = two_person.promotion_refusal(record, self.keyring, promotes=promotes)
+        if refusal is not None:
+            raise Rejected("policy", refusal)
 
     def _check_approval(self, record: Mapping[str, Any], parsed: PolicyVersion) -> None:
         """An active version needs an approval of its exact document, by someone other than

@@ -21,7 +21,7 @@ from tests.deploy.k8s_env import (
 COMPONENTS = ("moderation", "scan", "enforce", "reconciler")
 # The jobs that verify or sign authority records, and the roles their keys file may hold.
 SIGNING_ROLES = {
-    "moderation": {"detector", "reviewer", "bank", "appeals", "approver"},
+    "moderation": {"detector", "reviewer", "bank", "appeals", "approver", "author"},
     "scan": {"detector"},
 }
 KEYS_FILE = "MODSTREAM_SIGNING_KEYS_FILE"

@@ -24,6 +24,7 @@ from modstream.limits import EARLIEST_TS, Limits
 from operators import signing
 from operators.keyring import ROLE_TOPICS
 from operators.policy_store import sign
+from operators.two_person import authorship_record
 from schemas.registry import NOT_UTF8
 from tests.conftest import SECRET_TEXT, T0, TEST_KEYRING, delete, evidence, upload
 from tests.operators.policy_builders import KEY, global_document
@@ -388,6 +389,11 @@ def signed(kind: str, record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+# Fields a valid record carries that the contract does not name: the schema ignores them (the
+# policy store reads them from the raw record), so they do not round-trip through the model.
+UNNAMED_FIELDS: dict[str, frozenset[str]] = {"policy_version": frozenset({"authorship"})}
+
+
 @st.composite
 def _policy_version(draw: st.DrawFn, hostile: bool, extreme: bool) -> dict[str, Any]:
     version = draw(st.sampled_from(EXTREME_VERSIONS[1:]) if extreme else st.integers(2, 9))
@@ -407,6 +413,11 @@ def _policy_version(draw: st.DrawFn, hostile: bool, extreme: bool) -> dict[str, 
         record["canary_percent"] = draw(
             st.sampled_from((0, 100, 5e-324)) if extreme else st.floats(0, 100)
         )
+    # Signed by its author with their own key (issue 27, point 5).
+    author_key = TEST_KEYRING.key_for(record["author"], "author") or b""
+    record["authorship"] = authorship_record(
+        record["document"], record["author"], author_key, record["ts"]
+    )
     return signed("policy_version", record)
 
 

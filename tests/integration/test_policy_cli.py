@@ -48,10 +48,15 @@ def test_push_show_rollback_pause_on_the_broker(
         captured = capsys.readouterr()
         return code, captured.out + captured.err
 
-    # Active needs an approval from someone other than the author.
+    # Active without the promotion gate needs a reason, recorded and signed by its author.
     code, out = run(
         "policy", "push", str(files[1]), "--author", "alice", "--approvals", str(approvals), *broker
     )
+    assert code == 1 and "--mode active skips the promotion gate" in out, out
+    reason = ["--reason", "no shadow in this test"]
+    # Active needs an approval from someone other than the author.
+    approvals_dir = ["--approvals", str(approvals), *reason]
+    code, out = run("policy", "push", str(files[1]), "--author", "alice", *approvals_dir, *broker)
     assert code == 1 and "no approval from someone other than its author 'alice'" in out
     code, out = run(
         "policy",
@@ -64,9 +69,7 @@ def test_push_show_rollback_pause_on_the_broker(
         "--approvals",
         str(approvals),
     )
-    code, out = run(
-        "policy", "push", str(files[1]), "--author", "alice", "--approvals", str(approvals), *broker
-    )
+    code, out = run("policy", "push", str(files[1]), "--author", "alice", *approvals_dir, *broker)
     assert code == 1, "the author's own approval must not count"
     run(
         "policy",
@@ -89,6 +92,7 @@ def test_push_show_rollback_pause_on_the_broker(
         str(approvals),
         "--ts",
         "1000",
+        *reason,
         *broker,
     )
     assert code == 0, out
@@ -122,6 +126,7 @@ def test_push_show_rollback_pause_on_the_broker(
         "--approvals",
         str(approvals),
         "--no-require-approval",
+        *reason,
         *broker,
     )
     assert code == 1 and "the moderation job would refuse global v3 (policy)" in out, out
@@ -137,6 +142,7 @@ def test_push_show_rollback_pause_on_the_broker(
         "3000",
         "--approvals",
         str(approvals),
+        *reason,
         *broker,
     )
     assert code == 0, out
@@ -164,6 +170,7 @@ def test_push_show_rollback_pause_on_the_broker(
     assert "global: active v3 (since ts 3000)" in out
     assert "v1 active  author alice  approved by bob at" in out
     assert "v2 shadow  author alice  approved by none" in out
+    assert "pushed active without the promotion gate by bob: no shadow in this test" in out
     assert "~ nsfw-block-public: threshold score('nsfw_image', 'nsfw') >= 0.95 -> 0.9" in out
     assert "1 record(s) on" in out and "does not verify" in out
 

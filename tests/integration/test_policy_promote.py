@@ -18,7 +18,9 @@ import yaml
 
 from modstream import deployments, topics
 from modstream.config import Settings
+from operators.keyring import Keyring
 from operators.policy_store import verify
+from operators.two_person import promoter_key_verifies
 from tests.integration.conftest import Kafka
 from tests.integration.processes import modstream
 from tests.operators.policy_builders import global_document
@@ -135,7 +137,8 @@ def test_promote_refuses_past_the_threshold_forces_with_a_reason_and_accepts_wit
         assert code == 0, out
 
     approve(1)
-    code, out = run("policy", "push", write(1), "--approvals", str(approvals), *on_topic)
+    first = ["--approvals", str(approvals), "--reason", "first version: nothing to compare"]
+    code, out = run("policy", "push", write(1), *first, *on_topic)
     assert code == 0, out
     code, out = run("policy", "push", write(2), "--mode", "shadow", *on_topic)
     assert code == 0 and "active v1, shadow v2" in out, out
@@ -163,6 +166,10 @@ def test_promote_refuses_past_the_threshold_forces_with_a_reason_and_accepts_wit
     code, out = run("policy", "promote", "2", "--force", *deployment)
     assert code == 1 and "--force needs --reason TEXT" in out, out
     forced = ["--force", "--reason", "incident 42: block now", "--by", "carol"]
+    # --by is whoever holds the key: on a machine without carol's key, no promotion as carol.
+    alone = {k: v for k, v in env.items() if k != "MODSTREAM_SIGNING_DEV_SECRET"}
+    done = modstream(alone, "policy", "promote", "2", *forced, *deployment, timeout_s=120)
+    assert done.returncode == 1 and "no key for 'carol' to sign the activation" in done.stderr
     code, out = run("policy", "promote", "2", *forced, "--approvals", str(approvals), *deployment)
     assert code == 1 and "has no approval from someone other than its author" in out, out
     approve(2)
@@ -198,5 +205,10 @@ def test_promote_refuses_past_the_threshold_forces_with_a_reason_and_accepts_wit
         "carol",
     )
     assert (promoted["changed"], promoted["compared"], promoted["max_changed"]) == (5, 50, 0.02)
+    # Signed by carol's own key (a derived one here), not by anyone else's.
+    people = Keyring.from_env(env)
+    assert promoter_key_verifies(promoted, people)
+    assert not promoter_key_verifies(dict(promoted, by="bob"), people)
+    assert all(r["authorship"]["author"] == "alice" for r in records)
     assert records[4]["promotion"]["forced"] is False
     assert records[2]["document"] == records[1]["document"]

@@ -30,7 +30,13 @@ from tests.conftest import (
     review_decision,
     upload,
 )
-from tests.operators.policy_builders import GLOBAL_YAML, approval, global_document
+from tests.operators.policy_builders import (
+    GLOBAL_YAML,
+    approval,
+    authorship,
+    global_document,
+    promotion,
+)
 
 
 class FakeValueState:
@@ -447,11 +453,13 @@ def test_broadcast_records_change_the_policy_from_their_ts_and_rejections_go_to_
         "version": 2,
         "parent_version": 1,
         "mode": "active",
-        "author": "a",
+        "author": "alice",
         "ts": T0 + 100,
         "document": global_document(2, default="PENDING"),
     }
+    strict["authorship"] = authorship(strict["document"])
     strict["approvals"] = [approval(strict["document"])]
+    strict["promotion"] = promotion(strict["document"])
     strict["signature"] = sign(strict, b"k")
     forged = dict(strict, event_id="p3", version=3, document=global_document(3, default="ALLOW"))
     assert (

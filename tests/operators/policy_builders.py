@@ -11,6 +11,7 @@ import yaml
 from modstream.policy_service import control_record
 from operators.policy_store import sign
 from operators.signing import approval_record
+from operators.two_person import authorship_record, signed_promotion
 from tests.conftest import T0, TEST_KEYRING
 
 GLOBAL_YAML = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"
@@ -45,6 +46,25 @@ def approval(document: dict[str, Any], approver: str = "bob", ts: int = T0) -> d
     return approval_record(document, approver, key, ts)
 
 
+def authorship(document: dict[str, Any], author: str = "alice", ts: int = T0) -> dict[str, Any]:
+    """`author`'s own signature of `document` (role author, the test keyring's key)."""
+    key = TEST_KEYRING.key_for(author, "author")
+    assert key is not None, "the test keyring derives every person's key"
+    return authorship_record(document, author, key, ts)
+
+
+def promotion(
+    document: dict[str, Any], by: str = "alice", role: str = "author", **fields: Any
+) -> dict[str, Any]:
+    """`by`'s signed activation of `document`: a direct push with a reason unless `fields`
+    say otherwise (from_mode shadow or canary: the promotion of a candidate)."""
+    key = TEST_KEYRING.key_for(by, role)
+    assert key is not None
+    body = {"by": by, "from_mode": "push", "forced": True, "reason": "test: pushed active"}
+    chosen = {name: value for name, value in {**body, **fields}.items() if value is not None}
+    return signed_promotion(document, chosen, key)
+
+
 def version_record(
     document: dict[str, Any],
     *,
@@ -54,10 +74,16 @@ def version_record(
     event_id: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A signed policy.rules version; an active one carries bob's approval (the author is
-    alice) unless `approvals` is given."""
+    """A signed policy.rules version, signed by its author alice (field `authorship`); an
+    active one carries bob's approval and alice's activation with a reason unless
+    `approvals` or `promotion` is given (None: the field left out)."""
+    if "authorship" not in extra:
+        extra["authorship"] = authorship(document)
     if mode == "active" and "approvals" not in extra:
         extra["approvals"] = [approval(document)]
+    if mode == "active" and "promotion" not in extra:
+        extra["promotion"] = promotion(document)
+    extra = {name: value for name, value in extra.items() if value is not None}
     record: dict[str, Any] = {
         "event_id": event_id or f"pv-{document['version']}-{mode}-{ts}",
         "policy_id": document["policy_id"],

@@ -27,6 +27,7 @@ from tests.operators.policy_builders import (
     approval,
     control,
     global_document,
+    promotion,
     version_record,
 )
 
@@ -222,12 +223,13 @@ def test_a_shadow_or_canary_candidate_is_promoted_with_its_own_document_only() -
     # Without an approval the promotion is refused like any activation.
     with pytest.raises(Rejected, match="no approval"):
         store.apply(version_record(candidate, ts=T0 + 20, event_id="u", approvals=[]), KEY)
-    promoted = version_record(candidate, ts=T0 + 20, event_id="promote", promotion={"x": 1})
+    gated = promotion(candidate, by="bob", role="approver", from_mode="shadow", reason=None)
+    promoted = version_record(candidate, ts=T0 + 20, event_id="promote", promotion=gated)
     assert store.apply(promoted, KEY) is True
     assert store.snapshot("global") == Snapshot(ts=T0 + 20, active=2)
     assert store.resolve("global", T0 + 15, "c").decide.version == 1  # type: ignore[union-attr]
     assert store.resolve("global", T0 + 20, "c").decide.version == 2  # type: ignore[union-attr]
-    assert store.records("global")[-1]["promotion"] == {"x": 1}
+    assert store.records("global")[-1]["promotion"] == gated
     # Once active, the version is never activated again (after a rollback: a new number).
     store.apply(control("rollback", version=1, ts=T0 + 30), KEY)
     with pytest.raises(Rejected, match="v2 was already seen"):
@@ -311,7 +313,7 @@ def test_shadow_and_canary_need_no_approval_and_a_deployment_may_turn_it_off() -
 
 def test_without_a_keyring_no_active_push_is_accepted_but_the_trusted_file_still_is() -> None:
     store = PolicyStore()
-    assert _rejection(store, version_record(global_document(2))).error_class == "policy"
+    assert _rejection(store, version_record(global_document(2))).error_class == "signature"
     assert store.install(global_document(1)).version == 1  # replay's --policy path
     assert store.snapshot("global").active == 1  # type: ignore[union-attr]
 
