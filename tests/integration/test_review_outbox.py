@@ -87,7 +87,7 @@ def test_a_decision_refused_by_a_stopped_broker_is_sent_once_when_it_is_back(
     secret = Keyring.from_env().dev_secret
     assert secret is not None, "the test stack derives keys from MODSTREAM_SIGNING_DEV_SECRET"
     keys = tmp_path / "alice.json"
-    keys.write_text(json.dumps({"alice": derive_key(secret, "alice").decode()}))
+    keys.write_text(json.dumps({"alice": derive_key(secret, "alice", "reviewer").decode()}))
     monkeypatch.setenv("MODSTREAM_KEYS_FILE", str(keys))
     client = redis.Redis.from_url(stack.redis_url)
     queue = ReviewQueue(client, Roles.load(roles))
