@@ -33,7 +33,7 @@ class Limits:
     max_reporters: int = 10_000  # MODSTREAM_MAX_REPORTERS
     max_reporter_reports: int = 1_000  # MODSTREAM_MAX_REPORTER_REPORTS
     # Hash banks (operators/hashbank.py): entries (adds and removes) one bank may hold; past it
-    # a record is refused to the DLQ with class `bank` (issue 27).
+    # a record is refused to the DLQ with class `permanent` (issue 27).
     max_bank_entries: int = 1_000_000  # MODSTREAM_MAX_BANK_ENTRIES
     # Media (scan job).
     max_media_bytes: int = 268_435_456  # MODSTREAM_MAX_MEDIA_BYTES: one file, 256 MiB

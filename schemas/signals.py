@@ -25,13 +25,14 @@ _HEX = frozenset("0123456789abcdefABCDEF")
 
 def hash_bank_key(bank: str, hash_type: str, hash_hex: str) -> str:
     """The Kafka key of a hash.bank record: `<bank>:<hash_type>:<lowercase hash>`, so the
-    compacted topic keeps one record per (bank, hash) (contract v1.2, issue 27)."""
+    compacted topic keeps one record per (bank, hash) (docs/contract-notes.md, "hash.bank
+    keys"; issue 27)."""
     return f"{bank}:{hash_type}:{hash_hex.lower()}"
 
 
 def hash_bank_key_problem(key: str | None, record: HashBankEntry) -> str | None:
     """Why a hash.bank record's Kafka key does not name its body, or None. The bare hash
-    (the key before contract v1.2) is still read."""
+    (the contract's key) is still read."""
     if key == hash_bank_key(record.bank, record.hash_type, record.hash):
         return None
     if key is not None and key.lower() == record.hash.lower():

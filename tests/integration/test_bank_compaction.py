@@ -1,9 +1,9 @@
 """Hash banks on the real broker's compacted `hash.bank` (issue 27, point 7): a hash in two
 banks, an add then a remove in a third, and an unsigned null tombstone keyed by the bare hash;
 once the broker has compacted the topic, a moderation job started without a checkpoint still
-matches the hash in both banks, and the tombstone is refused to the DLQ with class `bank`.
+matches the hash in both banks, and the tombstone is refused to the DLQ with class `schema`.
 
-Keyed by the bare hash (the key before contract v1.2), compaction kept one record for the hash,
+Keyed by the bare hash (the contract's key), compaction kept one record for the hash,
 the tombstone, so the restarted job matched no bank at all."""
 
 from __future__ import annotations

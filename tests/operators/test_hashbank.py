@@ -186,7 +186,7 @@ def test_membership_in_several_banks_survives_compaction() -> None:
     ("key", "problem"),
     [
         ("known_bad:sha256:" + "a" * 64, False),
-        ("a" * 64, False),  # the bare hash: the key before contract v1.2, still read
+        ("a" * 64, False),  # the bare hash: the contract's key, still read
         ("A" * 64, False),
         ("partner_feed:sha256:" + "a" * 64, True),  # another bank's record
         ("known_bad:phash:" + "a" * 64, True),
