@@ -62,7 +62,10 @@ def _keys_file(path: str) -> list[str]:
         return []
     if not isinstance(raw, dict):
         return []
-    return [value for value in raw.values() if isinstance(value, str)]
+    # A person's keys file maps an id to its key; the deployment's (operators/keyring.py) maps
+    # an id to {"role", "key"[, "topics"]}.
+    entries = (entry.get("key") if isinstance(entry, dict) else entry for entry in raw.values())
+    return [key for key in entries if isinstance(key, str)]
 
 
 def secret_values(settings: Any, env: Mapping[str, str]) -> frozenset[str]:

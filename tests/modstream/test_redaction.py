@@ -34,7 +34,8 @@ SECRETS = {
 @pytest.fixture
 def secrets_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     keys = tmp_path / "keys.json"
-    keys.write_text(json.dumps({"alice": SECRETS["keys_file"]}))
+    # The deployment's keys file (operators/keyring.py): an id to its role and key.
+    keys.write_text(json.dumps({"alice": {"role": "reviewer", "key": SECRETS["keys_file"]}}))
     pem = f"-----BEGIN PRIVATE KEY-----\n{KEY_MATERIAL}\n-----END PRIVATE KEY-----"
     properties = {"ssl.keystore.key": pem, "ssl.key.password": SECRETS["key_password"]}
     for name, value in {
