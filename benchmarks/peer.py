@@ -31,6 +31,8 @@ from operators.admission import Refused
 from operators.hashbank import HashBanks
 from operators.moderation import KEYED_TOPICS
 from operators.policy_store import PolicyStore
+from operators.review_access import ReviewGrants
+from schemas.review import ReviewGrant
 
 IDLE_MS = 1_000
 
@@ -57,11 +59,16 @@ class Engine:
 
     def admit(self, topic: str, raw: str, lane: str, record_ts: int) -> None:
         """One record read from `topic` (contract name) on partition `lane`."""
-        if topic not in KEYED_TOPICS:
+        if topic not in KEYED_TOPICS and topic != "review.grants":
             return
         verdict = admit(self.config, topic, raw, record_ts, None)
         if isinstance(verdict, Refused):
             self.refused += 1
+            return
+        if isinstance(verdict.record, ReviewGrant):  # as the job's broadcast state holds them
+            grant = verdict.record
+            self.moderate.grants = self.moderate.grants or ReviewGrants()
+            self.moderate.grants.apply(grant.reviewer_id, grant.queues, grant.ts)
             return
         record, ts = verdict.record, verdict.ts
         key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
@@ -280,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         topics=topics,
     )
     engine = Engine(config, out_of_orderness_ms=args.out_of_orderness_ms)
-    physical = [topics.get(name, name) for name in KEYED_TOPICS]
+    physical = [topics.get(name, name) for name in (*KEYED_TOPICS, "review.grants")]
     client = CLIENTS[args.client](Settings.from_env().bootstrap_servers, physical, args.group)
     stopping: list[int] = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))

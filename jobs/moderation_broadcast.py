@@ -18,7 +18,9 @@ from jobs.moderation_config import BROADCAST_STATE, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, failure_letter
 from operators.hashbank import BankFull, HashBanks, entry_state
 from operators.policy_store import PolicyStore, Rejected, dead_letter_for
+from operators.review_access import ReviewGrants, state_entry
 from schemas import SchemaError, dead_letter, parse
+from schemas.review import ReviewGrant
 from schemas.signals import HashBankEntry
 
 
@@ -37,6 +39,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
     `Moderate`'s comes ordered from EventTimeOrder.java, but for versions stored before it)."""
 
     keeps_banks = True  # the report gate decides nothing on hashes: it holds no bank
+    grants: ReviewGrants | None = None  # the reviewers' grants, once loaded (`_load`)
     metrics: OperatorMetrics = NO_METRICS  # each subclass's own, set in its `open`
 
     def __init__(self, config: ModerationConfig, *, report_rejections: bool) -> None:
@@ -51,6 +54,7 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         self.key = self.config.policy_key.encode("utf-8") if self.config.policy_key else None
         self.store: PolicyStore | None = None
         self.banks: HashBanks | None = None
+        self.grants: ReviewGrants | None = None
         self.loaded_revision = -1
 
     def _load(self, state: Any) -> tuple[PolicyStore, HashBanks]:
@@ -66,6 +70,8 @@ class PolicyAware(KeyedBroadcastProcessFunction):
                 keyring=self.config.keyring,
             )
             self.loaded_revision = revision
+        if self.grants is None:
+            self.grants = ReviewGrants.from_state(state.items())
         if self.banks is None:
             bound = self.config.limits.max_bank_entries
             self.banks = (
@@ -97,17 +103,11 @@ class PolicyAware(KeyedBroadcastProcessFunction):
         state = ctx.get_broadcast_state(BROADCAST_STATE)
         store, banks = self._load(state)
         topic, raw, ts = value[2], value[3], value[4]
-        entry: HashBankEntry | None = None
-        held = None
         try:
-            if topic == "policy.rules":
-                changed = store.apply(raw, self.key)
-            else:
-                parsed = parse("hash.bank", raw)
-                assert isinstance(parsed, HashBankEntry)
-                entry = parsed
-                held = banks.apply(entry) if self.keeps_banks else None
-                changed = held is not None
+            if topic != "policy.rules":
+                self._apply_entry(topic, state, banks, raw)
+                return
+            changed = store.apply(raw, self.key)
         except BankFull as full:
             # Every subtask refuses it alike (same records, same order): one DLQ row.
             if self.report_rejections and self.subtask == 0:
@@ -126,14 +126,30 @@ class PolicyAware(KeyedBroadcastProcessFunction):
             return
         if not changed:
             return
-        if entry is not None and held is not None:
-            # One small value per entry, written once: an add costs the same whatever its hash
-            # holds, and loading a bank is linear in its size.
-            state.put(*entry_state(entry.hash_type, entry.hash, held))
-            return
         self.loaded_revision += 1
         state.put("revision", str(self.loaded_revision))
         state.put("policies", json.dumps(store.to_records()))
+
+    def _apply_entry(self, topic: str, state: Any, banks: HashBanks, raw: str) -> None:
+        """One hash.bank or review.grants record (admitted by decode) applied and persisted as
+        one small broadcast-state value, written once: an add costs the same whatever its hash
+        (or reviewer) holds, and loading is linear in the entries."""
+        if topic == "review.grants":
+            self._apply_grant(state, raw)
+            return
+        entry = parse("hash.bank", raw)
+        assert isinstance(entry, HashBankEntry)
+        held = banks.apply(entry) if self.keeps_banks else None
+        if held is not None:
+            state.put(*entry_state(entry.hash_type, entry.hash, held))
+
+    def _apply_grant(self, state: Any, raw: str) -> None:
+        """One review.grants record into the reviewers' grant history."""
+        grant = parse("review.grants", raw)
+        assert isinstance(grant, ReviewGrant) and self.grants is not None
+        if self.grants.apply(grant.reviewer_id, grant.queues, grant.ts):
+            # One small value per grant, written once: a reviewer's history is kept.
+            state.put(*state_entry(grant.reviewer_id, grant.queues, grant.ts))
 
     def _bank_letter(self, raw: str, message: str, ts: int, topic: str) -> Row:
         """The DLQ row of a hash.bank record its bank's bound refused (class `permanent`)."""

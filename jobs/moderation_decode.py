@@ -74,7 +74,7 @@ class Decode(ProcessFunction):
             # Verified and validated where it is applied (PolicyStore); never moves event time.
             ts = admission.event_time(admission.document_of(raw, self.config.limits), record_ts)
             return Row("broadcast", topic, topic, raw or "", ts, seq, "")
-        if topic not in KEYED_TOPICS and topic != "hash.bank":
+        if topic not in KEYED_TOPICS and topic not in ("hash.bank", "review.grants"):
             refused = Refused(
                 "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
             )
@@ -93,6 +93,8 @@ class Decode(ProcessFunction):
                 self.metrics.inc("bank_refused", reason="key")
                 right = hash_bank_key(record.bank, record.hash_type, record.hash)
                 return self._letter(physical, raw, Refused("schema", problem, ts, right))
+            return Row("broadcast", topic, topic, raw, ts, seq, "")
+        if topic == "review.grants":
             return Row("broadcast", topic, topic, raw, ts, seq, "")
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.

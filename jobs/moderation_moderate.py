@@ -28,6 +28,7 @@ from operators.moderation import RETRO
 from operators.policy_store import PolicyStore
 from operators.reports import ReportWeight
 from operators.retro import RetroRecord
+from operators.review_access import ReviewGrants
 from schemas import dead_letter
 from schemas.registry import parse_own
 
@@ -315,6 +316,15 @@ class Moderate(PolicyAware):
         contexts[key] = self._resolve(store, banks, content_id, ts, hashes)
         return contexts[key]
 
+    def _review_grants(self) -> ReviewGrants | None:
+        """The grants a review is checked against: none loaded yet refuses every review (fails
+        closed); None only where the deployment turned the check off (its insecure setting)."""
+        if not self.config.keyring.require_review_access:
+            return None
+        if self.grants is None:
+            self.grants = ReviewGrants()
+        return self.grants
+
     def _resolve(
         self, store: PolicyStore, banks: HashBanks, content_id: str, ts: int, hashes: dict[str, Any]
     ) -> moderation.Context:
@@ -337,6 +347,7 @@ class Moderate(PolicyAware):
             evidence_grace_ms=self.config.evidence_grace_ms,
             state_ttl_ms=self.config.state_ttl_ms,
             review_retention_ms=self.config.review_retention_ms,
+            grants=self._review_grants(),
         )
 
 

@@ -149,9 +149,17 @@ def add_operations_parsers(add: Add) -> None:
         "the human review queue (Redis Streams); you are the reviewer whose key is in "
         "MODSTREAM_KEYS_FILE, and decisions are signed with it",
     )
-    sub.add_argument("action", choices=["feed", "claim", "show", "decide", "backlog"])
-    sub.add_argument("task", nargs="?", help="TASK for show / decide")
+    sub.add_argument("action", choices=["feed", "claim", "show", "decide", "backlog", "grant"])
+    sub.add_argument("task", nargs="?", help="TASK for show / decide; REVIEWER for grant")
     sub.add_argument("--queue")
+    sub.add_argument(
+        "--queues", help="grant: the reviewer's queues, comma-separated (* all); empty revokes"
+    )
+    sub.add_argument(
+        "--from-roles",
+        action="store_true",
+        help="grant: one grant per reviewer of the roles file (MODSTREAM_REVIEW_ROLES)",
+    )
     sub.add_argument(
         "--outcome", choices=["ALLOW", "PROVISIONAL_ALLOW", "PENDING", "RESTRICT", "BLOCK"]
     )

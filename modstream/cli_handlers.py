@@ -285,6 +285,9 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     def topic(name: str) -> str:
         return topics.physical(name, args.prefix)
 
+    def sender(name: str, key_field: str = "content_id") -> Callable[[dict[str, Any]], None]:
+        return _sender(servers, topic(name), key_field)
+
     now = int(time.time() * 1000)
     try:
         if args.action == "feed":
@@ -297,20 +300,24 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
                 + (f"; skipped {skipped} malformed" if skipped else "")
             )
         elif args.action == "claim":
-            task = queue.claim(args.queue, Reviewer.from_env().reviewer_id)
+            lease = sender("review.leases")
+            task = queue.claim(args.queue, Reviewer.from_env(), now, lease)
             print(json.dumps(task) if task else f"review claim: queue {args.queue} is empty")
+        elif args.action == "grant":
+            _review_grant(args, queue.roles.grants, sender("review.grants", "reviewer_id"), now)
         elif args.action == "show":
             print(json.dumps(queue.show(args.task, Reviewer.from_env().reviewer_id), indent=2))
         elif args.action == "decide":
             # Who decides is whoever's key signs: the one entry of the reviewer's keys file.
             # The record reaches the broker before the task is acknowledged (an outbox order).
-            def send(record: dict[str, Any]) -> None:
-                value = json.dumps(record).encode("utf-8")
-                key = str(record["content_id"])
-                kafkaio.produce(servers, topic("review.decisions"), [(key, value)])
-
             record = queue.decide(
-                args.task, Reviewer.from_env(), args.outcome, args.reason, now, send
+                args.task,
+                Reviewer.from_env(),
+                args.outcome,
+                args.reason,
+                now,
+                sender("review.decisions"),
+                sender("review.leases"),
             )
             print(json.dumps(record))
         else:
@@ -319,6 +326,44 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
         print(f"modstream review {args.action}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _sender(servers: str, physical: str, key_field: str) -> Callable[[dict[str, Any]], None]:
+    """Produce one record to `physical`, keyed by its `key_field`, returning once the broker
+    acknowledged it (what `review` sends: grants, leases, decisions)."""
+    import json
+
+    from modstream import kafkaio
+
+    def send(record: dict[str, Any]) -> None:
+        value = json.dumps(record).encode("utf-8")
+        kafkaio.produce(servers, physical, [(str(record[key_field]), value)])
+
+    return send
+
+
+def _review_grant(
+    args: argparse.Namespace,
+    roles: dict[str, list[str]],
+    send: Callable[[dict[str, Any]], None],
+    now: int,
+) -> None:
+    """`review grant`: grants signed by the lead whose key is in MODSTREAM_KEYS_FILE, to
+    review.grants, where the moderation job reads them (operators/review_access.py)."""
+    from modstream.review import Reviewer, ReviewError, grant_record
+
+    if not (args.from_roles or (args.task and args.queues is not None)):
+        raise ReviewError("give REVIEWER and --queues q1,q2 (empty: revoke), or --from-roles")
+    lead = Reviewer.from_env()
+    wanted = sorted(roles.items()) if args.from_roles else [(args.task, _queues(args.queues))]
+    for reviewer_id, queues in wanted:
+        send(lead.sign(grant_record(reviewer_id, queues, lead.reviewer_id, now)))
+    print(f"review grant: {len(wanted)} grants sent, signed by {lead.reviewer_id}")
+
+
+def _queues(setting: str) -> list[str]:
+    """`a,b` -> [a, b]; empty -> [] (a revocation)."""
+    return [name.strip() for name in setting.split(",") if name.strip()]
 
 
 def cmd_detect(args: argparse.Namespace, settings: Settings) -> int:

@@ -85,6 +85,7 @@ def cli_keyring(env: Mapping[str, str] = os.environ) -> Keyring:
         keyring.dev_secret,
         keyring.require_approval,
         None,
+        keyring.require_review_access,
         people_keys(env),
     )
 

@@ -96,6 +96,52 @@ class Reviewer:
         return {**body, "signature": sign(body, self.key)}
 
 
+def grant_record(reviewer_id: str, queues: list[str], granted_by: str, ts: int) -> dict[str, Any]:
+    """A review.grants record (unsigned: the lead `granted_by` signs it): `reviewer_id` may
+    claim and decide `queues` from `ts` on (`*`: every queue; none: revoked). The moderation
+    job applies a review only under such a grant (operators/review_access.py)."""
+    return {
+        "event_id": f"grant-{reviewer_id}-{ts}",
+        "reviewer_id": reviewer_id,
+        "queues": sorted(queues),
+        "granted_by": granted_by,
+        "ts": ts,
+    }
+
+
+def lease_record(
+    task: Mapping[str, Any], reviewer_id: str, ts: int, lease_ms: int
+) -> dict[str, Any]:
+    """A review.leases record (unsigned: the reviewer signs it): `reviewer_id` holds the task
+    from `ts` for `lease_ms`; the job applies only the lease holder's decision."""
+    return {
+        "event_id": f"lease-{task['task_id']}-{reviewer_id}-{ts}",
+        "task_id": task["task_id"],
+        "queue": task["queue"],
+        "content_id": task["content_id"],
+        "content_version": task["content_version"],
+        "reviewer_id": reviewer_id,
+        "ts": ts,
+        "expires_ts": ts + lease_ms,
+    }
+
+
+def decision_record(
+    task: Mapping[str, Any], reviewer_id: str, outcome: str, reason: str, ts: int
+) -> dict[str, Any]:
+    """The review.decisions record of `reviewer_id`'s decision on `task` (unsigned)."""
+    return {
+        "event_id": f"review-{task['task_id']}-{reviewer_id}-{ts}",
+        "task_id": task["task_id"],
+        "content_id": task["content_id"],
+        "content_version": task["content_version"],
+        "reviewer_id": reviewer_id,
+        "outcome": outcome,
+        "reason": reason,
+        "ts": ts,
+    }
+
+
 # KEYS: the task's record, its stream; ARGV: the task JSON, its queue, the consumer group, its id.
 FEED_SCRIPT = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX') then
@@ -149,8 +195,21 @@ class ReviewQueue:
         )
         return bool(fed)
 
-    def claim(self, queue: str, reviewer: str) -> dict[str, Any] | None:
-        """The most urgent task of `queue` for `reviewer`: an expired lease first, else new."""
+    def claim(
+        self,
+        queue: str,
+        reviewer: str | Reviewer,
+        now_ms: int | None = None,
+        send_lease: Callable[[dict[str, Any]], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """The most urgent task of `queue` for `reviewer`: an expired lease first, else new.
+        With `send_lease` (what the command passes) the lease also goes to `review.leases`,
+        signed with the reviewer's key, before the task is shown: the moderation job applies
+        only the lease holder's decision (operators/review_access.py). A refused send leaves
+        the task claimed here; it is offered again once the lease ran out."""
+        signer = reviewer if isinstance(reviewer, Reviewer) else None
+        reviewer = reviewer.reviewer_id if isinstance(reviewer, Reviewer) else reviewer
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
         if not self.roles.may(reviewer, queue):
             self._log(reviewer, f"denied:{queue}")
             raise ReviewError(f"reviewer {reviewer!r} is not granted queue {queue!r}")
@@ -170,11 +229,42 @@ class ReviewQueue:
                 task_id = _text(fields[b"task_id"] if b"task_id" in fields else fields["task_id"])
                 self.redis.hset(
                     f"review:lease:{task_id}",
-                    mapping={"reviewer": reviewer, "stream": stream, "entry": _text(entry_id)},
+                    mapping={
+                        "reviewer": reviewer,
+                        "stream": stream,
+                        "entry": _text(entry_id),
+                        "expires": now_ms + self.lease_ms,
+                    },
                 )
-                self._log(reviewer, "claim", task_id)
-                return self.task(task_id)
+                self._log(reviewer, "claim", task_id, now_ms)
+                task = self.task(task_id)
+                if send_lease is not None:
+                    self._send_lease(task, reviewer, signer, now_ms, send_lease)
+                return task
         return None
+
+    def _send_lease(
+        self,
+        task: Mapping[str, Any],
+        reviewer: str,
+        signer: Reviewer | None,
+        now_ms: int,
+        send: Callable[[dict[str, Any]], None],
+    ) -> None:
+        """The lease as a review.leases record, signed by the reviewer where a key is given."""
+        record = lease_record(task, reviewer, now_ms, self.lease_ms)
+        if signer is not None:
+            record = signer.sign(record)
+        try:
+            send(record)
+        except (KafkaError, OSError) as error:
+            self._log(reviewer, "unsent:lease", str(task["task_id"]), now_ms)
+            raise ReviewError(
+                f"lease of task {task['task_id']!r} not sent to review.leases "
+                f"({type(error).__name__}): the moderation job would refuse your decision; "
+                "the task stays claimed by you here until the lease runs out"
+            ) from None
+        self.redis.hset(f"review:lease:{task['task_id']}", "expires", now_ms + self.lease_ms)
 
     def task(self, task_id: str) -> dict[str, Any]:
         raw = self.redis.get(f"review:task:{task_id}")
@@ -212,6 +302,7 @@ class ReviewQueue:
         reason: str,
         now_ms: int,
         send: Callable[[dict[str, Any]], None],
+        send_lease: Callable[[dict[str, Any]], None] | None = None,
     ) -> dict[str, Any]:
         """Send the task's review.decisions record with `send` (it returns once the broker
         acknowledged it, and raises otherwise), then acknowledge the task: an outbox order.
@@ -227,18 +318,13 @@ class ReviewQueue:
         if lease.get("reviewer") != reviewer:
             self._log(reviewer, "denied:decide", task_id, now_ms)
             raise ReviewError(f"task {task_id!r} is not claimed by {reviewer!r}")
+        expires = int(lease.get("expires") or 0)
+        if send_lease is not None and expires and now_ms >= expires:
+            # The lease ran out and nobody took the task since: renewed before the decision.
+            self._send_lease(task, reviewer, signer, now_ms, send_lease)
         record = self._pending(task_id, reviewer, outcome, reason)
         if record is None:
-            record = {
-                "event_id": f"review-{task_id}-{reviewer}-{now_ms}",
-                "task_id": task_id,
-                "content_id": task["content_id"],
-                "content_version": task["content_version"],
-                "reviewer_id": reviewer,
-                "outcome": outcome,
-                "reason": reason,
-                "ts": now_ms,
-            }
+            record = decision_record(task, reviewer, outcome, reason, now_ms)
             if signer is not None:
                 record = signer.sign(record)
             # Kept before the send: whatever happens next, a retry sends these same bytes.

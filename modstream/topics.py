@@ -64,6 +64,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     # One compacted record per decided content version (moderation job): what re-evaluation
     # selects from (modstream/reevaluate.py) instead of reading every decision revision.
     TopicSpec("moderation.index", 4, _COMPACT, "latest decision and facts per content version"),
+    # Review access the moderation job checks before it applies a review (issue 27,
+    # schemas/review.py): grants keyed by reviewer with their history kept as policy.rules
+    # keeps its own (a review is checked against the grant in force at its ts, after a start
+    # without a checkpoint too), leases keyed by content_id like the reviews they follow.
+    TopicSpec("review.grants", 1, _POLICY_HISTORY, "queues each reviewer may decide (lead-signed)"),
+    TopicSpec("review.leases", 4, _delete(30), "who holds which review task, until when"),
     # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
     TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
 )

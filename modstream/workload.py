@@ -21,6 +21,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from modstream.review import grant_record
 from modstream.workload_extras import Emit, add_extras
 from operators.signing import AUTHORITY_TOPICS, Keyring, signed
 
@@ -95,6 +96,8 @@ def generate(
         sequence += 1
         timed.append((ts, sequence, {"topic": topic, "value": value}))
 
+    if extras or mix.review:
+        _grants(mix, emit, start_ts, extras)
     uploads: list[dict[str, Any]] = []
     for index in range(versions):
         upsert = _upsert(rng, mix, f"{prefix}c{seed}-{index}", index, start_ts)
@@ -215,6 +218,22 @@ def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Emit) -> 
             "outcome": rng.choice(["ALLOW", "BLOCK"]), "reason": "reviewed", "ts": at,
         }  # fmt: skip
         emit("review.decisions", review, at)
+
+
+# Who grants the workload's reviewers their queues (review.grants), and the proactive
+# reviewers `_human` draws (mod-0 … mod-19): each granted queue `external` (a review naming no
+# task the job issued); mod-2 decides the extras' appeal (operators/review_access.py).
+LEAD = "lead-1"
+REVIEWERS = 20
+
+
+def _grants(mix: Mix, emit: Emit, ts: int, extras: bool) -> None:
+    """The grants the workload's reviews need, first of all its records."""
+    reviewers = {f"mod-{index}": ["external"] for index in range(REVIEWERS if mix.review else 0)}
+    if extras:
+        reviewers |= {"mod-1": ["external"], "mod-2": ["appeals"]}
+    for reviewer_id, queues in sorted(reviewers.items()):
+        emit("review.grants", grant_record(reviewer_id, queues, LEAD, ts), ts)
 
 
 def sign_lines(lines: list[Line], keyring: Keyring | None = None) -> list[Line]:

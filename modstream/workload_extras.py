@@ -14,6 +14,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from modstream.review import LEASE_MS, lease_record
 from operators.keyring import Keyring
 from operators.signing import sign
 from operators.two_person import authorship_record
@@ -141,6 +142,13 @@ def _review_and_appeals(reviewed: dict[str, Any], emit: Emit, ts: int) -> None:
             },
             at,
         )
+    appeal_task = {
+        "task_id": "appeal-a1",
+        "queue": "appeals",
+        "content_id": reviewed["content_id"],
+        "content_version": 1,
+    }
+    emit("review.leases", lease_record(appeal_task, "mod-2", ts + 490, LEASE_MS), ts + 490)
     emit(
         "review.decisions",
         {

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modstream.limits import Limits
-from operators import human, scan_plan
+from operators import human, review_access, scan_plan
 from operators.decide import decide
 from operators.records import appeal_task, task
 from operators.reports import ReportWeight
@@ -281,6 +281,14 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     """A sticky human outcome; it closes the open tasks, the active appeal's among them. A
     review stamped before the human decision in force changes nothing (`stale`): the newest
     human decision wins whatever the arrival order (operators/human.py)."""
+    if ctx.grants is not None:
+        refusal = review_access.review_refusal(state, record, ts, ctx.grants)
+        if refusal is not None:
+            # Not applied, so not remembered: the same record sent again once its reviewer
+            # holds the grant and lease (`dlq replay`) applies.
+            del state["events"][record.event_id]
+            result.dead_letters.append(refusal)
+            return False
     newer = human.superseded(state, ts, record.event_id)
     if newer is not None:
         result.dead_letters.append(("stale", human.superseded_message(record, newer)))
@@ -293,6 +301,20 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
         state["appeal"] = None
     result.outputs += decide(state, ctx, ts, trigger)
     return True
+
+
+def on_lease(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
+    """A reviewer's claim of one task the job issued, kept while the reviewer holds a grant of
+    its queue and no other reviewer holds it (operators/review_access.py); it decides nothing
+    and moves no TTL."""
+    if ctx.grants is not None:
+        refusal = review_access.lease_refusal(state, record, ctx.grants)
+        if refusal is not None:
+            del state["events"][record.event_id]
+            result.dead_letters.append(refusal)
+            return False
+    review_access.hold(state, record)
+    return False
 
 
 def on_reevaluate(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
@@ -327,4 +349,5 @@ HANDLERS: dict[str, Handler] = {
     "review.decisions": on_review,
     "moderation.appeals": on_appeal,
     "moderation.reevaluate": on_reevaluate,
+    "review.leases": on_lease,
 }

@@ -35,6 +35,7 @@ APPROVAL_VARIABLE = "MODSTREAM_REQUIRE_APPROVAL"
 # The only ways to lower the defaults; a job logs them at start.
 INSECURE_UNSIGNED_VARIABLE = "MODSTREAM_INSECURE_UNSIGNED_TOPICS"
 INSECURE_NO_APPROVAL_VARIABLE = "MODSTREAM_INSECURE_NO_APPROVAL"
+INSECURE_UNGRANTED_VARIABLE = "MODSTREAM_INSECURE_UNGRANTED_REVIEWS"
 # A person's own keys (reviewers, policy approvers): the file on their machine.
 PERSON_KEYS_VARIABLE = "MODSTREAM_KEYS_FILE"
 
@@ -42,7 +43,10 @@ PERSON_KEYS_VARIABLE = "MODSTREAM_KEYS_FILE"
 POLICY_TOPIC = "policy.rules"
 ROLE_TOPICS: dict[str, frozenset[str]] = {
     "detector": frozenset({"detector.results"}),
-    "reviewer": frozenset({"review.decisions"}),
+    # A reviewer signs their decisions and their claims of tasks (schemas/review.py).
+    "reviewer": frozenset({"review.decisions", "review.leases"}),
+    # A lead grants reviewers their queues (review.grants).
+    "lead": frozenset({"review.grants"}),
     "bank": frozenset({"hash.bank"}),
     "appeals": frozenset({"moderation.appeals"}),
     "approver": frozenset({POLICY_TOPIC}),
@@ -55,6 +59,8 @@ TOPIC_ROLES: dict[str, str] = {
     "review.decisions": "reviewer",
     "hash.bank": "bank",
     "moderation.appeals": "appeals",
+    "review.grants": "lead",
+    "review.leases": "reviewer",
 }
 AUTHORITY_TOPIC_NAMES = frozenset(TOPIC_ROLES)
 TRUE = ("1", "true", "yes")
@@ -95,6 +101,8 @@ class Keyring:
     dev_secret: bytes | None = None
     require_approval: bool = True
     keys_file: str | None = None
+    # Reviews apply only under a grant and a lease the job holds as records (review_access).
+    require_review_access: bool = True
 
     def key_for(self, producer: str, role: str) -> bytes | None:
         """`producer`'s key if it holds `role`; None otherwise."""
@@ -135,6 +143,10 @@ class Keyring:
             lines.append(
                 f"{INSECURE_NO_APPROVAL_VARIABLE}: an active policy version needs no approval"
             )
+        if not self.require_review_access:
+            lines.append(
+                f"{INSECURE_UNGRANTED_VARIABLE}: a review applies without a grant or lease"
+            )
         if self.dev_secret is not None:
             lines.append(
                 f"{DEV_SECRET_VARIABLE}: keys derived from a dev secret (local stacks only)"
@@ -145,7 +157,14 @@ class Keyring:
         keys = {} if self.keys_file is not None else dict(self.keys)
         return (
             _unpickled,
-            (keys, self.required, self.dev_secret, self.require_approval, self.keys_file),
+            (
+                keys,
+                self.required,
+                self.dev_secret,
+                self.require_approval,
+                self.keys_file,
+                self.require_review_access,
+            ),
         )
 
     @classmethod
@@ -163,6 +182,7 @@ class Keyring:
             dev_secret=secret.encode("utf-8") if secret else None,
             require_approval=approval_required(env),
             keys_file=keys_file,
+            require_review_access=not insecure_switch(env, INSECURE_UNGRANTED_VARIABLE),
         )
 
 
@@ -172,10 +192,11 @@ def _unpickled(
     dev_secret: bytes | None,
     require_approval: bool,
     keys_file: str | None,
+    require_review_access: bool = True,
 ) -> Keyring:
     if keys_file is not None:
         keys = read_keys_file(Path(keys_file))
-    return Keyring(keys, required, dev_secret, require_approval, keys_file)
+    return Keyring(keys, required, dev_secret, require_approval, keys_file, require_review_access)
 
 
 def read_keys_file(path: Path) -> dict[str, SigningKey]:
@@ -261,10 +282,16 @@ def approval_required(env: Mapping[str, str]) -> bool:
             f"{APPROVAL_VARIABLE}={retired}: active versions require an approval; "
             f"{INSECURE_NO_APPROVAL_VARIABLE}=1 turns that off"
         )
-    insecure = (env.get(INSECURE_NO_APPROVAL_VARIABLE) or "0").strip().lower()
+    return not insecure_switch(env, INSECURE_NO_APPROVAL_VARIABLE)
+
+
+def insecure_switch(env: Mapping[str, str], variable: str) -> bool:
+    """Whether the insecure setting `variable` is on (1); a value other than 1 or 0 is a
+    ValueError naming it."""
+    insecure = (env.get(variable) or "0").strip().lower()
     if insecure not in TRUE + FALSE:
-        raise ValueError(f"{INSECURE_NO_APPROVAL_VARIABLE}={insecure}: 1 or 0")
-    return insecure not in TRUE
+        raise ValueError(f"{variable}={insecure}: 1 or 0")
+    return insecure in TRUE
 
 
 # Where a dev secret may be used: a local stack.

@@ -55,6 +55,7 @@ from operators.version_state import (
     EVIDENCE_GRACE_MS,
     HUMAN_TOPICS,
     KEYED_TOPICS,
+    LEASE_TOPIC,
     LIVE_WINDOW_MS,
     ORPHAN_TTL_MS,
     OUTPUT_TOPICS,
@@ -119,7 +120,7 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         # Not counted: nothing of it is kept (not even its event id) and the version's TTL
         # does not move, so a flood of reports beyond the reporter's limit costs no state.
         return StepResult(state)
-    if topic in HUMAN_TOPICS and (
+    if (topic in HUMAN_TOPICS or topic == LEASE_TOPIC) and (
         state is None or (state["content"] is None and not state["deleted"])
     ):
         # Never decided here (or its record's retention ended): nothing to apply it to, and

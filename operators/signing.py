@@ -91,6 +91,8 @@ AUTHORITY_TOPICS: dict[str, Producer] = {
     "review.decisions": Producer(field="reviewer_id"),
     "hash.bank": Producer(field="bank"),
     "moderation.appeals": Producer(fixed="appeals"),
+    "review.grants": Producer(field="granted_by"),
+    "review.leases": Producer(field="reviewer_id"),
 }
 
 

@@ -166,7 +166,7 @@ def compact_tombstone(state: State) -> None:
 # Input event ids, reporters, shadow decisions and timers go.
 RETIRED_KEEPS = (
     "cid", "ver", "content", "evidence", "report_weight", "human", "human_ids", "appeal", "rev",
-    "last", "tasks", "open_tasks", "provisional_expired",
+    "last", "tasks", "open_tasks", "provisional_expired", "leases",
 )  # fmt: skip
 
 
@@ -175,7 +175,11 @@ def retire(state: State, ts: int, ctx: Context) -> StepResult:
     stored without the fields at their defaults (`expanded` restores them on load); the
     content's hashes go (bank retroaction reaches retained full states only)."""
     defaults = new_state(state["cid"], state["ver"])
-    record = {k: state[k] for k in RETIRED_KEEPS if state[k] != defaults[k] or k in ("cid", "ver")}
+    record = {
+        k: state[k]
+        for k in RETIRED_KEEPS
+        if k in state and (state[k] != defaults.get(k) or k in ("cid", "ver"))
+    }
     record["content"] = {
         k: v for k, v in (state["content"] or {}).items() if k not in ("sha256", "phash")
     }

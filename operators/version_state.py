@@ -9,11 +9,14 @@ other in a ring. operators/moderation.py re-exports them for the job and its too
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modstream.limits import Limits
 from operators.policy_store import Resolution
 from operators.reports import ReportWeight
+
+if TYPE_CHECKING:
+    from operators.review_access import ReviewGrants
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (
@@ -23,8 +26,9 @@ KEYED_TOPICS = (
     "review.decisions",
     "moderation.appeals",
     "moderation.reevaluate",
+    "review.leases",  # modstream's own (schemas/review.py)
 )
-BROADCAST_TOPICS = ("policy.rules", "hash.bank")
+BROADCAST_TOPICS = ("policy.rules", "hash.bank", "review.grants")
 OUTPUT_TOPICS = (
     "moderation.decisions",
     "moderation.actions",
@@ -48,6 +52,9 @@ RETRO = "moderation.retro"
 ALL_TOPICS = (*KEYED_TOPICS, *BROADCAST_TOPICS, *OUTPUT_TOPICS)
 # Human input: applies to a version decided at any time in the past (contract v1.1).
 HUMAN_TOPICS = ("review.decisions", "moderation.appeals")
+# A reviewer's claim of a task (operators/review_access.py): like human input, it applies to a
+# version decided at any time in the past, and to nothing else.
+LEASE_TOPIC = "review.leases"
 # How many digests of applied human inputs a version keeps (operators/human.py): far more reviews
 # and appeals than one version sees; past it the oldest go, and the newest-`ts` rule still holds.
 HUMAN_IDS_KEPT = 64
@@ -92,6 +99,9 @@ class Context:
     # How long a version keeps its full state after its last input, then its compact record.
     state_ttl_ms: int = STATE_TTL_MS
     review_retention_ms: int = REVIEW_RETENTION_MS
+    # The reviewers' grants as of now (operators/review_access.py); None where the deployment
+    # turned the check off (MODSTREAM_INSECURE_UNGRANTED_REVIEWS) or a test leaves it out.
+    grants: ReviewGrants | None = None
 
 
 @dataclass

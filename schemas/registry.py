@@ -28,6 +28,7 @@ from schemas.outputs import (
     ShadowDecision,
 )
 from schemas.policy import POLICY_RECORD_ADAPTER
+from schemas.review import ReviewGrant, ReviewLease
 from schemas.signals import Appeal, HashBankEntry, Reevaluate, ReviewDecision, UserReport
 
 INPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
@@ -57,7 +58,11 @@ OUTPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
 OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
     f"scan.requests.{modality}": TypeAdapter(ScanRequest)
     for modality in ("text", "image", "video", "audio")
-} | {"moderation.index": TypeAdapter(IndexEntry)}
+} | {
+    "moderation.index": TypeAdapter(IndexEntry),
+    "review.grants": TypeAdapter(ReviewGrant),
+    "review.leases": TypeAdapter(ReviewLease),
+}
 
 TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS, **OWN_TOPICS}
 DEFAULT_LIMITS = Limits()

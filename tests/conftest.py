@@ -152,6 +152,34 @@ def review_decision(**overrides: Any) -> dict[str, Any]:
     }
 
 
+def review_grant(**overrides: Any) -> dict[str, Any]:
+    """A review.grants record: alice may work every queue from T0 (unsigned: sign with
+    operators.signing.signed, as lead `lead-1`)."""
+    return {
+        "event_id": "grant-alice-1",
+        "reviewer_id": "alice",
+        "queues": ["*"],
+        "granted_by": "lead-1",
+        "ts": T0,
+        **overrides,
+    }
+
+
+def review_lease(**overrides: Any) -> dict[str, Any]:
+    """A review.leases record: alice holds task t-1 of c-1 for 15 minutes from T0."""
+    return {
+        "event_id": "lease-t-1-alice",
+        "task_id": "t-1",
+        "queue": "general",
+        "content_id": "c-1",
+        "content_version": 1,
+        "reviewer_id": "alice",
+        "ts": T0,
+        "expires_ts": T0 + 900_000,
+        **overrides,
+    }
+
+
 def blocking_review(content_id: str, at: int, reason: str = "spam") -> dict[str, Any]:
     """A reviewer's BLOCK of version 1 of `content_id` at `at` (unsigned), on a task of its own;
     `reason` is free text, not a rule reason."""

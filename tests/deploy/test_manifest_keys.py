@@ -21,7 +21,7 @@ from tests.deploy.k8s_env import (
 COMPONENTS = ("moderation", "scan", "enforce", "reconciler")
 # The jobs that verify or sign authority records, and the roles their keys file may hold.
 SIGNING_ROLES = {
-    "moderation": {"detector", "reviewer", "bank", "appeals", "approver", "author"},
+    "moderation": {"detector", "reviewer", "bank", "appeals", "approver", "author", "lead"},
     "scan": {"detector"},
 }
 KEYS_FILE = "MODSTREAM_SIGNING_KEYS_FILE"

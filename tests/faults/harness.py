@@ -46,6 +46,8 @@ import yaml
 from modstream import cluster, kafkaio, replay, stack, topics, workload
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.content_service import ContentService
+from modstream.review import LEASE_MS, grant_record, lease_record
+from modstream.workload import LEAD, REVIEWERS
 from operators import moderation
 from operators.signing import Keyring
 from tests.faults import checks
@@ -87,7 +89,13 @@ def signals(lines: list[Line], rng: random.Random, prefix: str, scale: float) ->
         and str(line["value"].get("event_id", "")).startswith("up-")
     ]
     uploads = uploads[: max(1, int(len(uploads) * 0.9))]
-    out: list[Line] = []
+    # The reviewers' grants (review.grants), after the workload's own: every queue, so their
+    # proactive reviews and the appeals' reviews apply (operators/review_access.py).
+    granted = min(upload["ts"] for upload in uploads) + 1
+    out: list[Line] = [
+        {"topic": "review.grants", "value": grant_record(f"mod-{index}", ["*"], LEAD, granted)}
+        for index in range(REVIEWERS)
+    ]
     for index in range(int(5_000 * scale)):
         target = rng.choice(uploads)
         at = target["ts"] + rng.randrange(1_000, 60_000)
@@ -129,7 +137,11 @@ def signals(lines: list[Line], rng: random.Random, prefix: str, scale: float) ->
         )
         closing = review(f"{appeal_id}-rv", f"appeal-{appeal_id}", target, "ALLOW", rng)
         closing["value"]["ts"] = at + rng.randrange(1_000, 10_000)
-        out.append(closing)
+        # The appeal's task leased by its reviewer just before the decision.
+        task = {"task_id": f"appeal-{appeal_id}", "queue": "appeals", **target}
+        leased = closing["value"]["ts"] - 1
+        lease = lease_record(task, closing["value"]["reviewer_id"], leased, LEASE_MS)
+        out += [{"topic": "review.leases", "value": lease}, closing]
     return out
 
 

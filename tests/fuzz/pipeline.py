@@ -8,6 +8,7 @@ timers fired in order up to a horizon (the watermark after the input).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import time
@@ -26,7 +27,9 @@ from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
 from modstream.kafkaio import contract_key
 from modstream.limits import EARLIEST_TS
+from modstream.review import grant_record
 from operators import moderation
+from operators.signing import signed
 from tests.conftest import TEST_KEYRING, upload
 from tests.operators.policy_builders import GLOBAL_YAML, KEY
 
@@ -306,6 +309,20 @@ class Pipeline:
         self.advance(ts, outcome)
         return outcome
 
+    def grant(self, reviewer_id: str) -> None:
+        """`reviewer_id` granted every queue from 2000 on by the suite's lead, as review.grants
+        delivers it: the reviewer's reviews then meet the job's grant check as a granted
+        reviewer's do (operators/review_access.py)."""
+        record = signed(
+            "review.grants", grant_record(reviewer_id, ["*"], "lead-1", EARLIEST_TS), TEST_KEYRING
+        )
+        outcome = Outcome()
+        row = Row("review.grants", reviewer_id, json.dumps(record), EARLIEST_TS, "")
+        for item in self.decode.process_element(row, _Context(self.moderate, EARLIEST_TS)):
+            self._route_decoded(item, outcome)
+        if outcome.letters:
+            raise AssertionError(f"the grant of {reviewer_id!r} was refused: {outcome.letters}")
+
     def advance(self, watermark: int, outcome: Outcome) -> None:
         """Fire timers in event-time order up to `watermark`, as a rising watermark does."""
         self.order.target = watermark
@@ -391,8 +408,13 @@ def run_one(topic: str, text: str | None, record: dict[str, Any]) -> Outcome:
 
 
 def _prepared(topic: str, record: dict[str, Any]) -> Pipeline:
-    """A fresh job that has decided the version `record` is about (unless it is an upload)."""
+    """A fresh job that has decided the version `record` is about (unless it is an upload),
+    and granted the reviewer a review names."""
     pipeline = Pipeline()
+    reviewer_id = record.get("reviewer_id")
+    if topic == "review.decisions" and isinstance(reviewer_id, str) and reviewer_id:
+        with contextlib.suppress(AssertionError):  # an id no grant can carry: refused anyway
+            pipeline.grant(reviewer_id)
     content_id, version, ts = (
         record.get("content_id"),
         record.get("content_version"),

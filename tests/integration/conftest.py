@@ -24,6 +24,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 from modstream import kafkaio, replay
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.stack import broker_reachable
+from tests.conftest import TEST_KEYRING
 
 REACH_TIMEOUT_S = 10.0
 
@@ -256,7 +257,27 @@ def new_moderation_deployment(
     ]
     for name, physical in topics.items():
         args += ["--topic", f"{name}={physical}"]
+    grant_test_reviewers(kafka, topics)
     return ModerationDeployment(prefix, topics, args)
+
+
+# The reviewers the tests' own reviews name (tests/conftest.py `review_decision`: alice), granted
+# every queue from 2000 on by the suite's lead, so their reviews apply where the job checks
+# grants (operators/review_access.py). A review of a task the job issued needs a lease too.
+TEST_REVIEWERS = ("alice", "r1")
+
+
+def grant_test_reviewers(kafka: Kafka, topics: dict[str, str]) -> None:
+    """Each of TEST_REVIEWERS granted every queue on this deployment's review.grants."""
+    from modstream import workload
+    from modstream.limits import EARLIEST_TS
+    from modstream.review import grant_record
+
+    lines = [
+        {"topic": "review.grants", "value": grant_record(name, ["*"], "lead-1", EARLIEST_TS)}
+        for name in TEST_REVIEWERS
+    ]
+    workload.produce(kafka.bootstrap_servers, lines, topics, TEST_KEYRING)
 
 
 def run_replay(

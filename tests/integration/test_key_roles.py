@@ -1,9 +1,10 @@
-"""Keys bound to roles and secure defaults on a live moderation job and the real broker
-(issue 27, points 2 and 3): a review signed with a detector's key goes to the DLQ with class
-`signature` and changes nothing, and a job started with the environment deploy/k8s gives it
-refuses an unsigned review. In each, a genuine review sent afterwards on the same partition is
-applied: once it is, the refused ones were processed, and the decisions show they changed
-nothing."""
+"""Keys bound to roles, review grants and leases, and secure defaults on a live moderation job
+and the real broker (issue 27, points 2 and 3): a review signed with a detector's key goes to
+the DLQ with class `signature` and changes nothing; a review for a task the reviewer holds no
+grant (or no lease) for goes to the DLQ and changes nothing; a job started with the environment
+deploy/k8s gives it refuses an unsigned review. In each, a genuine review sent afterwards on the
+same partition is applied: once it is, the refused ones were processed, and the decisions show
+they changed nothing."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from modstream import workload
+from modstream.review import LEASE_MS, grant_record, lease_record
 from operators.signing import Keyring, sign
 from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
 from tests.deploy.k8s_env import job_environment
@@ -68,14 +70,14 @@ def wait_decision(
     )
 
 
-def refused(kafka: Kafka, topics: dict[str, str], event_id: str) -> dict[str, Any]:
-    """The DLQ row of the review with `event_id`, once there."""
+def refused(
+    kafka: Kafka, topics: dict[str, str], event_id: str, topic: str = "review.decisions"
+) -> dict[str, Any]:
+    """The DLQ row of the review (or lease) whose event id is or starts with `event_id`."""
 
     def letters(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [
-            v
-            for v in values
-            if v["source_topic"] == topics["review.decisions"] and f'"{event_id}"' in v["raw"]
+            v for v in values if v["source_topic"] == topics[topic] and f'"{event_id}' in v["raw"]
         ]
 
     values = kafka.wait_for(topics["moderation.dlq"], lambda vs: bool(letters(vs)), timeout_s=90)
@@ -83,9 +85,24 @@ def refused(kafka: Kafka, topics: dict[str, str], event_id: str) -> dict[str, An
     return letter
 
 
-def blocked_by_evidence(
-    kafka: Kafka, topics: dict[str, str], content_id: str, keyring: Keyring
+def grant(
+    kafka: Kafka,
+    topics: dict[str, str],
+    reviewer_id: str,
+    queues: list[str],
+    keyring: Keyring,
+    lead: str = "lead-1",
 ) -> None:
+    """`lead` grants `reviewer_id` the queues from a minute ago (before any review here)."""
+    record = grant_record(reviewer_id, queues, lead, now_ms() - 60_000)
+    send(kafka, topics, "review.grants", record, keyring)
+
+
+def blocked_by_evidence(
+    kafka: Kafka, topics: dict[str, str], content_id: str, keyring: Keyring, lead: str = "lead-1"
+) -> None:
+    # alice's proactive reviews (a task the job did not issue) need a grant of queue external.
+    grant(kafka, topics, "alice", ["external"], keyring, lead)
     at = now_ms()
     send(kafka, topics, "content.versions", upload(content_id, at=at), keyring)
     offensive = evidence(content_id, at=at, scores={"offensive": 0.99})
@@ -154,7 +171,7 @@ def test_a_job_with_the_k8s_environment_refuses_an_unsigned_review(
     topics = moderation_deployment.topics
     job = start_job("moderation", *moderation_deployment.args, env=env)
     job.wait_running()
-    blocked_by_evidence(kafka, topics, "kr-2", keyring)
+    blocked_by_evidence(kafka, topics, "kr-2", keyring, lead="erin")  # the example's lead
 
     unsigned = review("kr-2", "rv-unsigned", "mallory", "ALLOW")
     send(kafka, topics, "review.decisions", unsigned, Keyring(required=frozenset()))
@@ -171,3 +188,68 @@ def test_a_job_with_the_k8s_environment_refuses_an_unsigned_review(
     assert letter["error_class"] == "signature"
     assert "holds a key of role detector, which may not sign review.decisions" in letter["message"]
     assert_only_the_genuine_review_applied(kafka, topics, "kr-2", keyring)
+
+
+def test_a_review_for_a_task_without_a_grant_or_lease_goes_to_the_dlq_and_changes_nothing(
+    kafka: Kafka, start_job: Any, moderation_deployment: ModerationDeployment
+) -> None:
+    topics = moderation_deployment.topics
+    job = start_job("moderation", *moderation_deployment.args)
+    job.wait_running()
+    # mallory holds a valid reviewer key but no grant of queue appeals; bob and carol do.
+    grant(kafka, topics, "mallory", ["general"], TEST_KEYRING)
+    grant(kafka, topics, "bob", ["appeals"], TEST_KEYRING)
+    grant(kafka, topics, "carol", ["appeals"], TEST_KEYRING)
+    blocked_by_evidence(kafka, topics, "kr-3", TEST_KEYRING)
+    # The author appeals: the job issues task appeal-a-kr3 in queue appeals.
+    appeal = {
+        "event_id": "ap-kr3",
+        "appeal_id": "a-kr3",
+        "content_id": "kr-3",
+        "content_version": 1,
+        "decision_revision": 1,
+        "user_id": "author-1",
+        "ts": now_ms(),
+    }
+    send(kafka, topics, "moderation.appeals", appeal, TEST_KEYRING)
+    kafka.wait_for(
+        topics["review.tasks"],
+        lambda values: any(t["task_id"] == "appeal-a-kr3" for t in values),
+        timeout_s=90,
+    )
+    task = {"task_id": "appeal-a-kr3", "queue": "appeals", "content_id": "kr-3"}
+    task["content_version"] = 1
+
+    # mallory's lease and ALLOW, both signed with her own reviewer key, are refused.
+    send(
+        kafka,
+        topics,
+        "review.leases",
+        lease_record(task, "mallory", now_ms() - 1_000, LEASE_MS),
+        TEST_KEYRING,
+    )
+    ungranted = {**review("kr-3", "rv-mallory", "mallory", "ALLOW"), "task_id": "appeal-a-kr3"}
+    send(kafka, topics, "review.decisions", ungranted, TEST_KEYRING)
+    letter = refused(kafka, topics, "rv-mallory")
+    assert letter["error_class"] == "signature", letter
+    assert "holds no grant of the task's queue" in letter["message"]
+    lease_letter = refused(kafka, topics, "lease-appeal-a-kr3-mallory", "review.leases")
+    assert "holds no grant of queue 'appeals'" in lease_letter["message"], lease_letter
+    # bob is granted appeals but never leased the task: refused as a conflict.
+    unleased = {**review("kr-3", "rv-bob", "bob", "ALLOW"), "task_id": "appeal-a-kr3"}
+    send(kafka, topics, "review.decisions", unleased, TEST_KEYRING)
+    assert refused(kafka, topics, "rv-bob")["error_class"] == "conflict"
+    # carol, granted and holding the lease, decides: the only review that applies.
+    send(
+        kafka,
+        topics,
+        "review.leases",
+        lease_record(task, "carol", now_ms() - 1_000, LEASE_MS),
+        TEST_KEYRING,
+    )
+    genuine = {**review("kr-3", "rv-carol", "carol", "ALLOW"), "task_id": "appeal-a-kr3"}
+    send(kafka, topics, "review.decisions", genuine, TEST_KEYRING)
+    wait_decision(kafka, topics, "kr-3", "appeal", "ALLOW")
+    decisions = decisions_of(kafka, topics, "kr-3")
+    assert [d["trigger"] for d in decisions if d["trigger"] in ("review", "appeal")] == ["appeal"]
+    assert [d["outcome"] for d in decisions if d["trigger"] == "evidence"][-1:] == ["BLOCK"]

@@ -278,6 +278,12 @@ def test_one_violation_decided_again_and_again_is_one_strike_and_an_appeal_rever
             "event_id": "ap-1", "appeal_id": "a1", "content_id": "s-1", "content_version": 1,
             "decision_revision": 2, "user_id": "author-s", "ts": T0 + 10_000,
         }},
+        # r1 (granted every queue: tests/integration/conftest.py) leases the appeal's task.
+        {"topic": "review.leases", "value": {
+            "event_id": "ls-1", "task_id": "appeal-a1", "queue": "appeals", "content_id": "s-1",
+            "content_version": 1, "reviewer_id": "r1", "ts": T0 + 15_000,
+            "expires_ts": T0 + 915_000,
+        }},
         {"topic": "review.decisions", "value": {
             "event_id": "rv-1", "task_id": "appeal-a1", "content_id": "s-1",
             "content_version": 1, "reviewer_id": "r1", "outcome": "ALLOW",

@@ -14,6 +14,7 @@ import redis
 
 from modstream.cli import main
 from modstream.config import Settings
+from modstream.review import LEASE_MS
 from operators.signing import Keyring, check, derive_key, signed
 from schemas import dead_letter
 from tests.conftest import T0, TEST_KEYRING, evidence
@@ -59,7 +60,8 @@ def test_review_decide_signs_as_the_reviewer_its_key_names(
 ) -> None:
     prefix = f"it-{uuid.uuid4().hex[:10]}"
     tasks, decisions = f"{prefix}.review.tasks", f"{prefix}.review.decisions"
-    kafka.create_topics([tasks, decisions], partitions=1)  # the feed keeps the tasks' order
+    leases = f"{prefix}.review.leases"
+    kafka.create_topics([tasks, decisions, leases], partitions=1)  # the feed keeps the order
     queue = f"q_{uuid.uuid4().hex[:8]}"
     roles = tmp_path / "roles.yaml"
     grants = {name: {"queues": [queue]} for name in ("alice", "bob")}
@@ -77,6 +79,11 @@ def test_review_decide_signs_as_the_reviewer_its_key_names(
     assert _run(capsys, "review", "feed", *broker)[0] == 0
     code, out = _run(capsys, "review", "claim", "--queue", queue, *broker)
     assert code == 0 and json.loads(out)["task_id"] == mine
+    # The claim's lease, signed by alice, for the job to check her decision against.
+    [lease] = kafka.values(leases)
+    assert (lease["task_id"], lease["queue"], lease["reviewer_id"]) == (mine, queue, "alice")
+    assert lease["expires_ts"] - lease["ts"] == LEASE_MS
+    assert check("review.leases", lease, Keyring.from_env()) is None
     code, out = _run(capsys, "review", "decide", mine, "--outcome", "BLOCK", *broker)
     assert code == 0, out
     [record] = kafka.values(decisions)
@@ -103,6 +110,47 @@ def test_review_decide_signs_as_the_reviewer_its_key_names(
     keys.write_text(json.dumps({"alice": alice_key, "bob": "b"}))
     code, out = _run(capsys, "review", "decide", mine, "--outcome", "ALLOW", *broker)
     assert code == 1 and "holds exactly one" in out
+
+
+def test_review_grant_sends_grants_signed_by_the_lead_its_key_names(
+    kafka: Kafka,
+    stack: Settings,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    prefix = f"it-{uuid.uuid4().hex[:10]}"
+    grants = f"{prefix}.review.grants"
+    kafka.create_topics([grants], partitions=1)
+    roles = tmp_path / "roles.yaml"
+    roles.write_text(json.dumps({"reviewers": {"alice": {"queues": ["appeals", "general"]}}}))
+    monkeypatch.setenv("MODSTREAM_REVIEW_ROLES", str(roles))
+    lead_key = derive_key(_deployment_secret(), "lead-1", "lead").decode()
+    keys = tmp_path / "lead.json"
+    keys.write_text(json.dumps({"lead-1": lead_key}))
+    monkeypatch.setenv("MODSTREAM_KEYS_FILE", str(keys))
+    broker = ["--prefix", prefix, "--bootstrap-servers", stack.bootstrap_servers]
+
+    assert _run(capsys, "review", "grant", "--from-roles", *broker)[0] == 0
+    code, out = _run(capsys, "review", "grant", "bob", "--queues", "", *broker)  # revoked
+    assert code == 0, out
+    code, out = _run(capsys, "review", "grant", "carol", *broker)
+    assert code == 1 and "--queues" in out
+    sent = kafka.values(grants)
+    assert [(g["reviewer_id"], g["queues"], g["granted_by"]) for g in sent] == [
+        ("alice", ["appeals", "general"], "lead-1"),
+        ("bob", [], "lead-1"),
+    ]
+    deployment = Keyring.from_env()
+    assert all(check("review.grants", grant, deployment) is None for grant in sent)
+    # A reviewer's key (another role) signing a grant is refused by the job's check.
+    keys.write_text(
+        json.dumps({"lead-1": derive_key(_deployment_secret(), "lead-1", "reviewer").decode()})
+    )
+    assert _run(capsys, "review", "grant", "mallory", "--queues", "*", *broker)[0] == 0
+    [forged] = [g for g in kafka.values(grants) if g["reviewer_id"] == "mallory"]
+    message = check("review.grants", forged, deployment)
+    assert message is not None and "does not verify" in message
 
 
 def test_dlq_replay_writes_only_to_input_topics(

@@ -40,18 +40,26 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
     assert contract <= names
     assert contract == set(TOPIC_MODELS) - set(OWN_TOPICS)
     scans = {f"scan.requests.{m}" for m in ("text", "image", "video", "audio")}
-    assert set(OWN_TOPICS) == {*scans, "moderation.index"}
+    access = {"review.grants", "review.leases"}  # schemas/review.py
+    assert set(OWN_TOPICS) == {*scans, "moderation.index", *access}
     assert names - contract == {
         "content.validated",
         "enforcement.repairs",
         "moderation.index",
         *scans,
+        *access,
     }
 
 
 def test_broadcast_topics_are_compacted_and_others_have_a_retention() -> None:
     by_name = {spec.name: spec for spec in TOPICS}
-    for name in ("policy.rules", "hash.bank", "content.visibility", "moderation.index"):
+    for name in (
+        "policy.rules",
+        "hash.bank",
+        "content.visibility",
+        "moderation.index",
+        "review.grants",
+    ):
         assert by_name[name].config["cleanup.policy"] == "compact"
     for spec in TOPICS:
         if spec.config["cleanup.policy"] == "delete":

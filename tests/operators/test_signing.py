@@ -27,7 +27,16 @@ from operators.signing import (
     valid_approvals,
     verify,
 )
-from tests.conftest import SECRET_TEXT, T0, appeal_record, bank_entry, evidence, review_decision
+from tests.conftest import (
+    SECRET_TEXT,
+    T0,
+    appeal_record,
+    bank_entry,
+    evidence,
+    review_decision,
+    review_grant,
+    review_lease,
+)
 
 SECRET = b"unit-dev-secret"
 ALL = frozenset(AUTHORITY_TOPICS)
@@ -40,6 +49,8 @@ RECORDS = {
     "hash.bank": bank_entry,
     "moderation.appeals": appeal_record,
     "detector.results": lambda **o: evidence(**o),
+    "review.grants": review_grant,
+    "review.leases": review_lease,
 }
 # What a forger changes in each: the outcome, the bank op, the appealed revision, a score.
 FORGERIES: dict[str, dict[str, Any]] = {
@@ -47,16 +58,20 @@ FORGERIES: dict[str, dict[str, Any]] = {
     "hash.bank": {"op": "remove"},
     "moderation.appeals": {"decision_revision": 2},
     "detector.results": {"scores": {"offensive": 0.0}},
+    "review.grants": {"queues": ["appeals"]},
+    "review.leases": {"expires_ts": T0 + 86_400_000},
 }
 
 
-def test_the_four_authority_topics_and_their_producers() -> None:
+def test_the_authority_topics_and_their_producers() -> None:
     producers = {topic: rule.of(RECORDS[topic]()) for topic, rule in AUTHORITY_TOPICS.items()}
     assert producers == {
         "review.decisions": "alice",
         "hash.bank": "known_bad",
         "moderation.appeals": "appeals",
         "detector.results": "offensive_text",
+        "review.grants": "lead-1",
+        "review.leases": "alice",
     }
 
 
@@ -231,8 +246,14 @@ def test_keyring_from_env(tmp_path: Path) -> None:
     )
     assert keyring.key_for("alice", "reviewer") == b"alice-key"  # the keys file wins
     assert keyring.key_for("bob", "reviewer") == derive_key(b"dev", "bob", "reviewer")
-    assert keyring.required == {"review.decisions", "hash.bank"}
-    assert keyring.require_approval
+    assert keyring.required == {"review.decisions", "hash.bank", "review.grants", "review.leases"}
+    assert keyring.require_approval and keyring.require_review_access
+    ungranted = Keyring.from_env({"MODSTREAM_INSECURE_UNGRANTED_REVIEWS": "1"})
+    assert not ungranted.require_review_access
+    assert "MODSTREAM_INSECURE_UNGRANTED_REVIEWS" in " ".join(ungranted.insecure_settings())
+    assert not pickle.loads(pickle.dumps(ungranted)).require_review_access
+    with pytest.raises(ValueError, match="MODSTREAM_INSECURE_UNGRANTED_REVIEWS"):
+        Keyring.from_env({"MODSTREAM_INSECURE_UNGRANTED_REVIEWS": "maybe"})
     assert Keyring.from_env({"MODSTREAM_SIGNATURES_REQUIRED": "all"}).required == ALL
     assert Keyring.from_env({"MODSTREAM_INSECURE_UNSIGNED_TOPICS": "all"}).required == set()
     empty = Keyring.from_env({})

@@ -1,0 +1,55 @@
+"""modstream's own review-access records (not in the contract; docs/contract-notes.md, "Review
+grants and leases"): who may decide which queue, and who holds which task now. The moderation
+job checks both before it applies a review (operators/review_access.py, issue 27), so a grant
+or a lease kept only in the review tool's Redis cannot be forged past it.
+
+- `review.grants` (compacted, keyed by `reviewer_id`): the queues a reviewer may work from
+  `ts` on, signed by the lead in `granted_by` (keyring role `lead`). An empty `queues` revokes.
+- `review.leases` (keyed by `content_id`, like reviews): a reviewer's claim of one task until
+  `expires_ts`, signed by the reviewer (role `reviewer`); `modstream review claim` writes it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from schemas.common import ContentVersion, EventTime, Id, InputRecord
+from schemas.signals import OptionalSignature
+
+# Enough for every queue of a policy; `*` grants all of them.
+MAX_GRANTED_QUEUES = 64
+ALL_QUEUES = "*"
+
+
+class ReviewGrant(InputRecord):
+    """review.grants: the queues `reviewer_id` may claim and decide from `ts` on."""
+
+    event_id: Id
+    reviewer_id: Id
+    queues: Annotated[list[Id], Field(max_length=MAX_GRANTED_QUEUES)]
+    granted_by: Id
+    ts: EventTime
+    signature: OptionalSignature = None
+
+
+class ReviewLease(InputRecord):
+    """review.leases: `reviewer_id` holds task `task_id` of queue `queue` from `ts` until
+    `expires_ts`; while it holds, no other reviewer's decision for the task applies."""
+
+    event_id: Id
+    task_id: Id
+    queue: Id
+    content_id: Id
+    content_version: ContentVersion
+    reviewer_id: Id
+    ts: EventTime
+    expires_ts: EventTime
+    signature: OptionalSignature = None
+
+    @model_validator(mode="after")
+    def _ends_after_it_starts(self) -> Self:
+        if self.expires_ts <= self.ts:
+            raise ValueError("expires_ts must be after ts")
+        return self
