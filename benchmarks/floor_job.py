@@ -43,7 +43,11 @@ class Touch(KeyedProcessFunction):
         state["inputs"] += 1
         state["ts"] = document.get("ts")
         self.state.update(json.dumps(state))
-        out = {"content_id": document.get("content_id"), "inputs": state["inputs"]}
+        out = {
+            "content_id": document.get("content_id"),
+            "ts": document.get("ts"),
+            "inputs": state["inputs"],
+        }
         yield Row(self.output, value[1], json.dumps(out))
 
 
