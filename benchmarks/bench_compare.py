@@ -243,6 +243,7 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
         ready=window.ready,
         done=window.done,
         arrivals=window.arrivals,
+        committed=window.committed,
         cpu_samples=window.cpu.samples,
         broker_cpu=window.broker_cpu,
         python_calls=window.python_calls,

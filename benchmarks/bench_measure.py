@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 PROC = Path("/proc")
-# The share of a variant's outputs counted as its warm-up: the steady rate is measured from
-# when this share of them was visible to the last one (start-up and JIT reported apart).
+# The share of the backlog counted as a variant's warm-up: the steady rate is measured from
+# when its group had committed this share of its input (or, without that, when this share of
+# its outputs was visible) to its last output (start-up and JIT reported apart).
 WARMUP_SHARE = 0.2
 
 
@@ -197,6 +198,22 @@ def _ratio(top: float | None, bottom: float | None) -> float | None:
     return round(top / bottom, 2) if top and bottom else None
 
 
+def steady_start(
+    committed: Sequence[tuple[int, int]], arrivals: Sequence[int], ready: int
+) -> tuple[int, float]:
+    """When the steady part starts and the share of the backlog left after it: from the group's
+    committed input (ms, records) when there is progress to read, once WARMUP_SHARE of the last
+    count was committed; else from the outputs' arrivals."""
+    final = max((count for _, count in committed), default=0)
+    if final > 0:
+        for at, count in committed:
+            if count >= WARMUP_SHARE * final:
+                return at, 1 - count / final
+    if arrivals:
+        return steady_since(arrivals), 1 - WARMUP_SHARE
+    return ready, 1.0
+
+
 def backlog_figures(
     *,
     events: int,
@@ -204,17 +221,18 @@ def backlog_figures(
     ready: int,
     done: int,
     arrivals: Sequence[int],
+    committed: Sequence[tuple[int, int]],
     cpu_samples: Sequence[tuple[int, float]],
     broker_cpu: tuple[float, float] | None,
     python_calls: float | None,
 ) -> dict[str, Any]:
     """A variant's backlog run in figures: start-up apart, the whole window, and the steady part
-    after WARMUP_SHARE of its outputs (JIT and first checkpoints behind it); CPU from the
-    samples (ms, CPU s) of its processes, the first taken when it said it runs."""
+    after its warm-up (`steady_start`: JIT and first checkpoints behind it); CPU from the samples
+    (ms, CPU s) of its processes, the first taken when it said it runs."""
     processing_s = max((done - ready) / 1000, 1e-3)
-    steady_from = steady_since(arrivals) if arrivals else ready
+    steady_from, left = steady_start(committed, arrivals, ready)
     steady_s = max((done - steady_from) / 1000, 1e-3)
-    steady_events = events * (1 - WARMUP_SHARE)
+    steady_events = max(events * left, 1.0)
     cpu_ready, cpu_done = cpu_samples[0][1], cpu_samples[-1][1]
     cpu_steady = cpu_done - cpu_at(cpu_samples, steady_from)
     return {

@@ -29,7 +29,7 @@ from modstream.config import PROJECT_ROOT, Settings
 from modstream.stack import Kafka
 from modstream.topics import TopicSpec, create_topics, physical
 from modstream.workload import BENCH_MIX, for_kafka
-from operators.moderation import ALL_TOPICS
+from operators.moderation import ALL_TOPICS, KEYED_TOPICS
 
 READY = re.compile(rb"^(job \S+ \S+ running|peer \S+: running)$", re.MULTILINE)
 
@@ -42,6 +42,7 @@ class Window:
     ready: int  # ms: it said it runs
     done: int  # ms: the closing marker's output (or the last floor output) visible
     arrivals: list[int]  # ms: when each output of the backlog became visible
+    committed: list[tuple[int, int]]  # (ms, input records its group had committed)
     cpu: measure.CpuSampler
     broker_cpu: tuple[float, float] | None  # the broker's CPU s at ready and at done
     python_calls: float | None
@@ -91,6 +92,7 @@ def run_backlog(
     metrics_port: int | None,
     timeout_s: float,
     started: int,
+    offsets: OffsetSampler,
 ) -> Window:
     """Wait for the variant to say it runs, then for its last backlog output; read CPU, Python
     calls and memory at both ends."""
@@ -103,12 +105,15 @@ def run_backlog(
     broker = Kafka(Settings.from_env()).pid()
     broker_ready = measure.cpu_seconds([broker]) if broker else None
     calls_ready = scrape(metrics_port)
+    offsets.start()
     if variant.per_input:
         done = wait_count(watcher, events, timeout_s, process)
     else:
         done = watcher.wait_for(end_id, timeout_s=timeout_s, alive=alive)
     sampler.stop.set()
     sampler.sample()
+    offsets.stop.set()
+    offsets.sample()
     broker_done = measure.cpu_seconds([broker]) if broker else None
     calls_done = scrape(metrics_port)
     arrivals = sorted(arrived for arrived, _ in watcher.seen if arrived <= done)
@@ -117,6 +122,7 @@ def run_backlog(
         ready=ready_at,
         done=done,
         arrivals=arrivals[:events] if variant.per_input else arrivals,
+        committed=offsets.samples,
         cpu=sampler,
         broker_cpu=None if broker_ready is None else (broker_ready, broker_done or 0.0),
         python_calls=None
@@ -168,9 +174,11 @@ def run_variant(
     ready.start()
     process, port, started = start(variant, prefix, topics, run_dir, log)
     running = Running(variant, process, watcher, ready, log, bootstrap, topics, run_dir)
+    inputs = [topics[name] for name in KEYED_TOPICS]
+    offsets = OffsetSampler(bootstrap, prefix, inputs, partitions)
     try:
         window = run_backlog(
-            variant, process, watcher, ready, len(lines), end_id, port, timeout_s, started
+            variant, process, watcher, ready, len(lines), end_id, port, timeout_s, started, offsets
         )
     except BaseException:
         running.stop()
@@ -231,6 +239,40 @@ def checkpoint_stats(log: Path) -> dict[str, int]:
         "duration_max_ms": durations[-1],
         "last_bytes": int(found[-1][0]),
     }
+
+
+class OffsetSampler(threading.Thread):
+    """The input records a variant's consumer group has committed, every `every_s`: its
+    progress through the backlog as the broker sees it, the same for every variant (a peer
+    commits after each poll, a Flink job when a checkpoint completes)."""
+
+    def __init__(
+        self, bootstrap: str, group: str, topics: list[str], partitions: int, every_s: float = 0.5
+    ) -> None:
+        from confluent_kafka import Consumer, TopicPartition
+
+        super().__init__(daemon=True)
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+        )
+        self.partitions = [TopicPartition(t, p) for t in topics for p in range(partitions)]
+        self.every_s = every_s
+        self.samples: list[tuple[int, int]] = []
+        self.stop = threading.Event()
+
+    def sample(self) -> None:
+        try:
+            committed = self.consumer.committed(self.partitions, timeout=5)
+        except Exception:  # the broker busy: the next sample will do
+            return
+        self.samples.append((now_ms(), sum(max(tp.offset, 0) for tp in committed)))
+
+    def run(self) -> None:
+        try:
+            while not self.stop.wait(self.every_s):
+                self.sample()
+        finally:
+            self.consumer.close()
 
 
 class Ready(threading.Thread):

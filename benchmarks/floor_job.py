@@ -19,11 +19,12 @@ from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import options, runtime
+from jobs import options, python_calls, runtime
 from modstream.config import Settings
 from operators.moderation import KEYED_TOPICS
 
 
+@python_calls.counted
 class Touch(KeyedProcessFunction):
     """Decode, read the key's state, count, write it back, encode one output."""
 

@@ -90,6 +90,7 @@ def test_backlog_figures_keep_startup_and_warmup_apart() -> None:
         ready=10_000,
         done=20_000,
         arrivals=arrivals,
+        committed=[],
         cpu_samples=samples,
         broker_cpu=(100.0, 100.5),
         python_calls=250.0,
@@ -106,6 +107,29 @@ def test_backlog_figures_keep_startup_and_warmup_apart() -> None:
         "broker_cpu_us_per_event": 500.0,
         "python_calls_per_event": 0.25,
     }
+
+
+def test_the_steady_part_follows_the_committed_input() -> None:
+    # Outputs in one burst at the end (a peer waiting for the watermark, a checkpoint's
+    # transaction): the committed input still says when 20% of the backlog was behind it.
+    committed = [(10_500, 0), (11_000, 100), (12_000, 250), (14_000, 600), (18_000, 1000)]
+    assert measure.steady_start(committed, [20_000] * 100, 10_000) == (12_000, 0.75)
+    figures = measure.backlog_figures(
+        events=1000,
+        started=0,
+        ready=10_000,
+        done=20_000,
+        arrivals=[20_000] * 100,
+        committed=committed,
+        cpu_samples=[(10_000, 1.0), (12_000, 2.0), (20_000, 5.0)],
+        broker_cpu=None,
+        python_calls=None,
+    )
+    assert (figures["warmup_s"], figures["steady_events_per_s"]) == (2.0, 93.8)  # 750 in 8 s
+    assert figures["steady_cpu_us_per_event"] == 4000.0  # 3 s over 750 events
+    # Nothing committed (no group progress read): the outputs' arrivals decide.
+    assert measure.steady_start([], [12_000] * 20 + [20_000] * 80, 10_000) == (12_000, 0.8)
+    assert measure.steady_start([], [], 10_000) == (10_000, 1.0)
 
 
 PROMETHEUS_PAGE = """\
