@@ -43,7 +43,9 @@ def write_plot(results: dict[str, Result], rate: float | None, path: Path) -> No
     delay.axhline(CHECKPOINT_INTERVAL_MS / 1000 + 1, color="grey", linestyle="--", linewidth=1)
     delay.set_xticks(range(len(timed)), timed)
     delay.set_ylabel("seconds from event ts to committed output")
-    delay.set_title(f"Latency, every variant at {rate} versions/s\n(dashed: checkpoint interval + 1 s)")
+    delay.set_title(
+        f"Latency, every variant at {rate} versions/s\n(dashed: checkpoint interval + 1 s)"
+    )
     delay.legend(fontsize=8)
     for axis in (throughput, cpu, delay):
         axis.tick_params(axis="x", labelrotation=25, labelsize=8)
