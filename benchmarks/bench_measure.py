@@ -203,12 +203,14 @@ def steady_start(
 ) -> tuple[int, float]:
     """When the steady part starts and the share of the backlog left after it: from the group's
     committed input (ms, records) when there is progress to read, once WARMUP_SHARE of the last
-    count was committed; else from the outputs' arrivals."""
+    count was committed (the whole window when the count jumped past half the backlog at once);
+    else from the outputs' arrivals."""
     final = max((count for _, count in committed), default=0)
     if final > 0:
-        for at, count in committed:
-            if count >= WARMUP_SHARE * final:
-                return at, 1 - count / final
+        at, count = next((at, n) for at, n in committed if n >= WARMUP_SHARE * final)
+        if 1 - count / final < (1 - WARMUP_SHARE) / 2:
+            return ready, 1.0  # read in a few polls: too coarse to split, the whole window
+        return at, 1 - count / final
     if arrivals:
         return steady_since(arrivals), 1 - WARMUP_SHARE
     return ready, 1.0

@@ -111,9 +111,9 @@ def run_backlog(
     else:
         done = watcher.wait_for(end_id, timeout_s=timeout_s, alive=alive)
     sampler.stop.set()
+    sampler.join()
     sampler.sample()
-    offsets.stop.set()
-    offsets.sample()
+    committed = offsets.last()
     broker_done = measure.cpu_seconds([broker]) if broker else None
     calls_done = scrape(metrics_port)
     arrivals = sorted(arrived for arrived, _ in watcher.seen if arrived <= done)
@@ -122,7 +122,7 @@ def run_backlog(
         ready=ready_at,
         done=done,
         arrivals=arrivals[:events] if variant.per_input else arrivals,
-        committed=offsets.samples,
+        committed=committed,
         cpu=sampler,
         broker_cpu=None if broker_ready is None else (broker_ready, broker_done or 0.0),
         python_calls=None
@@ -181,6 +181,7 @@ def run_variant(
             variant, process, watcher, ready, len(lines), end_id, port, timeout_s, started, offsets
         )
     except BaseException:
+        offsets.stop.set()
         running.stop()
         raise
     return window, running
@@ -268,11 +269,17 @@ class OffsetSampler(threading.Thread):
         self.samples.append((now_ms(), sum(max(tp.offset, 0) for tp in committed)))
 
     def run(self) -> None:
-        try:
-            while not self.stop.wait(self.every_s):
-                self.sample()
-        finally:
-            self.consumer.close()
+        while not self.stop.wait(self.every_s):
+            self.sample()
+
+    def last(self) -> list[tuple[int, int]]:
+        """Stop, take the last sample, close; the samples."""
+        self.stop.set()
+        if self.is_alive():
+            self.join()
+        self.sample()
+        self.consumer.close()
+        return self.samples
 
 
 class Ready(threading.Thread):

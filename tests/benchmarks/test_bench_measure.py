@@ -127,6 +127,8 @@ def test_the_steady_part_follows_the_committed_input() -> None:
     )
     assert (figures["warmup_s"], figures["steady_events_per_s"]) == (2.0, 93.8)  # 750 in 8 s
     assert figures["steady_cpu_us_per_event"] == 4000.0  # 3 s over 750 events
+    # A small backlog read in one poll: no steady part to split off, the whole window counts.
+    assert measure.steady_start([(10_500, 0), (11_000, 1000)], [], 10_000) == (10_000, 1.0)
     # Nothing committed (no group progress read): the outputs' arrivals decide.
     assert measure.steady_start([], [12_000] * 20 + [20_000] * 80, 10_000) == (12_000, 0.8)
     assert measure.steady_start([], [], 10_000) == (10_000, 1.0)
