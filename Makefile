@@ -28,7 +28,7 @@ help:
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff and mypy"
-	@echo "make bench             the moderation job beside the engine's floor and hand-written peers (make up first)"
+	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
 	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes (pytest-benchmark)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
@@ -143,7 +143,7 @@ clean: down
 	rm -rf .run deploy/flink-ext/build
 
 # The moderation job beside the engine's floor and hand-written peers (a stack on the default
-# ports; `make up` first); BENCH_ARGS="--quick --json".
+# ports; `make up` first); BENCH_ARGS="--quick --json" (CI), "--steady --json" (200,000 events a variant).
 bench: setup
 	@$(MODSTREAM) bench $(BENCH_ARGS)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from kafka import KafkaConsumer
 
+from benchmarks.bench_measure import latency_summary
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
 from modstream.topics import TopicSpec, create_topics, physical
@@ -94,12 +95,6 @@ class ActionWatcher(threading.Thread):
                 raise RuntimeError(f"its writer ended before the action for {content_id}")
             time.sleep(0.05)
         raise TimeoutError(f"no committed action for {content_id} within {timeout_s}s")
-
-
-def percentile(values: list[int], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))
-    return float(ordered[index])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,15 +283,7 @@ def steady_latency(
         for arrival, action in watcher.seen[seen_before:]
         if action["content_id"].startswith(f"{tag}-") and phase_started <= action["ts"] < cutoff
     ]
-    return {
-        "rate_versions_per_s": rate,
-        "seconds": duration,
-        "actions": len(latencies),
-        "p50_ms": percentile(latencies, 0.50) if latencies else None,
-        "p95_ms": percentile(latencies, 0.95) if latencies else None,
-        "p99_ms": percentile(latencies, 0.99) if latencies else None,
-        "max_ms": max(latencies) if latencies else None,
-    }
+    return {"rate_versions_per_s": rate, "seconds": duration, **latency_summary(latencies)}
 
 
 _PRODUCER: Any = None

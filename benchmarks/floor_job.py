@@ -19,11 +19,12 @@ from pyflink.common import Row, Types, WatermarkStrategy
 from pyflink.datastream import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import options, runtime
+from jobs import options, python_calls, runtime
 from modstream.config import Settings
 from operators.moderation import KEYED_TOPICS
 
 
+@python_calls.counted
 class Touch(KeyedProcessFunction):
     """Decode, read the key's state, count, write it back, encode one output."""
 
@@ -43,7 +44,11 @@ class Touch(KeyedProcessFunction):
         state["inputs"] += 1
         state["ts"] = document.get("ts")
         self.state.update(json.dumps(state))
-        out = {"content_id": document.get("content_id"), "inputs": state["inputs"]}
+        out = {
+            "content_id": document.get("content_id"),
+            "ts": document.get("ts"),
+            "inputs": state["inputs"],
+        }
         yield Row(self.output, value[1], json.dumps(out))
 
 

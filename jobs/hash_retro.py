@@ -21,7 +21,7 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import runtime
+from jobs import python_calls, runtime
 from operators import retro, state_schema
 from operators.moderation import RETRO
 
@@ -55,6 +55,7 @@ def fan_out(value: Row) -> Iterator[Row]:
             yield Row(key, "bank", payload, ts, seq)
 
 
+@python_calls.counted
 class RetroJoin(KeyedProcessFunction):
     """Adapter keyed by hash key: loads the key's state, calls the pure join, stores the
     result, arms its timer and emits `moderation.retro` rows for the version operator."""

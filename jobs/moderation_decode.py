@@ -13,6 +13,7 @@ from pyflink.common import Row
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
+from jobs import python_calls
 from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import DLQ_ROUTE, ModerationConfig
 from jobs.moderation_letters import DLQ_TAG
@@ -124,6 +125,7 @@ class Decode(ProcessFunction):
         )
 
 
+@python_calls.counted
 class DecodeBatch(Decode):
     """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
     arrays, the DECODED_ROW of each record in order (Unbatch.java splits it); a refused record

@@ -17,7 +17,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from jobs import metrics
+from jobs import metrics, python_calls
 from jobs.moderation_broadcast import PolicyAware
 from jobs.moderation_config import REPORT_BATCH, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, TIMERS, failure_letter, schema_letters
@@ -48,6 +48,7 @@ class _InputFailed(Exception):
         self.error = error
 
 
+@python_calls.counted
 class Moderate(PolicyAware):
     """Adapter keyed by content version: runs the pure step with the policy and hash banks as
     of each input's ts, and stores the version's state.

@@ -14,6 +14,7 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from jobs import python_calls
 from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_broadcast import PolicyAware
 from jobs.moderation_config import REPORT_BATCH, REPORT_SHARDS, ModerationConfig
@@ -21,6 +22,7 @@ from jobs.moderation_letters import HANDLER_FAILURES, failure_letter, schema_let
 from operators import reports, state_schema
 
 
+@python_calls.counted
 class ReportGate(PolicyAware):
     """Adapter keyed by reporter: the policy's hourly limit and the reporter's trust weight
     (operators/reports.py), then the report goes on to its content version with its weight."""
@@ -93,6 +95,7 @@ class ReportGate(PolicyAware):
         return Row("keyed", key, topic, json.dumps(record), timestamp, seq, "")
 
 
+@python_calls.counted
 class ReportCombine(KeyedProcessFunction):
     """Keyed by (version, shard): the weighed reports of one event-time window become one batch
     for the version's operator (local-global pre-aggregation of a report storm). The batch is

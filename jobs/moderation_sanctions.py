@@ -11,12 +11,14 @@ from pyflink.common import Row, Types
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
+from jobs import python_calls
 from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, TIMERS, failure_letter, schema_letters
 from operators import sanctions, state_schema
 
 
+@python_calls.counted
 class Sanctions(KeyedProcessFunction):
     """Adapter keyed by author: strikes and sanctions (operators/sanctions.py). Decisions are
     buffered by the time the version's operator emitted them and applied at that time, in

@@ -1,0 +1,45 @@
+"""The engine's own limit: the same Kafka source, keyed by the Kafka key, a Java
+`KeyedProcessFunction` touching one `ValueState<byte[]>` per record (deploy/flink-ext
+JavaFloor.java) and the same exactly-once Kafka sink and checkpoints, with no Python on the data
+path. Submitted as every modstream job is (jobs/runtime.py: a local MiniCluster through PyFlink's
+gateway), so the JVM, its settings and the jars are the moderation job's.
+
+    python -m benchmarks.java_floor --topic content.versions=bench-x.content.versions ... \
+        --output bench-x.floor.out
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyflink.common import WatermarkStrategy
+from pyflink.datastream import DataStream
+from pyflink.java_gateway import get_gateway
+
+from jobs import options, runtime
+from modstream.config import Settings
+from operators.moderation import KEYED_TOPICS
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = options.job_parser("java-floor", __doc__)
+    parser.add_argument("--output", required=True, help="the topic the floor writes")
+    args = parser.parse_args(argv)
+    settings = Settings.from_env()
+    job = runtime.job_config("java-floor", args, settings)
+    env = runtime.create_env(job, settings)
+    source = env.from_source(
+        runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
+        WatermarkStrategy.no_watermarks(),
+        "inputs",
+        type_info=runtime.SOURCE_ROW,
+    )
+    flink = get_gateway().jvm.io.modstream.flink
+    j_keyed = source._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    j_touched = j_keyed.process(flink.JavaFloor(args.output), flink.JavaFloor.outputType())
+    DataStream(j_touched.name("touch")).sink_to(runtime.kafka_sink(job))
+    return runtime.run(env, job.name, detached=False)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
