@@ -43,6 +43,7 @@ class RecordedMetrics(OperatorMetrics):
         self.counts: dict[tuple[str, tuple[str, ...]], int] = {}
         self.values: dict[tuple[str, tuple[str, ...]], int] = {}
         self.samples: list[list[Any]] = []
+        self.shown: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
 
     def inc(self, name: str, count: int = 1, **labels: str) -> None:
         key = (name, self._labels(name, labels))
@@ -54,11 +55,17 @@ class RecordedMetrics(OperatorMetrics):
     def observe(self, name: str, value: float, **labels: str) -> None:
         self.samples.append(["histogram", name, list(self._labels(name, labels)), int(value)])
 
-    @staticmethod
-    def _labels(name: str, labels: dict[str, str]) -> tuple[str, ...]:
+    def _labels(self, name: str, labels: dict[str, str]) -> tuple[str, ...]:
+        """[label, value, ...] as Flink's groups name them, each value redacted once (as
+        OperatorMetrics registers each metric once)."""
         spec = METRICS[name]
-        shown = redaction.current().value(tuple(str(labels[label]) for label in spec.labels))
-        return tuple(item for pair in zip(spec.labels, shown, strict=True) for item in pair)
+        values = tuple(str(labels[label]) for label in spec.labels)
+        known = self.shown.get((name, values))
+        if known is None:
+            shown = redaction.current().value(values)
+            known = tuple(item for pair in zip(spec.labels, shown, strict=True) for item in pair)
+            self.shown[(name, values)] = known
+        return known
 
     def drain(self) -> list[list[Any]]:
         updates = [["counter", name, list(labels), n] for (name, labels), n in self.counts.items()]
