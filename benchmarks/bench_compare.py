@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from benchmarks.bench_batched import batched_calls, batched_summary, engine_args
 from benchmarks.bench_moderation import ActionWatcher, now_ms, steady_latency
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
@@ -46,7 +47,7 @@ from operators.moderation import ALL_TOPICS
 if TYPE_CHECKING:
     from benchmarks.peer import Engine
 
-VARIANTS = ("floor", "modstream", "kafka-python", "confluent-kafka")
+VARIANTS = ("floor", "modstream", "modstream-batched", "kafka-python", "confluent-kafka")
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 CHECKPOINT_INTERVAL_MS = 1_000
 OUT_OF_ORDERNESS_MS = 500
@@ -119,7 +120,7 @@ def command(variant: str, prefix: str, topics: dict[str, str], run_dir: Path) ->
         "--out-of-orderness-ms", str(OUT_OF_ORDERNESS_MS), "--idleness-ms", "1000",
         # No faults here: a backlog that falls silent is complete after 2 s, not 60 s.
         "--drained-after-ms", "2000",
-        *JOB_ARGS,
+        *engine_args(variant), *JOB_ARGS,
     ]  # fmt: skip
 
 
@@ -181,7 +182,7 @@ def run_variant(
         peak_rss_mib=round(peak_rss_kib / 1024, 1),
         outputs=len(watcher.seen),
         latency=latency,
-        checkpoints=checkpoints,
+        checkpoints=checkpoints | batched_calls(variant, process.pid),
     )
 
 
@@ -403,6 +404,7 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
     line: dict[str, Any] = {
         "floor_vps": vps("floor"),
         "modstream_vps": vps("modstream"),
+        "modstream_batched_vps": vps("modstream-batched"),
         "peer_vps": vps("kafka-python"),
         "peer_ck_vps": vps("confluent-kafka"),
         "checkpoint_interval_ms": CHECKPOINT_INTERVAL_MS,
@@ -419,6 +421,7 @@ def summary(results: dict[str, Result]) -> dict[str, Any]:
     ):
         other = vps(name)
         line[key] = round(mod / other, 2) if mod and other else None
+    line.update(batched_summary(results))
     return line
 
 

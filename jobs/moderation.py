@@ -320,6 +320,13 @@ def options() -> argparse.ArgumentParser:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
+    engine_option(parser)
+    empty_state_option(parser)
+    return parser
+
+
+def engine_option(parser: argparse.ArgumentParser) -> None:
+    """--engine: which keyed operator runs the per-version code (issue 26)."""
     parser.add_argument(
         "--engine",
         choices=ENGINES,
@@ -327,8 +334,6 @@ def options() -> argparse.ArgumentParser:
         help="the keyed operator: pyflink (Moderate per version) or batched (BatchedVersions.java:"
         " order, state and timers in Java, Python once per watermark; issue 26)",
     )
-    empty_state_option(parser)
-    return parser
 
 
 def refuse_empty_state(job: runtime.JobConfig, args: argparse.Namespace) -> None:
