@@ -200,10 +200,12 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     public void processElement2(StreamRecord<Row> element) throws Exception {
         Row row = element.getValue();
         recordsIn.inc();
+        Object stamp = row.getField(TS);
+        long ts = stamp == null ? 0L : (Long) stamp;
         MsgPack.Writer payload = new MsgPack.Writer();
         payload.array(3).string((String) row.getField(TOPIC)).string((String) row.getField(VALUE))
-                .integer((Long) row.getField(TS));
-        applyAnswer(call("broadcast", payload.bytes()), row.getField(TS) == null ? 0L : (Long) row.getField(TS));
+                .integer(ts);
+        applyAnswer(call("broadcast", payload.bytes()), ts);
     }
 
     @Override
