@@ -67,7 +67,7 @@ $(EXT_JAR): $(EXT_SRC) $(JARS)/.fetched $(VENV)/.installed
 	@echo "setup: building $(EXT_JAR)"
 	@rm -rf deploy/flink-ext/build && mkdir -p deploy/flink-ext/build
 	@javac --release 11 -nowarn -d deploy/flink-ext/build \
-		-cp "$(JARS)/flink/*:$$($(BIN)/python -c 'import pyflink,os;print(os.path.dirname(pyflink.__file__))')/lib/*" $(EXT_SRC)
+		-cp "$(JARS)/flink/*:$$($(BIN)/python -c 'import pyflink,os;print(os.path.dirname(pyflink.__file__))')/lib/*:$$($(BIN)/python -c 'import pyflink,os;print(os.path.dirname(pyflink.__file__))')/opt/*" $(EXT_SRC)
 	@jar cf $@ -C deploy/flink-ext/build io
 
 .PHONY: redis-server

@@ -179,6 +179,12 @@ def summary_line(
     line["python_calls_per_event"] = modstream.get("python_calls_per_event")
     line["code_us_per_event"] = _sum(step.get("admit_us_per_event"), step.get("step_us_per_event"))
     line["state_bytes_per_version"] = step.get("state_bytes_per_version")
+    # The batched engine (`--engine batched`, issue 26 point 2) beside the PyFlink one.
+    batched = results.get("modstream-batched", {})
+    line["python_calls_per_event_batched"] = batched.get("python_calls_per_event")
+    line["batched_vs_modstream"] = _ratio(
+        line.get("modstream_batched_eps"), line.get("modstream_eps")
+    )
     line["modstream_vs_peer_ck"] = _ratio(line.get("modstream_eps"), line.get("peer_ck_eps"))
     line["modstream_vs_peer_ck_eos"] = _ratio(
         line.get("modstream_eps"), line.get("peer_ck_eos_eps")

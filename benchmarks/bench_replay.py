@@ -33,11 +33,12 @@ DEFAULT_ENV = {
 }
 
 
-def replay(events: Path, out: Path, parallelism: int) -> tuple[float, str]:
+def replay(events: Path, out: Path, parallelism: int, engine: str = "pyflink") -> tuple[float, str]:
     """Wall seconds of one `modstream replay` and its summary line; fails when it fails."""
     started = time.perf_counter()
+    policy = PROJECT_ROOT / "policy_rules" / "global.yaml"
     result = subprocess.run(
-        command(events, PROJECT_ROOT / "policy_rules" / "global.yaml", out, parallelism),
+        command(events, policy, out, parallelism, "--engine", engine),
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,
@@ -68,19 +69,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--twice", action="store_true", help="replay twice, compare outputs")
+    parser.add_argument(
+        "--engine", choices=("pyflink", "batched"), default="pyflink", help="jobs/moderation.py"
+    )
     args = parser.parse_args(argv)
     for name, value in DEFAULT_ENV.items():
         os.environ.setdefault(name, value)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         write(generate(seed=args.seed, versions=1, extras=False), base / "one.jsonl")
-        startup, _ = replay(base / "one.jsonl", base / "out-one", args.parallelism)
+        startup, _ = replay(base / "one.jsonl", base / "out-one", args.parallelism, args.engine)
         events = base / f"w{args.versions}.jsonl"
         write(generate(seed=args.seed, versions=args.versions), events)
         with open(events, "rb") as lines:
             records = sum(1 for _ in lines)
-        wall, summary = replay(events, base / "out", args.parallelism)
-        print(f"versions {args.versions}, input records {records}, parallelism {args.parallelism}")
+        wall, summary = replay(events, base / "out", args.parallelism, args.engine)
+        print(
+            f"versions {args.versions}, input records {records}, parallelism {args.parallelism},"
+            f" engine {args.engine}"
+        )
         print(summary)
         print(f"start-up (1-version replay): {startup:.1f} s")
         print(f"wall {wall:.1f} s: {records / wall:,.0f} events/s start-up included")
@@ -88,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if pace > 0:
             print(f"wall less start-up {pace:.1f} s: {records / pace:,.0f} events/s")
         if args.twice:
-            again, _ = replay(events, base / "out2", args.parallelism)
+            again, _ = replay(events, base / "out2", args.parallelism, args.engine)
             different = differing(base / "out", base / "out2")
             print(f"second replay {again:.1f} s; outputs byte-identical: {not different}")
             if different:

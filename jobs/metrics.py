@@ -128,6 +128,13 @@ EXTENSION_METRICS: dict[str, Metric] = {
         "moderation",
         "how long the last stable offset has stayed below the end unmoved, ms",
     ),
+    # The batched engine's keyed operator (BatchedVersions.java, `--engine batched`).
+    "python_calls": Metric(
+        "counter", (), "moderation", "calls into Python of the batched keyed operator"
+    ),
+    "versions_batched": Metric(
+        "counter", (), "moderation", "versions handed to Python by the batched keyed operator"
+    ),
 }
 
 

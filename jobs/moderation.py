@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import yaml
 from pyflink.common import WatermarkStrategy
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
@@ -56,6 +57,8 @@ from operators.admission import TIME_HOLDING_TOPICS
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 
 LOG = logging.getLogger("modstream.moderation")
+ENGINES = ("pyflink", "batched")
+ENGINE_BATCHED = "batched"
 
 
 def build(
@@ -71,7 +74,8 @@ def build(
     decoded = decode(source, config)
     timed = validated_time(by_topic(decoded, DLQ_ROUTE, keep=False, config=config), config)
     dlq = projected(by_topic(decoded, DLQ_ROUTE, keep=True, config=config), (2, 1, 3))
-    broadcast = by_topic(timed, "broadcast", keep=True, config=config).broadcast(BROADCAST_STATE)
+    broadcast_rows = by_topic(timed, "broadcast", keep=True, config=config)
+    broadcast = broadcast_rows.broadcast(BROADCAST_STATE)
     weighed = (
         runtime.keyed_by(by_topic(timed, "report", keep=True, config=config), DECODED_ROW)
         .connect(broadcast)
@@ -88,14 +92,17 @@ def build(
     keyed = by_topic(timed, "keyed", keep=True, config=config).union(
         combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism)
     )
-    moderated = (
-        in_event_time_order(keyed)
-        .connect(broadcast)
-        .process(Moderate(config), output_type=OUTPUT_BATCH)
-        .name("moderate")
-        .uid("moderation_moderate")
-    )
-    decided = unbatched(moderated)
+    if config.engine == ENGINE_BATCHED:
+        decided = batched_versions(keyed, broadcast_rows, config)
+    else:
+        moderated = (
+            in_event_time_order(keyed)
+            .connect(broadcast)
+            .process(Moderate(config), output_type=OUTPUT_BATCH)
+            .name("moderate")
+            .uid("moderation_moderate")
+        )
+        decided = unbatched(moderated)
     sanctioned = (
         runtime.keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
         .process(Sanctions(config), output_type=runtime.SINK_ROW)
@@ -160,6 +167,25 @@ def in_event_time_order(stream: DataStream) -> KeyedStream:
         j_batches, gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType()
     )
     return KeyedStream(j_keyed, ORDERED_BATCH, DataStream(j_batches))
+
+
+def batched_versions(
+    keyed: DataStream, broadcast: DataStream, config: ModerationConfig
+) -> DataStream:
+    """Decoded rows keyed by version through BatchedVersions.java: input order, the version's
+    stored value and its timers in Java, the per-version code in Python once per watermark for
+    every version it made ready (jobs/moderation_batch.py); policy and hash-bank rows from
+    `broadcast`. Out: sink rows Row(topic, key, value)."""
+    flink = get_gateway().jvm.io.modstream.flink
+    j_keyed = keyed._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    j_rows = flink.BatchedVersions.apply(
+        j_keyed,
+        broadcast._j_data_stream,
+        cloudpickle.dumps(config),
+        sys.executable,
+        "moderation_moderate_batched",
+    )
+    return DataStream(j_rows)
 
 
 def unbatched(stream: DataStream) -> DataStream:
@@ -294,8 +320,20 @@ def options() -> argparse.ArgumentParser:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
+    engine_option(parser)
     empty_state_option(parser)
     return parser
+
+
+def engine_option(parser: argparse.ArgumentParser) -> None:
+    """--engine: which keyed operator runs the per-version code (issue 26)."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="pyflink",
+        help="the keyed operator: pyflink (Moderate per version) or batched (BatchedVersions.java:"
+        " order, state and timers in Java, Python once per watermark; issue 26)",
+    )
 
 
 def refuse_empty_state(job: runtime.JobConfig, args: argparse.Namespace) -> None:
@@ -335,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
         state_ttl_ms=args.state_ttl_ms,
         review_retention_ms=args.review_retention_ms,
         evidence_grace_ms=args.evidence_grace_ms,
+        engine=args.engine,
         limits=Limits.from_env(),
         keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),

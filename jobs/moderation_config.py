@@ -100,6 +100,10 @@ class ModerationConfig(runtime.TopicNames):
     # How long a detector's answer may take to reach this job (the scan job's transaction
     # interval and ours): a live deadline waits this long past the detectors' own deadline.
     evidence_grace_ms: int = moderation.EVIDENCE_GRACE_MS
+    # The keyed operator: "pyflink" (EventTimeOrder.java, then `Moderate` in PyFlink) or
+    # "batched" (BatchedVersions.java: order, state and timers in Java, Python once per
+    # watermark: jobs/moderation_batch.py).
+    engine: str = "pyflink"
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""

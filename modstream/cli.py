@@ -202,6 +202,12 @@ def add_replay_parsers(add: Add) -> None:
         action="store_true",
         help="also write the scan requests the job made (what the detectors would be asked)",
     )
+    sub.add_argument(
+        "--engine",
+        choices=("pyflink", "batched"),
+        default="pyflink",
+        help="the job's keyed operator (jobs/moderation.py --engine)",
+    )
 
 
 def add_reevaluate_parser(add: Add) -> None:

@@ -208,6 +208,7 @@ def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
         args.out,
         parallelism=args.parallelism,
         scan_requests=args.scan_requests,
+        engine=args.engine,
     )
 
 

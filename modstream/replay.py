@@ -10,6 +10,7 @@ cost several round trips a row and was most of a replay's time (docs/BENCHMARKS.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -142,13 +143,14 @@ def run(
     parallelism: int = 1,
     *,
     scan_requests: bool = False,
+    engine: str = "pyflink",
 ) -> int:
     from jobs import files, runtime
     from jobs.moderation import build
 
     settings = Settings.from_env()
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
-    config = _moderation_config(policy)
+    config = dataclasses.replace(_moderation_config(policy), engine=engine)
     with Progress("replay") as shown:  # on stderr (modstream/progress.py)
         shown.phase(f"reading {input_path}", unit="lines")
         rows = _rows(input_path, shown)

@@ -104,7 +104,9 @@ def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     )
 
 
+@pytest.mark.parametrize("engine", ["pyflink", "batched"])
 def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
+    engine: str,
     kafka: Kafka,
     stack: Settings,
     start_job: Any,
@@ -129,7 +131,7 @@ def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     workload.produce(kafka.bootstrap_servers, uploads, first.topics)
     workload.produce(kafka.bootstrap_servers, evidence + end, first.topics)
     # A backlog read to its end is complete after 10 s of silence here (default 60 s).
-    drained = ("--drained-after-ms", "10000")
+    drained = ("--drained-after-ms", "10000", "--engine", engine)
     job: JobProcess = start_job("moderation", *first.args, *drained)
     job.wait_running()
     decided_a = settled(kafka, first.topics["moderation.decisions"], expected, WAIT_S)

@@ -35,7 +35,9 @@ def tick(at: int) -> dict[str, Any]:
     return workload.marker(at, f"tick-{at}")
 
 
+@pytest.mark.parametrize("engine", ["pyflink", "batched"])
 def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
+    engine: str,
     kafka: Kafka,
     start_job: Any,
     tmp_path: Path,
@@ -44,7 +46,8 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
-    topics, args = moderation_deployment.topics, moderation_deployment.args
+    topics = moderation_deployment.topics
+    args = (*moderation_deployment.args, "--engine", engine)
 
     first = generate(seed=3, versions=40, extras=False, malformed=False)
     second = generate(seed=4, versions=40, start_ts=T0 + 3_600_000, extras=False, malformed=False)

@@ -1,0 +1,417 @@
+package io.modstream.flink;
+
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+
+import org.apache.flink.api.common.state.BroadcastState;
+import org.apache.flink.api.common.state.MapState;
+import org.apache.flink.api.common.state.MapStateDescriptor;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.common.typeinfo.BasicArrayTypeInfo;
+import org.apache.flink.api.common.typeinfo.BasicTypeInfo;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeutils.base.LongSerializer;
+import org.apache.flink.api.java.typeutils.RowTypeInfo;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Histogram;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
+import org.apache.flink.runtime.state.StateSnapshotContext;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.KeyedStream;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.InternalTimer;
+import org.apache.flink.streaming.api.operators.InternalTimerService;
+import org.apache.flink.streaming.api.operators.Triggerable;
+import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
+import org.apache.flink.streaming.api.transformations.TwoInputTransformation;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.types.Row;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import pemja.core.PythonInterpreter;
+import pemja.core.PythonInterpreterConfig;
+
+/**
+ * The moderation job's keyed operator with the engine in Java (issue 26, point 2): it owns, per
+ * content version, what the Python adapter {@code Moderate} paid a Python-to-Java call for each
+ * time: the input held until the watermark passes it (event-time order, as
+ * {@link EventTimeOrder}), the version's stored value as {@code ValueState<byte[]>}, its due
+ * timers and the metric counters. At each watermark it fires what is due, gathers every version
+ * that became ready and calls the Python per-version code ONCE for all of them through pemja
+ * (as PyFlink's embedded operators do), with one MessagePack payload; the answer, one payload
+ * too, holds the new stored values, the timers to set or delete, the output rows, and the metric
+ * updates (jobs/moderation_batch.py). No Python-to-Java call on the decision path.
+ *
+ * <p>Input 1: the decoded keyed rows {@code Row(route, key, topic, value, ts, seq, lane)}, keyed
+ * by {@code Row(key)}; input 2: the policy and hash-bank rows, broadcast. Those reach Python when
+ * they arrive, and what Python keeps of them is mirrored in broadcast (operator) state, sent
+ * again to Python after a restore. Output: sink rows {@code Row(topic, key, value)}.
+ */
+public final class BatchedVersions extends AbstractStreamOperator<Row>
+        implements TwoInputStreamOperator<Row, Row, Row>, Triggerable<Row, Long> {
+    private static final long serialVersionUID = 1L;
+    private static final Logger LOG = LoggerFactory.getLogger(BatchedVersions.class);
+    private static final int TOPIC = 2;
+    private static final int VALUE = 3;
+    private static final int TS = 4;
+    private static final int SEQ = 5;
+    private static final long INPUT = 0L; // timer namespace: held input due at its ts
+    private static final long VERSION = 1L; // timer namespace: the version's own timer
+    private static final MapStateDescriptor<String, String> BROADCAST = new MapStateDescriptor<>(
+            "moderation_broadcast_batched", BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
+
+    private final byte[] pickledConfig;
+    private final String pythonExec;
+
+    private transient PythonInterpreter interpreter;
+    private transient String handler;
+    private transient InternalTimerService<Long> timers;
+    private transient MapState<Long, String[]> pending;
+    private transient ValueState<byte[]> version;
+    private transient BroadcastState<String, String> broadcast;
+    private transient LinkedHashSet<String> inputKeys;
+    private transient List<Object[]> firedTimers;
+    private transient long watermark;
+    private transient MetricGroup group;
+    private transient Counter pythonCalls;
+    private transient Counter versionsBatched;
+    private transient Counter recordsIn;
+    private transient Counter pythonNanos;
+    private transient Map<String, Object> metrics;
+    private transient Map<String, long[]> gauges;
+
+    public BatchedVersions(byte[] pickledConfig, String pythonExec) {
+        this.pickledConfig = pickledConfig;
+        this.pythonExec = pythonExec;
+    }
+
+    /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
+     * {@code broadcast} rows through this operator: one sink row stream. */
+    public static DataStream<Row> apply(
+            KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
+            String pythonExec, String uid) {
+        DataStream<Row> everywhere = broadcast.broadcast();
+        TwoInputTransformation<Row, Row, Row> transform = new TwoInputTransformation<>(
+                keyed.getTransformation(),
+                everywhere.getTransformation(),
+                "moderate (batched)",
+                new BatchedVersions(pickledConfig, pythonExec),
+                outputType(),
+                keyed.getExecutionEnvironment().getParallelism());
+        transform.setStateKeySelectors(keyed.getKeySelector(), null);
+        transform.setStateKeyType(keyed.getKeyType());
+        transform.setUid(uid);
+        keyed.getExecutionEnvironment().addOperator(transform);
+        return new DataStream<>(keyed.getExecutionEnvironment(), transform);
+    }
+
+    /** {@code Row(topic, key, value)}. */
+    public static TypeInformation<Row> outputType() {
+        return new RowTypeInfo(
+                BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        pending = getKeyedStateStore().getMapState(new MapStateDescriptor<>(
+                "pending", BasicTypeInfo.LONG_TYPE_INFO, BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO));
+        version = getKeyedStateStore().getState(new ValueStateDescriptor<>(
+                "version_bytes", PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
+        broadcast = getOperatorStateBackend().getBroadcastState(BROADCAST);
+        timers = getInternalTimerService("batched-versions", LongSerializer.INSTANCE, this);
+        inputKeys = new LinkedHashSet<>();
+        firedTimers = new ArrayList<>();
+        watermark = Long.MIN_VALUE;
+        group = getMetricGroup().addGroup("modstream");
+        pythonCalls = group.counter("python_calls");
+        versionsBatched = group.counter("versions_batched");
+        recordsIn = group.counter("batched_records_in");
+        pythonNanos = group.counter("python_fire_ns");
+        metrics = new HashMap<>();
+        gauges = new HashMap<>();
+        openPython();
+    }
+
+    private void openPython() throws Exception {
+        String paths = System.getenv().getOrDefault("PYTHONPATH", "");
+        PythonInterpreterConfig config = PythonInterpreterConfig.newBuilder()
+                .setExcType(PythonInterpreterConfig.ExecType.MULTI_THREAD)
+                .setPythonExec(pythonExec)
+                .addPythonPaths(paths)
+                .build();
+        interpreter = new PythonInterpreter(config);
+        int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
+        handler = "_modstream_batched_" + subtask + "_" + System.identityHashCode(this);
+        interpreter.set(handler + "_config", pickledConfig);
+        interpreter.exec("import jobs.moderation_batch as _modstream_batch\n"
+                + handler + " = _modstream_batch.BatchedModerate(" + handler + "_config, " + subtask + ")");
+        // After a restore: what Python keeps of the policy and the banks, from broadcast state.
+        MsgPack.Writer entries = new MsgPack.Writer();
+        List<Map.Entry<String, String>> kept = new ArrayList<>();
+        for (Map.Entry<String, String> entry : broadcast.entries()) {
+            kept.add(entry);
+        }
+        entries.array(kept.size());
+        for (Map.Entry<String, String> entry : kept) {
+            entries.array(2).string(entry.getKey()).string(entry.getValue());
+        }
+        call("restore", entries.bytes());
+    }
+
+    private byte[] call(String method, byte[] payload) {
+        pythonCalls.inc();
+        return (byte[]) interpreter.invokeMethod(handler, method, payload);
+    }
+
+    @Override
+    public void processElement1(StreamRecord<Row> element) throws Exception {
+        Row row = element.getValue();
+        recordsIn.inc();
+        long ts = (Long) row.getField(TS);
+        Object seq = row.getField(SEQ);
+        String[] held = pending.get(ts);
+        int size = held == null ? 0 : held.length;
+        String[] grown = new String[size + 3];
+        if (held != null) {
+            System.arraycopy(held, 0, grown, 0, size);
+        }
+        grown[size] = (String) row.getField(TOPIC);
+        grown[size + 1] = (String) row.getField(VALUE);
+        grown[size + 2] = String.valueOf(seq == null ? 0L : (Long) seq);
+        pending.put(ts, grown);
+        if (held == null) {
+            timers.registerEventTimeTimer(INPUT, ts);
+        }
+    }
+
+    @Override
+    public void processElement2(StreamRecord<Row> element) throws Exception {
+        Row row = element.getValue();
+        recordsIn.inc();
+        Object stamp = row.getField(TS);
+        long ts = stamp == null ? 0L : (Long) stamp;
+        MsgPack.Writer payload = new MsgPack.Writer();
+        payload.array(3).string((String) row.getField(TOPIC)).string((String) row.getField(VALUE))
+                .integer(ts);
+        applyAnswer(call("broadcast", payload.bytes()), ts);
+    }
+
+    @Override
+    public void onEventTime(InternalTimer<Row, Long> timer) {
+        String key = (String) timer.getKey().getField(0);
+        if (timer.getNamespace() == INPUT) {
+            inputKeys.add(key);
+        } else {
+            firedTimers.add(new Object[] {key, timer.getTimestamp()});
+        }
+    }
+
+    @Override
+    public void onProcessingTime(InternalTimer<Row, Long> timer) {}
+
+    @Override
+    public void processWatermark(Watermark mark) throws Exception {
+        watermark = mark.getTimestamp();
+        if (timeServiceManager != null) {
+            timeServiceManager.advanceWatermark(mark);
+        }
+        flush();
+        output.emitWatermark(mark);
+    }
+
+    /** Every version made ready by this watermark, in one Python call. */
+    private void flush() throws Exception {
+        if (inputKeys.isEmpty() && firedTimers.isEmpty()) {
+            return;
+        }
+        Map<String, byte[]> stored = new LinkedHashMap<>();
+        List<Object[]> tasks = new ArrayList<>();
+        for (String key : inputKeys) {
+            setCurrentKey(Row.of(key));
+            stored.put(key, version.value());
+            tasks.add(new Object[] {0L, key, ready()});
+        }
+        for (Object[] fired : firedTimers) {
+            String key = (String) fired[0];
+            if (!stored.containsKey(key)) {
+                setCurrentKey(Row.of(key));
+                stored.put(key, version.value());
+            }
+            tasks.add(new Object[] {1L, key, fired[1]});
+        }
+        inputKeys.clear();
+        firedTimers.clear();
+        versionsBatched.inc(stored.size());
+        MsgPack.Writer payload = new MsgPack.Writer();
+        payload.array(3).integer(watermark).array(stored.size());
+        for (Map.Entry<String, byte[]> entry : stored.entrySet()) {
+            payload.array(2).string(entry.getKey()).binary(entry.getValue());
+        }
+        payload.array(tasks.size());
+        for (Object[] task : tasks) {
+            payload.array(3).integer((Long) task[0]).string((String) task[1]);
+            if (task[2] instanceof Long) {
+                payload.integer((Long) task[2]);
+            } else {
+                @SuppressWarnings("unchecked")
+                List<Object[]> entries = (List<Object[]>) task[2];
+                payload.array(entries.size());
+                for (Object[] entry : entries) {
+                    payload.array(4).string((String) entry[0]).string((String) entry[1])
+                            .integer((Long) entry[2]).integer((Long) entry[3]);
+                }
+            }
+        }
+        long started = System.nanoTime();
+        byte[] answer = call("fire", payload.bytes());
+        long called = System.nanoTime();
+        applyAnswer(answer, watermark);
+        long applied = System.nanoTime();
+        pythonNanos.inc(called - started);
+        if (applied - started > 1_000_000_000L) {
+            LOG.info("BatchedVersions: {} versions, {} tasks at watermark {}: Python {} ms, "
+                    + "answer applied {} ms", stored.size(), tasks.size(), watermark,
+                    (called - started) / 1_000_000, (applied - called) / 1_000_000);
+        }
+    }
+
+    /** The current key's held input with ts <= watermark: {topic, value, ts, seq} by ts, then
+     * seq, then arrival; removed from `pending`. */
+    private List<Object[]> ready() throws Exception {
+        List<Long> due = new ArrayList<>();
+        for (Map.Entry<Long, String[]> entry : pending.entries()) {
+            if (entry.getKey() <= watermark) {
+                due.add(entry.getKey());
+            }
+        }
+        due.sort(Comparator.naturalOrder());
+        List<Object[]> records = new ArrayList<>();
+        for (long ts : due) {
+            String[] held = pending.get(ts);
+            List<Object[]> atTs = new ArrayList<>();
+            for (int i = 0; i < held.length; i += 3) {
+                atTs.add(new Object[] {held[i], held[i + 1], ts, Long.parseLong(held[i + 2])});
+            }
+            atTs.sort(Comparator.comparingLong(entry -> (Long) entry[3])); // stable: arrival
+            records.addAll(atTs);
+            pending.remove(ts);
+        }
+        return records;
+    }
+
+    /** Python's answer: [stored values, timer changes, rows, metric updates, broadcast puts]. */
+    @SuppressWarnings("unchecked")
+    private void applyAnswer(byte[] answer, long timestamp) throws Exception {
+        List<Object> parts = (List<Object>) MsgPack.read(answer);
+        for (Object item : (List<Object>) parts.get(0)) {
+            List<Object> entry = (List<Object>) item;
+            setCurrentKey(Row.of((String) entry.get(0)));
+            byte[] value = (byte[]) entry.get(1);
+            if (value == null) {
+                version.clear();
+            } else {
+                version.update(value);
+            }
+        }
+        for (Object item : (List<Object>) parts.get(1)) {
+            List<Object> change = (List<Object>) item;
+            setCurrentKey(Row.of((String) change.get(0)));
+            long at = (Long) change.get(1);
+            if (Boolean.TRUE.equals(change.get(2))) {
+                timers.registerEventTimeTimer(VERSION, at);
+            } else {
+                timers.deleteEventTimeTimer(VERSION, at);
+            }
+        }
+        StreamRecord<Row> record = new StreamRecord<>(null, timestamp);
+        for (Object item : (List<Object>) parts.get(2)) {
+            List<Object> row = (List<Object>) item;
+            output.collect(record.replace(Row.of(row.get(0), row.get(1), row.get(2))));
+        }
+        for (Object item : (List<Object>) parts.get(3)) {
+            metric((List<Object>) item);
+        }
+        for (Object item : (List<Object>) parts.get(4)) {
+            List<Object> put = (List<Object>) item;
+            broadcast.put((String) put.get(0), (String) put.get(1));
+        }
+    }
+
+    /** [kind, name, [label, value, ...], amount]: a counter's increment, a gauge's value, a
+     * histogram's sample, registered on first use as jobs/metrics.py names them. */
+    @SuppressWarnings("unchecked")
+    private void metric(List<Object> update) {
+        String kind = (String) update.get(0);
+        String name = (String) update.get(1);
+        List<Object> labels = (List<Object>) update.get(2);
+        long amount = ((Number) update.get(3)).longValue();
+        String id = kind + "\u001f" + name + "\u001f" + labels;
+        Object made = metrics.get(id);
+        if (made == null) {
+            MetricGroup at = group;
+            for (int i = 0; i + 1 < labels.size(); i += 2) {
+                at = at.addGroup((String) labels.get(i), (String) labels.get(i + 1));
+            }
+            if (kind.equals("counter")) {
+                made = at.counter(name);
+            } else if (kind.equals("gauge")) {
+                long[] cell = new long[1];
+                gauges.put(id, cell);
+                at.gauge(name, () -> cell[0]);
+                made = cell;
+            } else {
+                made = at.histogram(name, new DescriptiveStatisticsHistogram(1024));
+            }
+            metrics.put(id, made);
+        }
+        if (made instanceof Counter) {
+            ((Counter) made).inc(amount);
+        } else if (made instanceof long[]) {
+            ((long[]) made)[0] = amount;
+        } else {
+            ((Histogram) made).update(amount);
+        }
+    }
+
+    /** The counts so far in the TaskManager's log at each checkpoint too: benchmarks read
+     * them there (a cancelled job never closes its operators). */
+    @Override
+    public void snapshotState(StateSnapshotContext context) throws Exception {
+        super.snapshotState(context);
+        logCounts();
+    }
+
+    private void logCounts() {
+        LOG.info("BatchedVersions {}: python_calls {} versions_batched {} records_in {}"
+                        + " python_fire_ms {}",
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                pythonCalls == null ? 0 : pythonCalls.getCount(),
+                versionsBatched == null ? 0 : versionsBatched.getCount(),
+                recordsIn == null ? 0 : recordsIn.getCount(),
+                pythonNanos == null ? 0 : pythonNanos.getCount() / 1_000_000);
+    }
+
+    @Override
+    public void close() throws Exception {
+        logCounts();
+        try {
+            if (interpreter != null) {
+                interpreter.close();
+            }
+        } finally {
+            super.close();
+        }
+    }
+}

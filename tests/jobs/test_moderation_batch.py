@@ -1,0 +1,170 @@
+"""The Python side of BatchedVersions.java (jobs/moderation_batch.py) against the PyFlink
+adapter it reuses: the same rows and stored state for the same input, one call per watermark.
+No JVM: `JavaSide` keeps what the Java operator keeps (held input, stored values, timers)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import cloudpickle
+import msgspec
+import yaml
+
+from jobs.moderation_batch import BATCH, TIMER, BatchedModerate
+from jobs.moderation_config import ModerationConfig
+from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
+from tests.jobs.test_moderation_adapter import _decisions, decoded, moderate
+from tests.operators.policy_builders import GLOBAL_YAML
+
+Row3 = tuple[str, Any, str]
+
+
+class JavaSide:
+    """BatchedVersions.java's bookkeeping, in Python: input held per version until the
+    watermark, stored values, the versions' timers, and one `fire` call per watermark."""
+
+    def __init__(self, config: ModerationConfig) -> None:
+        self.python = BatchedModerate(cloudpickle.dumps(config), 0)
+        self.python.restore(msgspec.msgpack.encode([]))
+        self.held: dict[str, list[Any]] = {}
+        self.values: dict[str, bytes] = {}
+        self.timers: set[tuple[str, int]] = set()
+        self.broadcast_state: dict[str, str] = {}
+        self.calls = 0
+        self.metrics: list[list[Any]] = []
+
+    def element(self, row: Any) -> None:
+        self.held.setdefault(row[1], []).append(row)
+
+    def broadcast(self, row: Any) -> list[Row3]:
+        self.calls += 1
+        return self._apply(self.python.broadcast(msgspec.msgpack.encode([row[2], row[3], row[4]])))
+
+    def watermark(self, watermark: int) -> list[Row3]:
+        tasks: list[list[Any]] = []
+        held = [key for key in self.held if self.held[key]]
+        for key in sorted(held, key=lambda k: min(r[4] for r in self.held[k])):
+            ready = sorted(
+                (r for r in self.held[key] if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0)
+            )
+            if ready:
+                tasks.append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in ready]])
+                self.held[key] = [r for r in self.held[key] if r[4] > watermark]
+        fired = sorted((ts, key) for key, ts in self.timers if ts <= watermark)
+        self.timers -= {(key, ts) for ts, key in fired}
+        tasks += [[TIMER, key, ts] for ts, key in fired]
+        if not tasks:
+            return []
+        keys = dict.fromkeys(task[1] for task in tasks)
+        payload = [watermark, [[key, self.values.get(key)] for key in keys], tasks]
+        self.calls += 1
+        return self._apply(self.python.fire(msgspec.msgpack.encode(payload)))
+
+    def _apply(self, answer: bytes) -> list[Row3]:
+        states, timers, rows, metrics, puts = msgspec.msgpack.decode(answer)
+        for key, value in states:
+            if value is None:
+                self.values.pop(key, None)
+            else:
+                self.values[key] = value
+        for key, ts, register in timers:
+            (self.timers.add if register else self.timers.discard)((key, ts))
+        self.broadcast_state.update(dict(puts))
+        self.metrics += metrics
+        return [tuple(row) for row in rows]
+
+
+def _policy() -> ModerationConfig:
+    # A fixed processing clock: the stored bytes hold times derived from it.
+    return ModerationConfig(trusted_policy=yaml.safe_load(GLOBAL_YAML.read_text()), now_ms=T0)
+
+
+def _text_upload() -> dict[str, Any]:
+    return upload(surface="comment", modality="text", mime_type="text/plain")
+
+
+def test_one_call_per_watermark_gives_what_the_pyflink_adapter_gives() -> None:
+    """Upload, its deadline (T0 + 5 s) passing with no evidence, late evidence: the same rows
+    in the same order, the same stored bytes, and one Python call per watermark."""
+    stepwise, runtime_context, ctx = moderate(_policy())
+    stepwise.process_element(decoded("content.versions", _text_upload()), ctx)
+    expected = list(stepwise.on_timer(T0, ctx)) + list(stepwise.on_timer(T0 + 5000, ctx))
+    stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
+    expected += stepwise.on_timer(T0 + 6000, ctx)
+
+    java = JavaSide(_policy())
+    java.element(decoded("content.versions", _text_upload()))
+    got = java.watermark(T0)
+    assert T0 + 5000 in {ts for _, ts in java.timers}  # the deadline is Java's to fire
+    got += java.watermark(T0 + 5000)
+    java.element(decoded("detector.results", evidence(at=T0 + 6000)))
+    got += java.watermark(T0 + 6000)
+
+    assert [tuple(row) for row in expected] == got
+    assert [trigger for trigger, _, _ in _decisions(got)][:2] == ["fast_gate", "deadline"]
+    assert java.calls == 3
+    [value] = java.values.values()
+    assert value == runtime_context.packed.value()
+
+
+def test_a_timer_due_within_the_watermark_fires_in_the_same_call() -> None:
+    """A watermark far past the deadline: the deadline set by the upload fires in the call
+    that applied the upload, before the evidence stamped after it, as Flink fires a timer
+    set below the watermark within that watermark."""
+    stepwise, _, ctx = moderate(_policy())
+    stepwise.process_element(decoded("content.versions", _text_upload()), ctx)
+    stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
+    expected = list(stepwise.on_timer(T0 + 6000, ctx))
+
+    java = JavaSide(_policy())
+    java.element(decoded("content.versions", _text_upload()))
+    java.element(decoded("detector.results", evidence(at=T0 + 6000)))
+    got = java.watermark(T0 + 6000)
+    assert got == [tuple(row) for row in expected]
+    assert [trigger for trigger, _, _ in _decisions(got)][:2] == ["fast_gate", "deadline"]
+    assert java.calls == 1
+    assert all(ts > T0 + 6000 for _, ts in java.timers)
+
+
+def test_many_versions_are_decided_in_one_call_and_metrics_come_back_as_updates() -> None:
+    java = JavaSide(_policy())
+    for number in range(20):
+        java.element(decoded("content.versions", {**_text_upload(), "content_id": f"c-{number}"}))
+    rows = java.watermark(T0)
+    decided = [json.loads(row[2]) for row in rows if row[0] == "moderation.decisions"]
+    assert len(decided) == 20 and java.calls == 1 and len(java.values) == 20
+    counted = sum(m[3] for m in java.metrics if m[0] == "counter" and m[1] == "decisions")
+    assert counted == 20
+
+
+def test_broadcast_state_kept_by_java_restores_the_banks_in_a_new_python_side() -> None:
+    """A hash-bank entry reaches Python when it arrives; what Python keeps of it comes back to
+    Java (broadcast state), and a new Python side given that state after a restore decides an
+    upload matching the bank as the first does (and unlike a side without the bank)."""
+    sha = "ab" * 32
+    entry = bank_entry(hash=sha, ts=T0 - 10)
+    row = ("broadcast", "hash.bank", "hash.bank", json.dumps(entry), T0 - 10, 0, "")
+    config = dataclasses.replace(_policy(), keyring=NOTHING_REQUIRED)
+    java, restored, without = JavaSide(config), JavaSide(config), JavaSide(config)
+    assert java.broadcast(row) == [] and java.broadcast_state
+    restored.python.restore(msgspec.msgpack.encode(list(java.broadcast_state.items())))
+    item = decoded("content.versions", {**_text_upload(), "sha256": sha})
+    for side in (java, restored, without):
+        side.element(item)
+    first, second, third = (side.watermark(T0) for side in (java, restored, without))
+    assert first == second
+    assert _decisions(first) != _decisions(third)
+
+
+def test_a_retired_version_leaves_no_stored_value() -> None:
+    """Its TTL fires in Java and the answer clears the version's value: nothing is left."""
+    config = _policy()
+    java = JavaSide(config)
+    java.element(decoded("content.versions", {**_text_upload(), "type": "upsert"}))
+    java.watermark(T0)
+    java.element(decoded("content.versions", {**_text_upload(), "type": "delete", "event_id": "d"}))
+    java.watermark(T0 + 10)
+    java.watermark(T0 + 10 * config.state_ttl_ms + config.review_retention_ms * 2)
+    assert java.values == {} and java.timers == set()
