@@ -8,6 +8,7 @@ Emits nothing: what a decision emits, and when, is operators/decide.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 from operators import scan_plan
@@ -16,7 +17,6 @@ from operators.policy import (
     EvidenceView,
     ReviewAsk,
     Verdict,
-    is_score,
     most_severe,
 )
 from operators.scan_plan import required as _required
@@ -40,14 +40,15 @@ PROVISIONAL_REASON = "provisional_expired"
 def read_evidence(
     state: State, policy: CompiledPolicy | None, ts: int, hash_matches: frozenset[str] = frozenset()
 ) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
-    """The evidence view for `policy`, the completeness record, the provenance list, and
-    whether the deadline has passed with evidence still missing (state `expired`). Detectors
-    cost ordering never asked (operators/scan_plan.py) are not waited for: UNKNOWN at once."""
+    """The evidence view for `policy`, the completeness record, the results read (in
+    evidence-key order; `provenance_of` cites them), and whether the deadline has passed with
+    evidence still missing (state `expired`). Detectors cost ordering never asked
+    (operators/scan_plan.py) are not waited for: UNKNOWN at once."""
     content = state["content"]
     segments = content.get("segments", 1)
     required = _required(policy, content)
     wanted = {(d, s) for d in required for s in range(segments)}
-    received, failed, scores, provenance = _results(state, wanted, segments)
+    received, failed, scores, results = _results(state, wanted, segments)
     absent = {detector for detector, _ in wanted - received}
     missing = absent - scan_plan.unasked(state)
     unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
@@ -73,7 +74,7 @@ def read_evidence(
         "received": len(received),
         "unknown": sorted(view.unknown),
     }
-    return view, completeness, provenance, expired
+    return view, completeness, results, expired
 
 
 Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> best; broken
@@ -85,46 +86,67 @@ def _results(
     """The stored detector results in evidence-key order, in one pass: the wanted (detector,
     segment) pairs they answer, the detectors that failed, the best score of each (detector,
     label) over segments and model versions with the detectors whose scores are not numbers in
-    [0, 1] (`EvidenceView.from_segments`'s reading), and provenance. Two results of a detector
-    for one (segment, model version), which only a state from before issue 12 can hold, are
-    read as before: the later key's scores alone (`_overwritten`)."""
+    [0, 1] (`EvidenceView.from_segments`'s reading), and the results read, in that order (the
+    provenance, built only for a decision that is emitted: `Evaluation.provenance`). Two results
+    of a detector for one (segment, model version), which only a state from before issue 12 can
+    hold, are read as before: the later key's scores alone (`_overwritten`)."""
     received: set[tuple[str, int]] = set()
     failed: set[str] = set()
     best: dict[tuple[str, str], float] = {}
     broken: set[str] = set()
     taken: set[tuple[str, Any, Any]] = set()
     overwritten = False
-    provenance = []
     evidence = state["evidence"]
-    for key in sorted(evidence):
-        result = evidence[key]
+    ordered = [evidence[key] for key in sorted(evidence)]
+    # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
+    single = segments == 1
+    for result in ordered:
         detector = result["detector"]
-        segment = _segment(state, result["segment_id"])
+        segment = result["segment_id"]
+        if single and (segment is None or segment == 0):
+            segment = 0
         if segment is None:
             received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
         elif (detector, segment) in wanted:
             received.add((detector, segment))
         if result["status"] != "ok":
             failed.add(detector)
+            continue
+        slot = (detector, segment, result["model_version"])
+        if slot in taken:
+            overwritten = True
+        taken.add(slot)
+        if result["scores"]:
+            _take_scores(detector, result["scores"], best, broken)
+    scores_read = _overwritten(state) if overwritten else (best, broken)
+    return received, failed, scores_read, ordered
+
+
+def _take_scores(
+    detector: str, scores: dict[str, Any], best: dict[tuple[str, str], float], broken: set[str]
+) -> None:
+    """One result's scores into the best per (detector, label); a value that is not a number in
+    [0, 1] (`policy.is_score`, inlined: the range excludes NaN and inf) breaks its detector."""
+    for label, value in scores.items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+            key = (detector, label)
+            if value > best.get(key, -1.0):
+                best[key] = float(value)
         else:
-            slot = (detector, segment, result["model_version"])
-            overwritten = overwritten or slot in taken
-            taken.add(slot)
-            for label, value in (result["scores"] or {}).items():
-                if not is_score(value):
-                    broken.add(detector)
-                elif value > best.get((detector, label), -1.0):
-                    best[detector, label] = float(value)
-        provenance.append(
-            {
-                "detector": detector,
-                "model_version": result["model_version"],
-                "segment_id": result["segment_id"],
-                "evidence_ref": result.get("evidence_ref"),
-            }
-        )
-    scores = _overwritten(state) if overwritten else (best, broken)
-    return received, failed, scores, provenance
+            broken.add(detector)
+
+
+def provenance_of(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a decision cites of the results it was made on, in evidence-key order."""
+    return [
+        {
+            "detector": result["detector"],
+            "model_version": result["model_version"],
+            "segment_id": result["segment_id"],
+            "evidence_ref": result.get("evidence_ref"),
+        }
+        for result in results
+    ]
 
 
 def _overwritten(state: State) -> Scores:
@@ -170,8 +192,13 @@ class Evaluation:
     verdict: Verdict
     view: EvidenceView
     completeness: dict[str, Any]
-    provenance: list[dict[str, Any]]
+    results: list[dict[str, Any]]  # the detector results read, in evidence-key order
     expired: bool
+
+    @cached_property
+    def provenance(self) -> list[dict[str, Any]]:
+        """The decision's `evidence`: made only for a decision or task that is emitted."""
+        return provenance_of(self.results)
 
 
 def evaluate(
@@ -179,7 +206,7 @@ def evaluate(
 ) -> Evaluation:
     """The verdict of `policy` (the fast gate's on the upload alone, when `fast_gate`), with a
     human's reasons and restriction, and the provisional floor once an expiry decided."""
-    view, completeness, provenance, expired = read_evidence(state, policy, ts, ctx.hash_matches)
+    view, completeness, results, expired = read_evidence(state, policy, ts, ctx.hash_matches)
     facts = scan_plan.facts(state)
     human = state["human"]
     # The reviewer's free text never reaches the policy: `reasons` are built below.
@@ -192,7 +219,7 @@ def evaluate(
         # the same fast gate whichever was read first (`tests/integration/test_backlog.py`).
         view = EvidenceView(outstanding=bool(completeness["required"]))
         completeness = {**completeness, "received": 0, "unknown": []}
-        provenance = []
+        results = []
         verdict = policy.fast_gate(
             facts,
             ts=ts,
@@ -216,7 +243,7 @@ def evaluate(
             reasons=_human_reasons(human["reason"], policy),
         )
     evaluation = Evaluation(
-        verdict, view, completeness, provenance, expired and not verdict.limit_failed
+        verdict, view, completeness, results, expired and not verdict.limit_failed
     )
     if state.get("provisional_expired") and not fast_gate:
         evaluation = _provisional_floor(state, evaluation, policy)
