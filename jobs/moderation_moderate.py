@@ -60,6 +60,8 @@ class Moderate(PolicyAware):
 
     def __init__(self, config: ModerationConfig) -> None:
         super().__init__(config, report_rejections=True)
+        # The last Context made, by what it was made of: most inputs share one.
+        self._made: tuple[tuple[Any, ...], moderation.Context] | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -339,17 +341,23 @@ class Moderate(PolicyAware):
                 ts,
                 resolution.decide.document.phash_max_distance,
             )
-        return moderation.Context(
+        clock_ms = self.config.clock() if self.config.wall_clock else None
+        made_of = (resolution.decide, resolution.shadows, resolution.paused, matches, clock_ms)
+        if self._made is not None and self._made[0] == made_of:
+            return self._made[1]  # the same policies, matches and clock: the same Context
+        context = moderation.Context(
             resolution,
             matches,
             limits=self.config.limits,
-            clock_ms=self.config.clock() if self.config.wall_clock else None,
+            clock_ms=clock_ms,
             live_window_ms=self.config.live_window_ms,
             evidence_grace_ms=self.config.evidence_grace_ms,
             state_ttl_ms=self.config.state_ttl_ms,
             review_retention_ms=self.config.review_retention_ms,
             grants=self._review_grants(),
         )
+        self._made = (made_of, context)
+        return context
 
 
 def stored(value: str | bytes | None) -> tuple[list[int] | None, str | bytes | None]:

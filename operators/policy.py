@@ -176,6 +176,9 @@ class CompiledPolicy:
             for modality, req in document.detectors.items()
         }
         self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
+        self.rules_by_id = {compiled.rule.id: compiled for compiled in rules}
+        # The rule reasons a reviewer's `reason` may name (operators/verdict.py).
+        self.rule_reasons = frozenset(rule.reason for rule in document.rules)
 
     def required_detectors(self, modality: str) -> tuple[str, ...]:
         requirement = self._requirements.get(modality)

@@ -212,9 +212,8 @@ def gate_status(state: State, policy: CompiledPolicy) -> str:
     if view.unknown & set(gates):
         return "failed"
     verdict = policy.evaluate(facts(state), view, ts=0)
-    rules = {compiled.rule.id: compiled for compiled in policy.rules}
     for rule_id in verdict.matched_rules:
-        compiled = rules.get(rule_id)
+        compiled = policy.rules_by_id.get(rule_id)
         if (
             compiled is not None
             and compiled.condition.detectors & set(gates)

@@ -263,7 +263,7 @@ def _human_reasons(reason: str | None, policy: CompiledPolicy | None) -> tuple[s
     """A human decision's reason codes (contract v1.1): `human_review`, plus the reviewer's
     `reason` only when it is one of the policy's rule reasons. Anything else a reviewer writes
     is free text: it never becomes a code, so it never reaches a notification either."""
-    rule_reasons = {rule.reason for rule in policy.document.rules} if policy else set()
+    rule_reasons = policy.rule_reasons if policy else frozenset()
     if reason is not None and reason in rule_reasons and reason != "human_review":
         return ("human_review", reason)
     return ("human_review",)
