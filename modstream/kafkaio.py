@@ -107,8 +107,8 @@ def read_values(
 
 def contract_key(topic: str, value: object) -> str | None:
     """The Kafka key the contract gives a record: policy_id on policy.rules,
-    `<bank>:<hash_type>:<hash>` on hash.bank (both compacted, so a key is required),
-    content_id everywhere else."""
+    `<bank>:<hash_type>:<hash>` on hash.bank, reviewer_id on review.grants (all compacted, so a
+    key is required), content_id everywhere else."""
     if not isinstance(value, dict):
         return None
     if topic == "hash.bank":
@@ -116,7 +116,7 @@ def contract_key(topic: str, value: object) -> str | None:
         if all(isinstance(part, str) for part in parts):
             return hash_bank_key(*parts)  # type: ignore[arg-type]
         return None
-    field = "policy_id" if topic == "policy.rules" else "content_id"
+    field = {"policy.rules": "policy_id", "review.grants": "reviewer_id"}.get(topic, "content_id")
     key = value.get(field)
     return key if isinstance(key, str) else None
 

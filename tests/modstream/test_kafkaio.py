@@ -90,3 +90,24 @@ def test_read_values_warns_with_the_count(monkeypatch: pytest.MonkeyPatch) -> No
     values = kafkaio.read_values("unused:1", "p.detector.results", warn=warnings.append)
     assert len(values) == 1
     assert warnings == ["p.detector.results: skipped 1 malformed record(s) of 2"]
+
+
+def test_every_compacted_topic_gets_a_key() -> None:
+    """A compacted topic refuses a record without a key (the broker's InvalidRecordError): every
+    compacted topic a producer writes has a key from its record."""
+    from modstream.review import grant_record
+    from modstream.topics import TOPICS
+
+    records = {
+        "policy.rules": {"policy_id": "global"},
+        "hash.bank": {"bank": "known_bad", "hash_type": "sha256", "hash": "AB" * 32},
+        "review.grants": grant_record("alice", ["appeals"], "lead-1", 1),
+        "content.visibility": {"content_id": "c-1"},
+        "moderation.index": {"content_id": "c-1"},
+    }
+    compacted = {spec.name for spec in TOPICS if spec.config["cleanup.policy"] == "compact"}
+    assert compacted == set(records)
+    keys = {topic: kafkaio.contract_key(topic, record) for topic, record in records.items()}
+    assert keys["review.grants"] == "alice"
+    assert keys["hash.bank"] == "known_bad:sha256:" + "ab" * 32
+    assert all(keys.values()), keys
