@@ -18,13 +18,14 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-bank bench-replay
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-bank bench-replay
 
 help:
 	@echo "make setup             venv + Python deps, redis-server and promtool (apt), jars (Maven Central)"
 	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
 	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
 	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
+	@echo "make test-slow         the slow tests make test leaves out: cluster demo, batched engine runs"
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff and mypy"
@@ -113,7 +114,12 @@ TEST_WORKERS ?= 2
 XDIST = -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--maxschedchunk 1)
 
 test: setup
-	$(call with_test_stack,$(XDIST) --durations=30 tests)
+	$(call with_test_stack,$(XDIST) --durations=30 -m "not slow" tests)
+
+# What `make test` leaves out to stay lean (pytest marker `slow`): the cluster demo and the
+# batched engine's backlog and exactly-once restore runs.
+test-slow: setup
+	$(call with_test_stack,$(XDIST) --durations=30 -m slow tests)
 
 test-integration: setup
 	$(call with_test_stack,$(XDIST) -m integration tests)

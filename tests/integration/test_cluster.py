@@ -23,7 +23,8 @@ from tests.conftest import T0
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.processes import free_ports, modstream
 
-pytestmark = pytest.mark.integration
+# Minutes each (a cluster, the packaged job, all four jobs): `make test-slow`.
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture
