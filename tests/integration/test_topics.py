@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from kafka import KafkaAdminClient
 
@@ -21,9 +23,17 @@ def test_topics_create_is_idempotent_and_matches_the_spec(stack: Settings) -> No
 
     admin = KafkaAdminClient(bootstrap_servers=stack.bootstrap_servers, request_timeout_ms=15_000)
     try:
-        described = {
-            entry["name"]: entry for entry in admin.describe_topics([spec.name for spec in TOPICS])
-        }
+        # A topic created a moment ago may be described before its partitions' metadata
+        # reached the broker answering (0 partitions): asked again, within a bound.
+        deadline = time.monotonic() + 30
+        while True:
+            described = {
+                entry["name"]: entry
+                for entry in admin.describe_topics([spec.name for spec in TOPICS])
+            }
+            if all(described[s.name]["partitions"] for s in TOPICS) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
     finally:
         admin.close()
     for spec in TOPICS:
