@@ -10,13 +10,14 @@ beyond it is ours.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Iterator
 from typing import Any
 
 from pyflink.common import Row, Types, WatermarkStrategy
-from pyflink.datastream import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream import DataStream, KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import options, python_calls, runtime
@@ -52,19 +53,28 @@ class Touch(KeyedProcessFunction):
         yield Row(self.output, value[1], json.dumps(out))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = options.job_parser("floor", __doc__)
+def floor_source(
+    name: str, doc: str | None, argv: list[str] | None
+) -> tuple[argparse.Namespace, runtime.JobConfig, Any, DataStream]:
+    """What both floors share: their options (`--output` the topic they write), job, Flink
+    environment, and the moderation job's Kafka source of every keyed input topic."""
+    parser = options.job_parser(name, doc)
     parser.add_argument("--output", required=True, help="the topic the floor writes")
     args = parser.parse_args(argv)
     settings = Settings.from_env()
-    job = runtime.job_config("floor", args, settings)
+    job = runtime.job_config(name, args, settings)
     env = runtime.create_env(job, settings)
     source = env.from_source(
-        runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
+        runtime.kafka_source(job, [job.topic(topic) for topic in KEYED_TOPICS]),
         WatermarkStrategy.no_watermarks(),
         "inputs",
         type_info=runtime.SOURCE_ROW,
     )
+    return args, job, env, source
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, job, env, source = floor_source("floor", __doc__, argv)
     # Keyed in Java, as the moderation job keys (runtime.keyed_by): one crossing a record.
     touched = runtime.keyed_by(source, runtime.SOURCE_ROW).process(
         Touch(args.output), output_type=runtime.SINK_ROW

@@ -12,28 +12,15 @@ from __future__ import annotations
 
 import sys
 
-from pyflink.common import WatermarkStrategy
 from pyflink.datastream import DataStream
 from pyflink.java_gateway import get_gateway
 
-from jobs import options, runtime
-from modstream.config import Settings
-from operators.moderation import KEYED_TOPICS
+from benchmarks.floor_job import floor_source
+from jobs import runtime
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = options.job_parser("java-floor", __doc__)
-    parser.add_argument("--output", required=True, help="the topic the floor writes")
-    args = parser.parse_args(argv)
-    settings = Settings.from_env()
-    job = runtime.job_config("java-floor", args, settings)
-    env = runtime.create_env(job, settings)
-    source = env.from_source(
-        runtime.kafka_source(job, [job.topic(name) for name in KEYED_TOPICS]),
-        WatermarkStrategy.no_watermarks(),
-        "inputs",
-        type_info=runtime.SOURCE_ROW,
-    )
+    args, job, env, source = floor_source("java-floor", __doc__, argv)
     flink = get_gateway().jvm.io.modstream.flink
     j_keyed = source._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
     j_touched = j_keyed.process(flink.JavaFloor(args.output), flink.JavaFloor.outputType())

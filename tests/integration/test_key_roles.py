@@ -98,6 +98,12 @@ def grant(
     send(kafka, topics, "review.grants", record, keyring)
 
 
+def leased(kafka: Kafka, topics: dict[str, str], task: dict[str, Any], reviewer_id: str) -> None:
+    """`reviewer_id` leases `task` from a second ago (before the review sent next)."""
+    lease = lease_record(task, reviewer_id, now_ms() - 1_000, LEASE_MS)
+    send(kafka, topics, "review.leases", lease, TEST_KEYRING)
+
+
 def blocked_by_evidence(
     kafka: Kafka, topics: dict[str, str], content_id: str, keyring: Keyring, lead: str = "lead-1"
 ) -> None:
@@ -221,13 +227,7 @@ def test_a_review_for_a_task_without_a_grant_or_lease_goes_to_the_dlq_and_change
     task["content_version"] = 1
 
     # mallory's lease and ALLOW, both signed with her own reviewer key, are refused.
-    send(
-        kafka,
-        topics,
-        "review.leases",
-        lease_record(task, "mallory", now_ms() - 1_000, LEASE_MS),
-        TEST_KEYRING,
-    )
+    leased(kafka, topics, task, "mallory")
     ungranted = {**review("kr-3", "rv-mallory", "mallory", "ALLOW"), "task_id": "appeal-a-kr3"}
     send(kafka, topics, "review.decisions", ungranted, TEST_KEYRING)
     letter = refused(kafka, topics, "rv-mallory")
@@ -240,13 +240,7 @@ def test_a_review_for_a_task_without_a_grant_or_lease_goes_to_the_dlq_and_change
     send(kafka, topics, "review.decisions", unleased, TEST_KEYRING)
     assert refused(kafka, topics, "rv-bob")["error_class"] == "conflict"
     # carol, granted and holding the lease, decides: the only review that applies.
-    send(
-        kafka,
-        topics,
-        "review.leases",
-        lease_record(task, "carol", now_ms() - 1_000, LEASE_MS),
-        TEST_KEYRING,
-    )
+    leased(kafka, topics, task, "carol")
     genuine = {**review("kr-3", "rv-carol", "carol", "ALLOW"), "task_id": "appeal-a-kr3"}
     send(kafka, topics, "review.decisions", genuine, TEST_KEYRING)
     wait_decision(kafka, topics, "kr-3", "appeal", "ALLOW")
