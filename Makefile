@@ -116,8 +116,9 @@ XDIST = -n $(TEST_WORKERS) $(if $(filter 0,$(TEST_WORKERS)),,--maxschedchunk 1)
 test: setup
 	$(call with_test_stack,$(XDIST) --durations=30 -m "not slow" tests)
 
-# What `make test` leaves out to stay lean (pytest marker `slow`): the cluster demo and the
-# batched engine's backlog and exactly-once restore runs.
+# What `make test` leaves out to stay lean (pytest marker `slow`): the cluster demo, the short
+# fault run (tests/integration/test_faults.py) and the batched engine's backlog and
+# exactly-once restore runs.
 test-slow: setup
 	$(call with_test_stack,$(XDIST) --durations=30 -m slow tests)
 
