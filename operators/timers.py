@@ -30,7 +30,8 @@ def postponed(state: State, ctx: Context, ts: int) -> int | None:
     requests) plus `evidence_grace_ms` for an answer to reach the job (the scanner's and this
     job's transactions). Reached while catching up (event time more than the live window behind
     the clock), they get that again from now. Replay (no clock) never waits: its event time is
-    the input's alone. docs/moderation.md, "Time"."""
+    the input's alone. Event time past the wait's end decides now: it cannot wait for a clock
+    it is ahead of. docs/moderation.md, "Time"."""
     if ctx.clock_ms is None:
         return None
     policy = ctx.resolution.decide
@@ -44,7 +45,10 @@ def postponed(state: State, ctx: Context, ts: int) -> int | None:
     target = int(state.get("asked_at") or ctx.clock_ms) + wait
     if ts < ctx.clock_ms - ctx.live_window_ms:
         target = max(target, ctx.clock_ms + wait)
-    return target if target > ctx.clock_ms else None
+    # Event time already at or past the wait's end (input stamped ahead of the clock, within
+    # the allowed future skew): decide now. Re-armed there, the timer fired again at once in
+    # the same watermark, over and over until the clock caught up: a loop on the task thread.
+    return target if target > max(ctx.clock_ms, ts) else None
 
 
 def decide_deadline(state: State, ctx: Context) -> list[Output]:

@@ -347,6 +347,21 @@ def test_a_live_deadline_waits_for_the_grace_and_on_time_evidence_leaves_nothing
     assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
 
 
+def test_a_deadline_event_time_reached_ahead_of_the_clock_decides_and_never_spins() -> None:
+    """Event time ahead of the processing clock (input stamped within the allowed future skew):
+    the deadline's wait ends at a processing time event time has already passed. Re-armed
+    there, its timer fired again in the same watermark, and again, a loop on the task thread
+    until the clock caught up (the fuzz run's 37,660 firings). It decides at once, as replay."""
+    version = Version(_with_clock(T0))  # asked at T0: the wait ends at DEADLINE + GRACE
+    version.upload(**image(surface="public_post"))
+    version.fire(DEADLINE)  # clock still T0, the watermark past the wait's end
+    assert version.state is not None and version.state["deadline_timer"] == DEADLINE + GRACE
+    version.fire(DEADLINE + GRACE)  # fired again in the same watermark, the clock unmoved
+    last = version.last
+    assert (last["trigger"], last["state"], last["ts"]) == ("deadline", "expired", DEADLINE)
+    assert version.state is not None and version.state["deadline_timer"] is None
+
+
 def test_evidence_stamped_after_a_waiting_deadline_comes_after_the_deadline_as_in_replay() -> None:
     replayed = Version()
     waited = Version(_with_clock(T0))
