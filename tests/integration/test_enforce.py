@@ -240,7 +240,7 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     found = kafka.wait_for(
         discrepancies,
         lambda values: any(v["effective_visibility"] == "public" for v in values),
-        timeout_s=60,
+        timeout_s=120,  # the SLA (a few seconds) and a loaded machine's checkpoints
     )
     found = [v for v in found if v["effective_visibility"] == "public"]
     assert (found[0]["desired_visibility"], found[0]["effective_visibility"]) == (

@@ -188,8 +188,10 @@ def test_a_job_killed_after_reading_a_backlog_and_restored_finishes_it(
     last = max(line["value"]["ts"] for line in evidence)
     # Event time passes every record before `end` once the backlog is taken as read.
     lines = [*uploads, *evidence, workload.marker(last + 60_000, "end")]
-    # A backlog read to its end is complete after 10 s of silence (default 60 s).
-    options = ("--drained-after-ms", "10000", "--checkpoint-interval-ms", "1000")
+    # A backlog read to its end is complete after 25 s of silence (default 60 s): long enough
+    # that the kill below lands before the buffer is released on a loaded machine (a
+    # clean-clone run with 10 s killed too late).
+    options = ("--drained-after-ms", "25000", "--checkpoint-interval-ms", "1000")
     clean = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-clean")
     killed = new_moderation_deployment(kafka, stack, tmp_path / "ckpt-killed")
     for deployment in (clean, killed):

@@ -41,8 +41,8 @@ STATE_TTL_MS = 3_600_000
 # Every wait's end (docs/moderation.md, "Time", "Deadlines"): once event time is live, the
 # longest deadline and the grace (the deadline's wait), then the grace again (the expiry's); a
 # silent backlog lane holds event time for at most --drained-after-ms before it is live; and
-# 30 s for the job's own pace on a loaded machine (checkpoints commit the decisions).
-BOUND_S = (max(DEADLINE_MS.values()) + 2 * GRACE_MS + DRAINED_AFTER_MS) / 1000 + 30
+# 60 s for the job's own pace on a loaded machine (checkpoints commit the decisions).
+BOUND_S = (max(DEADLINE_MS.values()) + 2 * GRACE_MS + DRAINED_AFTER_MS) / 1000 + 60
 
 
 def now_ms() -> int:
