@@ -176,7 +176,10 @@ class Reconcile(KeyedProcessFunction):
     ) -> list[Row]:
         """One exposure step (operators/exposure.py): its state, timers, metrics and record.
         A measure never disturbs reconciliation: a step that fails is logged and changes
-        nothing (the version is not measured)."""
+        nothing (the version is not measured). A record keyed by anything but its content_id
+        (the contract's key) would reach another item's state: it is left out."""
+        if record.get("content_id") != str(ctx.get_current_key()):
+            return []
         try:
             stored = self.exposure.value()
             result = step(json.loads(stored) if stored else None, record, now)

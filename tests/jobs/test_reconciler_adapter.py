@@ -268,3 +268,11 @@ def test_the_exposure_state_is_forgotten_at_its_ttl() -> None:
     now[0] = expiry
     list(function.on_timer(expiry, ctx))
     assert runtime.exposure.current is None
+
+
+def test_a_record_keyed_by_anything_but_its_content_id_reaches_no_exposure_state() -> None:
+    function, runtime = adapter()
+    ctx = FakeContext(key="")  # a producer that sent no key
+    facts = upload(surface="public_post", region="FR")
+    assert emitted(function, Row("content.versions", None, json.dumps(facts), T0, "x"), ctx) == []
+    assert runtime.exposure.current is None

@@ -151,3 +151,18 @@ def test_the_summary_gives_the_exposure_window_p50_and_p99_once_per_version() ->
         "by_trigger": {"evidence": 1, "review": 99},
     }
     assert demo_summary.summarize(results(), started=0.0)["exposure_ms"]["measured"] == 0
+
+
+def test_the_printed_summary_has_the_exposure_window_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    exposures = [{"content_id": "c-1", "content_version": 1, "exposure_ms": 1_500,
+                  "trigger": "report"}]  # fmt: skip
+    fine = results(exposures=exposures, latest={})
+    summary = demo_summary.summarize(fine, started=0.0)
+    demo_summary.print_summary(
+        fine, summary, run_id="demo1-", seed=7, shadow_version=2, retro_bank=None, started=0.0
+    )
+    assert "exposure window               p50 1500 ms, p99 1500 ms (1 versions" in (
+        capsys.readouterr().out
+    )
