@@ -100,6 +100,18 @@ METRICS: dict[str, Metric] = {
     "enforcement_lag_ms": Metric(
         "histogram", (), "reconciler", "an action's arrival to the matching visibility"
     ),
+    "exposure_ms": Metric(
+        "histogram",
+        ("surface", "region", "trigger"),
+        "reconciler",
+        "how long a version was shown before a BLOCK or RESTRICT took effect on it",
+    ),
+    "restricted_unexposed": Metric(
+        "counter",
+        ("surface", "region", "trigger"),
+        "reconciler",
+        "versions restricted (BLOCK or RESTRICT) before they were ever shown",
+    ),
     "open_discrepancies": Metric(
         "gauge", (), "reconciler", "content items whose visibility disagrees with the action"
     ),

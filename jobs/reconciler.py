@@ -10,6 +10,11 @@ changed without a record (a Redis restarted from a rolled-back AOF) is found and
 Metrics (jobs/metrics.py, docs/OPERATIONS.md): `enforcement_lag_ms` (a histogram of the time
 from an action's arrival to the matching effective visibility), `open_discrepancies` (a gauge,
 per subtask) and `dlq` by error class.
+The exposure window (operators/exposure.py, docs/enforcement.md): with content.versions (surface,
+region) and moderation.decisions (restrictive revisions, trigger) read as well, each version
+shown and then restricted gives one `enforcement.exposure` record and an `exposure_ms` sample;
+its state (`exposure`) is apart from reconciliation's, and a failing exposure step is logged and
+never disturbs reconciliation.
 
 One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
 validate goes to the DLQ as `schema`; a valid one whose handling fails unexpectedly goes as
@@ -38,13 +43,17 @@ from jobs.options import job_parser
 from modstream import logs
 from modstream.config import Settings
 from modstream.content_service import ContentService
-from operators import reconcile
+from operators import exposure, reconcile
 from schemas import SchemaError, dead_letter, parse
 from schemas.dlq import ErrorClass
+from schemas.registry import load_json
 
 LOG = logging.getLogger("modstream.reconciler")
 
 INPUT_TOPICS = ("moderation.actions", "content.visibility")
+# Read for the exposure window only (operators/exposure.py): the upload's surface and region,
+# the restrictive decisions and their trigger.
+EXPOSURE_TOPICS = ("content.versions", "moderation.decisions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,6 +74,7 @@ class Reconcile(KeyedProcessFunction):
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.state = runtime_context.get_state(ValueStateDescriptor("content", Types.STRING()))
+        self.exposure = runtime_context.get_state(ValueStateDescriptor("exposure", Types.STRING()))
         self.content: ContentService | None = None
         self.redis: Any = None
         config = self.config
@@ -80,6 +90,9 @@ class Reconcile(KeyedProcessFunction):
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         topic = self.config.contract(physical)
+        if topic == "content.versions":
+            yield from self._upload_facts(raw, ctx)
+            return
         try:
             record = _decode(topic, raw)
         except SchemaError as error:
@@ -87,11 +100,17 @@ class Reconcile(KeyedProcessFunction):
             return
         try:
             now = self.config.clock()
-            stored = self.state.value()
-            state = json.loads(stored) if stored else None
-            step = reconcile.on_action if topic == "moderation.actions" else reconcile.on_visibility
-            result = step(state, record, now, self.config.sla_ms, self._audit_ms())
-            rows = self._finish(result, ctx)
+            rows = []
+            if topic != "moderation.decisions":
+                stored = self.state.value()
+                state = json.loads(stored) if stored else None
+                step = (
+                    reconcile.on_action
+                    if topic == "moderation.actions"
+                    else reconcile.on_visibility
+                )
+                result = step(state, record, now, self.config.sla_ms, self._audit_ms())
+                rows += self._finish(result, ctx)
         except Exception as error:
             message = f"reconciler: {topic} record: handling failed ({type(error).__name__})"
             rows = [
@@ -99,9 +118,15 @@ class Reconcile(KeyedProcessFunction):
                     physical, record["content_id"], raw, message, record["ts"], "permanent"
                 )
             ]
+        if topic != "moderation.actions":
+            measure = (
+                exposure.on_decision if topic == "moderation.decisions" else exposure.on_visibility
+            )
+            rows += self._expose(measure, record, self.config.clock(), ctx)
         yield from rows
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        self._expire_exposure(ctx)
         stored = self.state.value()
         if not stored:
             return
@@ -133,6 +158,78 @@ class Reconcile(KeyedProcessFunction):
                 )
             ]
         yield from rows
+
+    def _upload_facts(self, raw: str | None, ctx: Any) -> Iterator[Row]:
+        """An upload's surface and region for its exposure labels. content.versions is the
+        moderation job's input, which letters what does not validate; here a record without
+        the facts is only left out."""
+        upsert = _upload(raw)
+        if upsert is not None:
+            yield from self._expose(exposure.on_upsert, upsert, self.config.clock(), ctx)
+
+    def _expose(
+        self,
+        step: Callable[..., exposure.ExposureResult],
+        record: dict[str, Any],
+        now: int,
+        ctx: Any,
+    ) -> list[Row]:
+        """One exposure step (operators/exposure.py): its state, timers, metrics and record.
+        A measure never disturbs reconciliation: a step that fails is logged and changes
+        nothing (the version is not measured). A record keyed by anything but its content_id
+        (the contract's key) would reach another item's state: it is left out."""
+        if record.get("content_id") != str(ctx.get_current_key()):
+            return []
+        try:
+            stored = self.exposure.value()
+            result = step(json.loads(stored) if stored else None, record, now)
+            rows = [
+                Row(
+                    self.config.physical(topic),
+                    output_key,
+                    json.dumps(output, separators=(",", ":")),
+                )
+                for topic, output_key, output in result.outputs
+            ]
+        except Exception as error:
+            LOG.warning("reconciler: exposure step failed (%s)", type(error).__name__)
+            return []
+        self._keep_exposure(result)
+        for timer in result.timers:
+            ctx.timer_service().register_processing_time_timer(timer)
+        if result.measured is not None:
+            measured = result.measured
+            labels = {name: measured[name] for name in ("surface", "region", "trigger")}
+            self.metrics.observe("exposure_ms", measured["exposure_ms"], **labels)
+        if result.unexposed is not None:
+            self.metrics.inc("restricted_unexposed", 1, **result.unexposed)
+        return rows
+
+    def _keep_exposure(self, result: exposure.ExposureResult) -> None:
+        if result.state is None:
+            self.exposure.clear()
+        else:
+            self.exposure.update(json.dumps(result.state, separators=(",", ":")))
+
+    def _expire_exposure(self, ctx: Any) -> None:
+        """The exposure state's TTL timer (any timer of the key may pass by: only a due one
+        acts); an unreadable state is forgotten, it measures nothing."""
+        stored = self.exposure.value()
+        if not stored:
+            return
+        now = self.config.clock()
+        try:
+            state = json.loads(stored)
+            if now < int(state.get("expires") or 0):
+                return
+            result = exposure.on_timer(state, now)
+        except Exception as error:
+            LOG.warning("reconciler: exposure state dropped (%s)", type(error).__name__)
+            self.exposure.clear()
+            return
+        self._keep_exposure(result)
+        for timer in result.timers:
+            ctx.timer_service().register_processing_time_timer(timer)
 
     def close(self) -> None:
         if self.redis is not None:
@@ -197,10 +294,35 @@ class Reconcile(KeyedProcessFunction):
         return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
 
 
+def _upload(raw: str | None) -> dict[str, Any] | None:
+    """The exposure facts of a content.versions upsert (id, version, surface, region), or
+    None for anything else (a delete, a record that does not parse or lacks them)."""
+    try:
+        record = load_json("content.versions", raw or "")
+    except SchemaError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "upsert":
+        return None
+    content_id, version = record.get("content_id"), record.get("content_version")
+    surface, region = record.get("surface"), record.get("region")
+    facts = (content_id, surface, region)
+    if not all(isinstance(f, str) and 0 < len(f) <= 128 for f in facts):
+        return None
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return None
+    return {
+        "content_id": content_id,
+        "content_version": version,
+        "surface": surface,
+        "region": region,
+    }
+
+
 def _decode(topic: str, raw: str | None) -> dict[str, Any]:
-    """A validated moderation.actions or content.visibility record; any failure is a
-    SchemaError (strict JSON: size, depth, duplicated names, NaN, 64-bit integers)."""
-    if topic not in INPUT_TOPICS:
+    """A validated moderation.actions, content.visibility or moderation.decisions record; any
+    failure is a SchemaError (strict JSON: size, depth, duplicated names, NaN, 64-bit
+    integers)."""
+    if topic not in (*INPUT_TOPICS, "moderation.decisions"):
         raise SchemaError(topic, f"reconciler: {topic!r} is not an input of this job")
     try:
         return parse(topic, raw or "").model_dump(exclude_none=True)
@@ -270,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     return runtime.run_on_kafka(
         job,
         settings,
-        list(INPUT_TOPICS),
+        [*INPUT_TOPICS, *EXPOSURE_TOPICS],
         lambda env, source, sink: build(env, source, sink, config),
         detached=args.detached,
     )

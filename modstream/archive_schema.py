@@ -24,7 +24,14 @@ from pydantic import BaseModel
 
 from schemas.content import ContentDelete, ContentUpsert
 from schemas.dlq import DlqRecord
-from schemas.outputs import Action, ContentVisibility, Decision, ReviewTask, ShadowDecision
+from schemas.outputs import (
+    Action,
+    ContentVisibility,
+    Decision,
+    Exposure,
+    ReviewTask,
+    ShadowDecision,
+)
 from schemas.registry import SchemaError, validate
 from schemas.signals import Appeal, ReviewDecision
 
@@ -102,6 +109,8 @@ TABLES: dict[str, Table] = {
             columns=CONTENT_FACTS,
         ),
         Table("visibility", "content.visibility", (ContentVisibility,), by_version=False),
+        # modstream's own topic: the reconciler's exposure windows (operators/exposure.py).
+        Table("exposure", "enforcement.exposure", (Exposure,), by_version=False),
     )
 }
 

@@ -149,6 +149,7 @@ class Results:
     overdue: list[tuple[str, int]]  # versions still `scanning` long after their deadline
     applied: int  # actions the Action Service finished
     lags: list[float]  # LagWatch.lags_ms
+    exposures: list[dict[str, Any]]  # enforcement.exposure: the reconciler's exposure windows
 
 
 def collect(
@@ -178,6 +179,7 @@ def collect(
     discrepancies = mine(settings, names["moderation.discrepancies"], run_id)
     sanctions = mine(settings, names["account.actions"], run_id)
     notices = mine(settings, names["user.notifications"], run_id)
+    exposures = mine(settings, names["enforcement.exposure"], run_id)
     decided = {(d["content_id"], d["content_version"]) for d in decisions}
     saved = scan_calls_saved(settings, names, run_id, lines, decided, policy)
     latest = _latest_revisions(decisions)
@@ -199,6 +201,7 @@ def collect(
         overdue=demo_checks.overdue(latest, lines, policy, reached) if live else [],
         applied=applied,
         lags=watch.lags_ms(),
+        exposures=exposures,
     )
 
 
@@ -264,7 +267,21 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "scan_calls_saved": results.saved,
         "duplicate_revisions": sum(n - 1 for n in revisions.values()),
         "enforcement_lag_ms": lag_summary,
+        "exposure_ms": exposure_summary(results.exposures),
         "elapsed_s": round(time.monotonic() - started, 1),
+    }
+
+
+def exposure_summary(exposures: list[dict[str, Any]]) -> dict[str, Any]:
+    """p50 and p99 of the exposure windows (one per version: a record seen twice counts once),
+    how many were measured, and how many by trigger."""
+    windows = {(e["content_id"], e["content_version"]): e for e in exposures}
+    values = sorted(float(e["exposure_ms"]) for e in windows.values())
+    return {
+        "p50": percentile(values, 0.50),
+        "p99": percentile(values, 0.99),
+        "measured": len(values),
+        "by_trigger": dict(sorted(Counter(e["trigger"] for e in windows.values()).items())),
     }
 
 
@@ -327,6 +344,11 @@ def print_summary(
     print(
         f"  enforcement lag               p50 {lag_summary['p50']} ms, "
         f"p99 {lag_summary['p99']} ms ({len(results.lags)} actions)"
+    )
+    exposure = summary["exposure_ms"]
+    print(
+        f"  exposure window               p50 {exposure['p50']} ms, p99 {exposure['p99']} ms "
+        f"({exposure['measured']} versions shown, then restricted)"
     )
     _row("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in results.tasks))
     print(f"  shadow decisions (policy v{shadow_version})   {len(results.shadows)}")

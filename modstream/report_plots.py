@@ -10,6 +10,10 @@ Definitions (the captions repeat them):
   the `ts` of the first content.visibility record that shows its revision (when the Content
   Service served it), for revisions that had an action; both are processing time, so the lag
   is what users waited, not event time;
+- exposure window: per content version shown (`public` or `limited`) and later restricted by
+  a BLOCK or RESTRICT, the time from its first showing to the restriction taking effect, both
+  the `ts` of content.visibility records (the archive's `exposure` table, written by the
+  reconciler: docs/enforcement.md, "Exposure window");
 - unknown rate: of the latest decisions that name a detector (in `evidence` or in
   `completeness.unknown`), the share that name it unknown.
 """
@@ -174,6 +178,47 @@ def enforcement_lag(con: duckdb.DuckDBPyConnection) -> Figure:
     return figure
 
 
+def exposure_windows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """One row per restricted version that had been shown: its window (ms) and trigger (a
+    record archived twice, after a restart of the archiver's reads, counts once)."""
+    return rows(
+        con,
+        """
+        SELECT content_id, content_version, any_value(trigger) AS trigger,
+            min(exposure_ms)::DOUBLE AS exposure_ms
+        FROM exposure GROUP BY content_id, content_version ORDER BY exposure_ms""",
+    )
+
+
+def exposure_window(con: duckdb.DuckDBPyConnection) -> Figure:
+    figure, axes = new_figure()
+    found = exposure_windows(con)
+    if not found:
+        no_data(axes, "no data (no version was shown and then restricted)")
+        return figure
+    windows = [row["exposure_ms"] / 1000 for row in found]
+    triggers = sorted({row["trigger"] for row in found})
+    bins = min(40, max(5, len(windows) // 3))
+    axes.hist(
+        [[r["exposure_ms"] / 1000 for r in found if r["trigger"] == t] for t in triggers],
+        bins=bins,
+        stacked=True,
+        label=[f"{t} ({sum(r['trigger'] == t for r in found)})" for t in triggers],
+    )
+    for fraction, style in ((0.5, "--"), (0.99, ":")):
+        value = windows[min(len(windows) - 1, int(fraction * len(windows)))]
+        axes.axvline(
+            value,
+            color=COLORS["BLOCK"],
+            linestyle=style,
+            label=f"p{int(fraction * 100)} {value:.1f} s",
+        )
+    axes.set_xlabel("s shown before the BLOCK or RESTRICT took effect")
+    axes.set_ylabel("content versions (by trigger)")
+    axes.legend(fontsize=8)
+    return figure
+
+
 def unknown_rate_by_detector(con: duckdb.DuckDBPyConnection) -> Figure:
     figure, axes = new_figure()
     found = rows(
@@ -294,6 +339,14 @@ PLOTS: tuple[tuple[str, Plot, str], ...] = (
         "From the decision's Kafka timestamp (written by the moderation job) to the ts of the "
         "first content.visibility record showing its revision (served by the Content Service), for "
         "revisions with an action. Processing time, checkpoint interval included.",
+    ),
+    (
+        "Exposure window",
+        exposure_window,
+        "Per content version shown (public or limited) and later restricted (BLOCK or RESTRICT): "
+        "from the ts of its first content.visibility record showing it to the ts of the first "
+        "one showing the restriction in effect, by the restrictive decision's trigger (the "
+        "archive's exposure table). Versions restricted before they were shown are not in it.",
     ),
     (
         "Unknown rate by detector",

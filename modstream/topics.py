@@ -72,6 +72,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("review.leases", 4, _delete(30), "who holds which review task, until when"),
     # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
     TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
+    # The reconciler's exposure windows (operators/exposure.py): one record per content version
+    # shown and then restricted, what the archive's `exposure` table holds.
+    TopicSpec("enforcement.exposure", 4, _delete(30), "exposure window per restricted version"),
 )
 
 

@@ -194,3 +194,23 @@ class IndexEntry(OutputRecord):
     human: bool
     upload_ts: int | None
     ts: EventTime
+
+
+class Exposure(OutputRecord):
+    """enforcement.exposure (modstream's own, key content_id): a content version's exposure
+    window, from its first showing to the restriction that took effect (operators/exposure.py,
+    docs/enforcement.md "Exposure window"); both times are content.visibility `ts`."""
+
+    content_id: Id
+    content_version: ContentVersion
+    decision_revision: DecisionRevision
+    outcome: Literal["BLOCK", "RESTRICT"]
+    surface: Id
+    region: Annotated[str, Field(min_length=1, max_length=16)]
+    trigger: Trigger
+    shown_visibility: Literal["public", "limited"]
+    shown_ts: EventTime
+    restricted_visibility: Visibility
+    restricted_ts: EventTime
+    exposure_ms: Annotated[int, Field(ge=0)]
+    ts: EventTime

@@ -21,6 +21,7 @@ from schemas.outputs import (
     ContentVisibility,
     Decision,
     Discrepancy,
+    Exposure,
     IndexEntry,
     Notification,
     ReviewTask,
@@ -62,6 +63,7 @@ OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
     "moderation.index": TypeAdapter(IndexEntry),
     "review.grants": TypeAdapter(ReviewGrant),
     "review.leases": TypeAdapter(ReviewLease),
+    "enforcement.exposure": TypeAdapter(Exposure),
 }
 
 TOPIC_MODELS: dict[str, TypeAdapter[Any]] = {**INPUT_TOPICS, **OUTPUT_TOPICS, **OWN_TOPICS}

@@ -98,6 +98,13 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     assert summary["duplicate_revisions"] == 0
     assert summary["review_tasks"] > 0 and summary["dlq"] > 0
     assert set(summary["enforcement_lag_ms"]) >= {"p50", "p99"}
+    # The exposure window (docs/enforcement.md): the retroactive hash-bank addition blocks an
+    # upload the demo had allowed and shown, so at least that version is measured.
+    exposure = summary["exposure_ms"]
+    assert set(exposure) >= {"p50", "p99", "measured", "by_trigger"}
+    assert exposure["measured"] >= 1 and exposure["by_trigger"].get("policy_change", 0) >= 1
+    assert 0 <= exposure["p50"] <= exposure["p99"]
+    assert summary["archive"]["exposure"] >= exposure["measured"]
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
@@ -147,7 +154,7 @@ def _assert_analytics(stack: Settings, summary: dict[str, Any]) -> None:
     queries = sorted(str(path) for path in (PROJECT_ROOT / "deploy/sql/queries").glob("*.sql"))
     answered = _modstream("sql", "--prefix", prefix, "--format", "json", "--file", *queries)
     results = [json.loads(line) for line in answered.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(queries) >= 7
+    assert len(results) == len(queries) >= 8
     assert all(result["rows"] for result in results), [
         (result.get("source"), len(result["rows"])) for result in results
     ]
@@ -168,6 +175,13 @@ def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
     lag = _values(samples, prometheus_name("enforcement_lag_ms"))
     assert {labels.get("quantile") for labels, _ in lag} >= {"0.5", "0.99"}
     assert all(value >= 0 for _, value in lag)
+    exposure_count = _values(samples, prometheus_name("exposure_ms") + "_count")
+    assert exposure_count and sum(value for _, value in exposure_count) >= 1, names
+    assert {labels["trigger"] for labels, _ in exposure_count} <= set(get_args(Trigger))
+    assert all(labels["surface"] and labels["region"] for labels, _ in exposure_count)
+    exposure = _values(samples, prometheus_name("exposure_ms"))
+    assert {labels.get("quantile") for labels, _ in exposure} >= {"0.5", "0.99"}
+    assert all(value >= 0 for _, value in exposure)
     for gauge in ("oldest_pending_age_ms", "versions_pending", "open_discrepancies"):
         values = _values(samples, prometheus_name(gauge))
         assert values and all(value >= 0 for _, value in values), gauge

@@ -14,7 +14,8 @@ import redis
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators.moderation import sha256_hex
-from tests.conftest import T0
+from schemas.outputs import Completeness, Decision
+from tests.conftest import T0, upload
 from tests.integration.conftest import Kafka
 
 pytestmark = pytest.mark.integration
@@ -209,8 +210,19 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis, start_job: Any
 ) -> None:
     topics, args = _deployment(kafka, stack, tmp_path)
-    discrepancies = f"{topics['moderation.actions'].rsplit('.', 2)[0]}.moderation.discrepancies"
-    kafka.create_topics([discrepancies])
+    prefix = topics["moderation.actions"].rsplit(".", 2)[0]
+    # The reconciler's own output and what it reads for the exposure window.
+    extra = {
+        name: f"{prefix}.{name}"
+        for name in (
+            "moderation.discrepancies",
+            "content.versions",
+            "moderation.decisions",
+            "enforcement.exposure",
+        )
+    }
+    discrepancies = extra["moderation.discrepancies"]
+    kafka.create_topics(list(extra.values()))
     reconciler_args = [
         "--checkpoint-dir", str(tmp_path / "ckpt-reconciler"),
         "--checkpoint-interval-ms", "1000",
@@ -220,7 +232,7 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
         "--sla-ms", "2000",
         "--max-retries", "3",
     ]  # fmt: skip
-    for name, physical in {**topics, "moderation.discrepancies": discrepancies}.items():
+    for name, physical in {**topics, **extra}.items():
         reconciler_args += ["--topic", f"{name}={physical}"]
     cid = f"r-{uuid.uuid4().hex[:8]}"
     service = ContentService(client, tmp_path / "media")
@@ -230,10 +242,14 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     enforcer.wait_running()
     reconciler.wait_running()
     record = action(cid, 2, "hidden")
+    # The upload's facts and the BLOCK's decision, for the exposure window (docs/enforcement.md).
+    facts = upload(cid, surface="public_post", region="NL")
+    kafka.produce(extra["content.versions"], [(cid, json.dumps(facts).encode())])
+    kafka.produce(extra["moderation.decisions"], [(cid, _blocked(record).encode())])
     kafka.produce(topics["moderation.actions"], [(cid, json.dumps(record).encode())])
     kafka.wait_for(topics["content.visibility"], lambda values: len(values) >= 1, timeout_s=90)
     # A lost cache invalidation / an operator's mistake: users can see it again.
-    drift = service.set_visibility_by_hand(cid, "public", T0 + 10)
+    drift = service.set_visibility_by_hand(cid, "public", int(time.time() * 1000))
     kafka.produce(topics["content.visibility"], [(cid, json.dumps(drift.record()).encode())])
     # Under load the reconciler may read the action more than the SLA before the first
     # visibility record (a legitimate `pending` retry): the drift's is the one with `public`.
@@ -257,6 +273,33 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     repairs = kafka.values(topics["enforcement.repairs"])
     assert repairs and repairs[0]["repair_of"] == record["action_id"]
     assert client.get(f"intent:{repairs[0]['action_id']}") == b"COMPLETED"
+    # Blocked before anyone saw it, then shown by the drift until the repair took effect: that
+    # is the version's exposure window, once, measured by the reconciler.
+    exposed = kafka.wait_for(extra["enforcement.exposure"], lambda values: len(values) >= 1)
+    assert [(e["content_id"], e["surface"], e["region"], e["trigger"]) for e in exposed] == [
+        (cid, "public_post", "NL", "evidence")
+    ]
+    assert exposed[0]["shown_ts"] == drift.ts and exposed[0]["exposure_ms"] >= 2000
+
+
+def _blocked(record: dict[str, Any]) -> str:
+    """The moderation.decisions record behind a BLOCK action."""
+    return Decision(
+        decision_id=f"d-{record['action_id'][:16]}",
+        content_id=record["content_id"],
+        content_version=record["content_version"],
+        decision_revision=record["decision_revision"],
+        outcome="BLOCK",
+        reasons=["malware"],
+        matched_rules=["malware-block"],
+        policy_id="global",
+        policy_version=1,
+        evidence=[],
+        completeness=Completeness(required=1, received=1, unknown=[]),
+        trigger="evidence",
+        state="blocked",
+        ts=record["ts"],
+    ).model_dump_json()
 
 
 def test_purges_failing_at_random_heal_in_the_job(

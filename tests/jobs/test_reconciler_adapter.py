@@ -11,7 +11,8 @@ from pyflink.common import Row
 
 from jobs import reconciler
 from jobs.reconciler import Reconcile, ReconcilerConfig
-from tests.conftest import SECRET_TEXT, T0
+from operators import exposure
+from tests.conftest import SECRET_TEXT, T0, upload
 from tests.jobs.test_enforce_adapter import POISON, action
 
 
@@ -32,9 +33,10 @@ class FakeValueState:
 class FakeRuntimeContext:
     def __init__(self) -> None:
         self.content = FakeValueState()
+        self.exposure = FakeValueState()
 
     def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.content
+        return self.exposure if descriptor.name == "exposure" else self.content
 
     def get_metrics_group(self) -> Any:
         raise RuntimeError("no metrics without a JVM")
@@ -71,14 +73,14 @@ def row(raw: str | None, topic: str = "moderation.actions") -> Row:
     return Row(topic, "c-1", raw, T0, f"{topic}#0")
 
 
-def visible(revision: int, visibility: str) -> str:
+def visible(revision: int, visibility: str, at: int = T0) -> str:
     return json.dumps(
         {
             "content_id": "c-1",
             "content_version": 1,
             "decision_revision": revision,
             "visibility": visibility,
-            "ts": T0,
+            "ts": at,
         }
     )
 
@@ -168,3 +170,109 @@ def test_a_new_uploads_pending_visibility_with_revision_0_is_an_input_not_a_lett
     assert reconciler._decode("content.visibility", json.dumps(record))["decision_revision"] == 0
     with pytest.raises(reconciler.SchemaError):
         reconciler._decode("content.visibility", json.dumps({**record, "decision_revision": -1}))
+
+
+def decided(revision: int, outcome: str, trigger: str) -> str:
+    """A moderation.decisions record of c-1 v1 as the moderation job writes it."""
+    return json.dumps(
+        {
+            "decision_id": f"d-{revision}",
+            "content_id": "c-1",
+            "content_version": 1,
+            "decision_revision": revision,
+            "outcome": outcome,
+            "reasons": [],
+            "matched_rules": [],
+            "policy_id": "global",
+            "policy_version": 1,
+            "evidence": [],
+            "completeness": {"required": 0, "received": 0, "unknown": []},
+            "trigger": trigger,
+            "state": "blocked" if outcome == "BLOCK" else "approved",
+            "ts": T0,
+        }
+    )
+
+
+def test_a_shown_version_blocked_later_gives_one_exposure_record() -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    facts = upload(surface="public_post", region="FR")
+    assert emitted(function, row(json.dumps(facts), "content.versions"), ctx) == []
+    allowed = row(decided(1, "ALLOW", "fast_gate"), "moderation.decisions")
+    assert emitted(function, allowed, ctx) == []
+    emitted(function, row(json.dumps(action(1, "public")), "moderation.actions"), ctx)
+    emitted(function, row(visible(1, "public", T0 + 1_000), "content.visibility"), ctx)
+    emitted(function, row(decided(2, "BLOCK", "report"), "moderation.decisions"), ctx)
+    emitted(function, row(json.dumps(action(2, "hidden")), "moderation.actions"), ctx)
+    out = emitted(function, row(visible(2, "hidden", T0 + 61_000), "content.visibility"), ctx)
+    assert [(t, r["exposure_ms"], r["surface"], r["region"], r["trigger"]) for t, r in out] == [
+        ("enforcement.exposure", 60_000, "public_post", "FR", "report")
+    ]
+    # Reconciliation went on as before: desired and effective agree.
+    assert json.loads(runtime.content.current or "{}")["since"] is None
+    again = emitted(function, row(visible(2, "hidden", T0 + 99_000), "content.visibility"), ctx)
+    assert again == []
+
+
+@pytest.mark.parametrize("raw", list(POISON.values()), ids=list(POISON))
+def test_upload_facts_that_do_not_parse_are_left_to_the_moderation_job(raw: str | None) -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    assert emitted(function, row(raw, "content.versions"), ctx) == []
+    assert runtime.exposure.current is None and runtime.content.current is None
+
+
+@pytest.mark.parametrize("raw", list(POISON.values()), ids=list(POISON))
+def test_a_poison_decision_is_dead_lettered_and_changes_no_state(raw: str | None) -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(visible(1, "public"), "content.visibility"), ctx)
+    before = (runtime.content.current, runtime.exposure.current)
+    out = emitted(function, row(raw, "moderation.decisions"), ctx)
+    assert [(t, r["error_class"], r["source_topic"]) for t, r in out] == [
+        ("moderation.dlq", "schema", "moderation.decisions")
+    ]
+    assert (runtime.content.current, runtime.exposure.current) == before
+
+
+def test_a_failing_exposure_step_leaves_reconciliation_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    function, runtime = adapter()
+    ctx = FakeContext()
+    emitted(function, row(json.dumps(action(1, "hidden"))), ctx)
+
+    def fails(*args: Any) -> Any:
+        raise ValueError(SECRET_TEXT)
+
+    monkeypatch.setattr(reconciler.exposure, "on_visibility", fails)
+    assert emitted(function, row(visible(1, "hidden"), "content.visibility"), ctx) == []
+    assert json.loads(runtime.content.current or "{}")["effective"]["visibility"] == "hidden"
+    assert runtime.exposure.current is None
+
+
+def test_the_exposure_state_is_forgotten_at_its_ttl() -> None:
+    now = [T0]
+    function = Reconcile(ReconcilerConfig(sla_ms=1_000, clock=lambda: now[0]))
+    runtime = FakeRuntimeContext()
+    function.open(runtime)  # type: ignore[arg-type]
+    ctx = FakeContext()
+    emitted(function, row(visible(1, "public"), "content.visibility"), ctx)
+    assert runtime.exposure.current is not None
+    expiry = T0 + exposure.STATE_TTL_MS
+    assert expiry in ctx.timers.processing
+    now[0] = expiry - 1
+    list(function.on_timer(expiry - 1, ctx))  # another timer of the key: not yet
+    assert runtime.exposure.current is not None
+    now[0] = expiry
+    list(function.on_timer(expiry, ctx))
+    assert runtime.exposure.current is None
+
+
+def test_a_record_keyed_by_anything_but_its_content_id_reaches_no_exposure_state() -> None:
+    function, runtime = adapter()
+    ctx = FakeContext(key="")  # a producer that sent no key
+    facts = upload(surface="public_post", region="FR")
+    assert emitted(function, Row("content.versions", None, json.dumps(facts), T0, "x"), ctx) == []
+    assert runtime.exposure.current is None

@@ -17,6 +17,7 @@ from typing import Any
 from modstream.archive_schema import TABLES
 from modstream.archive_store import Archiver, load_manifest
 from modstream.workload import generate
+from operators import exposure as exposure_window
 from tests.golden import GOLDEN
 
 PARTITIONS = 2
@@ -56,7 +57,36 @@ def records() -> dict[str, list[Any]]:
     for topic in OUTPUT_TOPICS:
         found[topic] = golden(topic)
     found["content.visibility"] = visibility(found["moderation.actions"])
+    found["enforcement.exposure"] = exposure(found)
     return found
+
+
+def exposure(found: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """What the reconciler measures (operators/exposure.py) over these uploads, decisions and
+    visibility records, taken in `ts` order."""
+    steps = {
+        "content.versions": exposure_window.on_upsert,
+        "moderation.decisions": exposure_window.on_decision,
+        "content.visibility": exposure_window.on_visibility,
+    }
+    merged = sorted(
+        (
+            (record["ts"], order, topic, record)
+            for order, topic in enumerate(steps)
+            for record in found[topic]
+            if isinstance(record, dict)
+            and isinstance(record.get("content_id"), str)
+            and (topic != "content.versions" or record.get("type") == "upsert")
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
+    states: dict[str, Any] = {}
+    measured = []
+    for ts, _, topic, record in merged:
+        result = steps[topic](states.get(record["content_id"]), record, ts)
+        states[record["content_id"]] = result.state
+        measured += [output for _, _, output in result.outputs]
+    return measured
 
 
 def raw(value: Any) -> bytes:

@@ -120,6 +120,7 @@ def results(**changes: Any) -> demo_summary.Results:
         "overdue": [],
         "applied": 0,
         "lags": [],
+        "exposures": [],
     }
     return demo_summary.Results(**{**fields, **changes})
 
@@ -133,3 +134,35 @@ def test_the_demo_fails_when_a_version_is_left_scanning() -> None:
     summary = demo_summary.summarize(stuck, started=0.0)
     assert summary["overdue_scanning"] == 1
     assert not demo_summary.succeeded(stuck, summary)
+
+
+def test_the_summary_gives_the_exposure_window_p50_and_p99_once_per_version() -> None:
+    def window(content_id: str, exposure_ms: int, trigger: str) -> dict[str, Any]:
+        return {"content_id": content_id, "content_version": 1, "exposure_ms": exposure_ms,
+                "trigger": trigger}  # fmt: skip
+
+    exposures = [window(f"c-{n}", 1_000 * n, "review") for n in range(1, 100)]
+    exposures += [window("c-100", 500_000, "evidence"), window("c-100", 500_000, "evidence")]
+    summary = demo_summary.summarize(results(exposures=exposures), started=0.0)
+    assert summary["exposure_ms"] == {
+        "p50": 51_000,
+        "p99": 500_000,
+        "measured": 100,
+        "by_trigger": {"evidence": 1, "review": 99},
+    }
+    assert demo_summary.summarize(results(), started=0.0)["exposure_ms"]["measured"] == 0
+
+
+def test_the_printed_summary_has_the_exposure_window_row(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    exposures = [{"content_id": "c-1", "content_version": 1, "exposure_ms": 1_500,
+                  "trigger": "report"}]  # fmt: skip
+    fine = results(exposures=exposures, latest={})
+    summary = demo_summary.summarize(fine, started=0.0)
+    demo_summary.print_summary(
+        fine, summary, run_id="demo1-", seed=7, shadow_version=2, retro_bank=None, started=0.0
+    )
+    assert "exposure window               p50 1500 ms, p99 1500 ms (1 versions" in (
+        capsys.readouterr().out
+    )

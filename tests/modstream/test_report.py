@@ -71,3 +71,15 @@ def test_the_enforcement_lag_is_from_decision_written_to_revision_served(root: P
 )
 def test_time_buckets_are_round_and_at_most_forty(span_ms: int, width_s: int) -> None:
     assert report_plots.bucket_s(span_ms) == width_s
+
+
+def test_the_exposure_window_is_read_once_per_version_from_the_exposure_table(
+    root: Path,
+) -> None:
+    windows = report_plots.exposure_windows(analytics.connect(root=root))
+    expected = archive_data.records()["enforcement.exposure"]
+    assert expected  # archive_data measures some through operators/exposure.py
+    assert sorted(w["exposure_ms"] for w in windows) == sorted(
+        float(e["exposure_ms"]) for e in expected
+    )
+    assert {w["trigger"] for w in windows} == {e["trigger"] for e in expected}
