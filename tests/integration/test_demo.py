@@ -98,11 +98,12 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     assert summary["duplicate_revisions"] == 0
     assert summary["review_tasks"] > 0 and summary["dlq"] > 0
     assert set(summary["enforcement_lag_ms"]) >= {"p50", "p99"}
-    # The exposure window (docs/enforcement.md): the retroactive hash-bank addition blocks an
-    # upload the demo had allowed and shown, so at least that version is measured.
+    # The exposure window (docs/enforcement.md): versions shown, then blocked or restricted
+    # (evidence after a provisional allow, the retroactive hash-bank addition: which ones
+    # depends on timing, so no trigger is required by name).
     exposure = summary["exposure_ms"]
     assert set(exposure) >= {"p50", "p99", "measured", "by_trigger"}
-    assert exposure["measured"] >= 1 and exposure["by_trigger"].get("policy_change", 0) >= 1
+    assert exposure["measured"] >= 1 and sum(exposure["by_trigger"].values()) >= 1
     assert 0 <= exposure["p50"] <= exposure["p99"]
     assert summary["archive"]["exposure"] >= exposure["measured"]
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
