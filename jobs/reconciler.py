@@ -98,8 +98,8 @@ class Reconcile(KeyedProcessFunction):
         except SchemaError as error:
             yield self._letter(physical, key, raw, error, record_ts, "schema")
             return
+        now = self.config.clock()
         try:
-            now = self.config.clock()
             rows = []
             if topic != "moderation.decisions":
                 stored = self.state.value()
@@ -122,7 +122,7 @@ class Reconcile(KeyedProcessFunction):
             measure = (
                 exposure.on_decision if topic == "moderation.decisions" else exposure.on_visibility
             )
-            rows += self._expose(measure, record, self.config.clock(), ctx)
+            rows += self._expose(measure, record, now, ctx)
         yield from rows
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
@@ -183,18 +183,11 @@ class Reconcile(KeyedProcessFunction):
         try:
             stored = self.exposure.value()
             result = step(json.loads(stored) if stored else None, record, now)
-            rows = [
-                Row(
-                    self.config.physical(topic),
-                    output_key,
-                    json.dumps(output, separators=(",", ":")),
-                )
-                for topic, output_key, output in result.outputs
-            ]
+            rows = self._rows(result.outputs)
         except Exception as error:
             LOG.warning("reconciler: exposure step failed (%s)", type(error).__name__)
             return []
-        self._keep_exposure(result)
+        _store(self.exposure, result.state)
         for timer in result.timers:
             ctx.timer_service().register_processing_time_timer(timer)
         if result.measured is not None:
@@ -205,11 +198,12 @@ class Reconcile(KeyedProcessFunction):
             self.metrics.inc("restricted_unexposed", 1, **result.unexposed)
         return rows
 
-    def _keep_exposure(self, result: exposure.ExposureResult) -> None:
-        if result.state is None:
-            self.exposure.clear()
-        else:
-            self.exposure.update(json.dumps(result.state, separators=(",", ":")))
+    def _rows(self, outputs: list[tuple[str, str, dict[str, Any]]]) -> list[Row]:
+        """(contract topic, key, record) outputs as rows for the job's sink."""
+        return [
+            Row(self.config.physical(topic), output_key, json.dumps(output, separators=(",", ":")))
+            for topic, output_key, output in outputs
+        ]
 
     def _expire_exposure(self, ctx: Any) -> None:
         """The exposure state's TTL timer (any timer of the key may pass by: only a due one
@@ -227,7 +221,7 @@ class Reconcile(KeyedProcessFunction):
             LOG.warning("reconciler: exposure state dropped (%s)", type(error).__name__)
             self.exposure.clear()
             return
-        self._keep_exposure(result)
+        _store(self.exposure, result.state)
         for timer in result.timers:
             ctx.timer_service().register_processing_time_timer(timer)
 
@@ -253,17 +247,8 @@ class Reconcile(KeyedProcessFunction):
         """Store the new state and arm its timers; the rows to emit. Everything that can fail
         on a value runs before the state is touched."""
         key = str(ctx.get_current_key())
-        rows = [
-            Row(self.config.physical(topic), output_key, json.dumps(output, separators=(",", ":")))
-            for topic, output_key, output in result.outputs
-        ]
-        stored = (
-            json.dumps(result.state, separators=(",", ":")) if result.state is not None else None
-        )
-        if stored is None:
-            self.state.clear()
-        else:
-            self.state.update(stored)
+        rows = self._rows(result.outputs)
+        _store(self.state, result.state)
         opened = len(self.open_keys)
         if result.open:
             self.open_keys.add(key)
@@ -292,6 +277,14 @@ class Reconcile(KeyedProcessFunction):
         )
         self.metrics.inc("dlq", error_class=error_class)
         return Row(self.config.physical("moderation.dlq"), key, letter.model_dump_json())
+
+
+def _store(value_state: Any, state: dict[str, Any] | None) -> None:
+    """A keyed state document stored as compact JSON, or cleared when it is None."""
+    if state is None:
+        value_state.clear()
+    else:
+        value_state.update(json.dumps(state, separators=(",", ":")))
 
 
 def _upload(raw: str | None) -> dict[str, Any] | None:

@@ -157,6 +157,19 @@ def enforcement_lags(con: duckdb.DuckDBPyConnection) -> list[float]:
     ]
 
 
+def _mark_p50_p99(axes: Any, ordered: list[float], value_format: str) -> None:
+    """Vertical lines at the p50 and p99 of `ordered` (sorted ascending), labelled with
+    `value_format`."""
+    for fraction, style in ((0.5, "--"), (0.99, ":")):
+        value = ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
+        axes.axvline(
+            value,
+            color=COLORS["BLOCK"],
+            linestyle=style,
+            label=f"p{int(fraction * 100)} {value_format.format(value)}",
+        )
+
+
 def enforcement_lag(con: duckdb.DuckDBPyConnection) -> Figure:
     figure, axes = new_figure()
     lags = enforcement_lags(con)
@@ -164,14 +177,7 @@ def enforcement_lag(con: duckdb.DuckDBPyConnection) -> Figure:
         no_data(axes, "no data (no action matched with a content.visibility record)")
         return figure
     axes.hist(lags, bins=min(40, max(5, len(lags) // 3)), color="#34495e")
-    for fraction, style in ((0.5, "--"), (0.99, ":")):
-        value = lags[min(len(lags) - 1, int(fraction * len(lags)))]
-        axes.axvline(
-            value,
-            color=COLORS["BLOCK"],
-            linestyle=style,
-            label=f"p{int(fraction * 100)} {value:.0f} ms",
-        )
+    _mark_p50_p99(axes, lags, "{:.0f} ms")
     axes.set_xlabel("ms from the decision written to its revision served")
     axes.set_ylabel("actions")
     axes.legend(fontsize=8)
@@ -205,14 +211,7 @@ def exposure_window(con: duckdb.DuckDBPyConnection) -> Figure:
         stacked=True,
         label=[f"{t} ({sum(r['trigger'] == t for r in found)})" for t in triggers],
     )
-    for fraction, style in ((0.5, "--"), (0.99, ":")):
-        value = windows[min(len(windows) - 1, int(fraction * len(windows)))]
-        axes.axvline(
-            value,
-            color=COLORS["BLOCK"],
-            linestyle=style,
-            label=f"p{int(fraction * 100)} {value:.1f} s",
-        )
+    _mark_p50_p99(axes, windows, "{:.1f} s")
     axes.set_xlabel("s shown before the BLOCK or RESTRICT took effect")
     axes.set_ylabel("content versions (by trigger)")
     axes.legend(fontsize=8)
