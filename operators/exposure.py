@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from operators.enforcement import EXPORTED
+
 State = dict[str, Any]
 Output = tuple[str, str, dict[str, Any]]
 
@@ -35,7 +37,8 @@ TOPIC = "enforcement.exposure"
 RESTRICTIVE = ("BLOCK", "RESTRICT")
 # How open a visibility is: a restriction lowers it.
 OPENNESS = {"public": 2, "limited": 1, "hidden": 0, "pending": 0}
-SHOWN = ("public", "limited")
+# What users can see: the visibilities whose media is exported (operators/enforcement.py).
+SHOWN = EXPORTED
 # A restriction seen before its decision waits at most this many revisions (bounded state).
 MAX_WAITING = 8
 # How long a content item's exposure state outlives its last input (the decisions' and actions'
