@@ -184,6 +184,7 @@ def batched_versions(
         cloudpickle.dumps(config),
         sys.executable,
         "moderation_moderate_batched",
+        config.batch_interval_ms,
     )
     return DataStream(j_rows)
 
@@ -321,6 +322,7 @@ def options() -> argparse.ArgumentParser:
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
     engine_option(parser)
+    batch_interval_option(parser)
     empty_state_option(parser)
     return parser
 
@@ -333,6 +335,17 @@ def engine_option(parser: argparse.ArgumentParser) -> None:
         default="pyflink",
         help="the keyed operator: pyflink (Moderate per version) or batched (BatchedVersions.java:"
         " order, state and timers in Java, Python once per watermark; issue 26)",
+    )
+
+
+def batch_interval_option(parser: argparse.ArgumentParser) -> None:
+    """--batch-interval-ms: the batched engine's longest wait before it calls Python."""
+    parser.add_argument(
+        "--batch-interval-ms",
+        type=int,
+        default=ModerationConfig.batch_interval_ms,
+        help="--engine batched: call Python at most once per this many ms for the versions"
+        " readied since its last call (0: at every watermark that readied one)",
     )
 
 
@@ -374,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         review_retention_ms=args.review_retention_ms,
         evidence_grace_ms=args.evidence_grace_ms,
         engine=args.engine,
+        batch_interval_ms=args.batch_interval_ms,
         limits=Limits.from_env(),
         keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
         policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),

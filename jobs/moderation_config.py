@@ -104,6 +104,11 @@ class ModerationConfig(runtime.TopicNames):
     # "batched" (BatchedVersions.java: order, state and timers in Java, Python once per
     # watermark: jobs/moderation_batch.py).
     engine: str = "pyflink"
+    # The batched engine calls Python at most once per this much processing time for the
+    # versions readied since its last call (BatchedVersions.java; 0: at every watermark that
+    # readied one). It adds up to this to a decision's latency and divides the calls by the
+    # watermarks in it (a live job's watermark interval is 50 ms, jobs/runtime.py).
+    batch_interval_ms: int = 200
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""

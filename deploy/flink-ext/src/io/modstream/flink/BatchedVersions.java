@@ -57,6 +57,16 @@ import pemja.core.PythonInterpreterConfig;
  * by {@code Row(key)}; input 2: the policy and hash-bank rows, broadcast. Those reach Python when
  * they arrive, and what Python keeps of them is mirrored in broadcast (operator) state, sent
  * again to Python after a restore. Output: sink rows {@code Row(topic, key, value)}.
+ *
+ * <p>Watermarks come every 50 ms on a live job and each may ready one or two versions; calling
+ * Python for each would cost a call per few records. So the call is coalesced: a watermark that
+ * readied work within {@code flushIntervalMs} of the last call is held back (not forwarded)
+ * with its work, and one processing-time timer makes the call for everything readied since,
+ * then forwards the newest watermark held. Work never waits past the interval, the end of
+ * input (a watermark of Long.MAX_VALUE), a broadcast record (which Python must see after
+ * the versions readied before it, as without coalescing) or a checkpoint barrier
+ * ({@link #prepareSnapshotPreBarrier}: what was readied is in no state, so it is decided
+ * before the barrier). A watermark is forwarded only after the rows of the inputs it readied.
  */
 public final class BatchedVersions extends AbstractStreamOperator<Row>
         implements TwoInputStreamOperator<Row, Row, Row>, Triggerable<Row, Long> {
@@ -73,6 +83,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
 
     private final byte[] pickledConfig;
     private final String pythonExec;
+    private final long flushIntervalMs;
 
     private transient PythonInterpreter interpreter;
     private transient String handler;
@@ -83,6 +94,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient LinkedHashSet<String> inputKeys;
     private transient List<Object[]> firedTimers;
     private transient long watermark;
+    private transient Watermark held; // readied work waits for the next call; forwarded after it
+    private transient long lastCallMs;
+    private transient boolean callScheduled;
     private transient MetricGroup group;
     private transient Counter pythonCalls;
     private transient Counter versionsBatched;
@@ -91,22 +105,25 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Map<String, Object> metrics;
     private transient Map<String, long[]> gauges;
 
-    public BatchedVersions(byte[] pickledConfig, String pythonExec) {
+    public BatchedVersions(byte[] pickledConfig, String pythonExec, long flushIntervalMs) {
         this.pickledConfig = pickledConfig;
         this.pythonExec = pythonExec;
+        this.flushIntervalMs = flushIntervalMs;
     }
 
     /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
-     * {@code broadcast} rows through this operator: one sink row stream. */
+     * {@code broadcast} rows through this operator: one sink row stream. Python is called at
+     * most once per {@code flushIntervalMs} of processing time for readied versions (0: at every
+     * watermark that readied one). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String pythonExec, String uid) {
+            String pythonExec, String uid, long flushIntervalMs) {
         DataStream<Row> everywhere = broadcast.broadcast();
         TwoInputTransformation<Row, Row, Row> transform = new TwoInputTransformation<>(
                 keyed.getTransformation(),
                 everywhere.getTransformation(),
                 "moderate (batched)",
-                new BatchedVersions(pickledConfig, pythonExec),
+                new BatchedVersions(pickledConfig, pythonExec, flushIntervalMs),
                 outputType(),
                 keyed.getExecutionEnvironment().getParallelism());
         transform.setStateKeySelectors(keyed.getKeySelector(), null);
@@ -134,6 +151,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         inputKeys = new LinkedHashSet<>();
         firedTimers = new ArrayList<>();
         watermark = Long.MIN_VALUE;
+        held = null;
+        lastCallMs = Long.MIN_VALUE;
+        callScheduled = false;
         group = getMetricGroup().addGroup("modstream");
         pythonCalls = group.counter("python_calls");
         versionsBatched = group.counter("versions_batched");
@@ -202,6 +222,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         recordsIn.inc();
         Object stamp = row.getField(TS);
         long ts = stamp == null ? 0L : (Long) stamp;
+        callAndForward(); // versions readied before this record are decided before it
         MsgPack.Writer payload = new MsgPack.Writer();
         payload.array(3).string((String) row.getField(TOPIC)).string((String) row.getField(VALUE))
                 .integer(ts);
@@ -227,8 +248,52 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         if (timeServiceManager != null) {
             timeServiceManager.advanceWatermark(mark);
         }
-        flush();
-        output.emitWatermark(mark);
+        if (held == null && !readied()) {
+            output.emitWatermark(mark);
+            return;
+        }
+        held = mark;
+        long now = getProcessingTimeService().getCurrentProcessingTime();
+        long due = lastCallMs == Long.MIN_VALUE ? now : lastCallMs + flushIntervalMs;
+        if (mark.getTimestamp() == Long.MAX_VALUE || flushIntervalMs <= 0 || now >= due) {
+            callAndForward();
+        } else if (!callScheduled) {
+            callScheduled = true;
+            getProcessingTimeService().registerTimer(due, at -> {
+                callScheduled = false;
+                callAndForward();
+            });
+        }
+    }
+
+    /** Decided before the barrier: readied input and fired timers are held in no state. */
+    @Override
+    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        super.prepareSnapshotPreBarrier(checkpointId);
+        callAndForward();
+    }
+
+    @Override
+    public void finish() throws Exception {
+        callAndForward();
+        super.finish();
+    }
+
+    private boolean readied() {
+        return !inputKeys.isEmpty() || !firedTimers.isEmpty();
+    }
+
+    /** One Python call for everything readied since the last, then the newest watermark held. */
+    private void callAndForward() throws Exception {
+        if (readied()) {
+            lastCallMs = getProcessingTimeService().getCurrentProcessingTime();
+            flush();
+        }
+        if (held != null) {
+            Watermark mark = held;
+            held = null;
+            output.emitWatermark(mark);
+        }
     }
 
     /** Every version made ready by this watermark, in one Python call. */
