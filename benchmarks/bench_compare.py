@@ -66,6 +66,8 @@ class Result:
     peak_rss_mib: float
     outputs: int
     python_calls_per_event: float | None = None  # the job's `python_calls` counters / events
+    # The same by operator (its `operator_name`): where the calls come from.
+    python_calls_per_event_by_operator: dict[str, float] | None = None
     # At the equal rate (half the confluent-kafka peer's): p50, p95, p99 and max ms.
     latency: dict[str, Any] = field(default_factory=dict)
     # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
@@ -99,7 +101,7 @@ def step_engine(now_ms: int | None = None) -> Engine:
         trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
         now_ms=now_ms,
     )
-    return Engine(config)
+    return Engine(config, sanctions_stage=False)  # the per-version code alone
 
 
 def step_records(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
@@ -254,6 +256,12 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
         events=events,
         peak_rss_mib=round(window.peak_rss_kib / 1024, 1),
         outputs=len(window.arrivals),
+        python_calls_per_event_by_operator=None
+        if window.python_calls_by_operator is None
+        else {
+            name: round(count / events, 4)
+            for name, count in sorted(window.python_calls_by_operator.items())
+        },
         **figures,
     )
 

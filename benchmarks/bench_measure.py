@@ -149,6 +149,32 @@ def prometheus_total(text: str, suffix: str) -> float:
     return total
 
 
+OPERATOR_NAME = re.compile(r'operator_name="([^"]*)"')
+
+
+def prometheus_by_operator(text: str, suffix: str) -> dict[str, float]:
+    """`prometheus_total` per operator (the `operator_name` label; subtasks summed): where a
+    job's Python calls come from."""
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match and match.group(1).endswith(suffix):
+            named = OPERATOR_NAME.search(match.group(2) or "")
+            operator = named.group(1) if named else ""
+            totals[operator] = totals.get(operator, 0.0) + float(match.group(3))
+    return totals
+
+
+def calls_between(
+    ready: Mapping[str, float] | None, done: Mapping[str, float] | None
+) -> dict[str, float] | None:
+    """Python calls per operator between two readings (None: the second failed; a first that
+    failed counts from zero)."""
+    if done is None:
+        return None
+    return {name: count - (ready or {}).get(name, 0.0) for name, count in done.items()}
+
+
 # `--json`'s keys for each variant (benchmarks/bench_variants.py names them).
 REQUIRED_KEYS = (
     "modstream_eps", "java_floor_eps", "pyflink_floor_eps", "peer_ck_eps", "peer_ck_eos_eps",

@@ -47,6 +47,7 @@ class Window:
     broker_cpu: tuple[float, float] | None  # the broker's CPU s at ready and at done
     python_calls: float | None
     peak_rss_kib: int
+    python_calls_by_operator: dict[str, float] | None = None
 
 
 def load(
@@ -71,13 +72,13 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def scrape(port: int | None) -> float | None:
-    """The job's `python_calls` counters summed, from its Prometheus reporter."""
+def scrape(port: int | None) -> dict[str, float] | None:
+    """The job's `python_calls` counters by operator, from its Prometheus reporter."""
     if port is None:
         return None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as page:
-            return measure.prometheus_total(page.read().decode(), PYTHON_CALLS)
+            return measure.prometheus_by_operator(page.read().decode(), PYTHON_CALLS)
     except OSError:
         return None
 
@@ -117,6 +118,7 @@ def run_backlog(
     broker_done = measure.cpu_seconds([broker]) if broker else None
     calls_done = scrape(metrics_port)
     arrivals = sorted(arrived for arrived, _ in watcher.seen if arrived <= done)
+    calls = measure.calls_between(calls_ready, calls_done)
     return Window(
         started=started,
         ready=ready_at,
@@ -125,10 +127,9 @@ def run_backlog(
         committed=committed,
         cpu=sampler,
         broker_cpu=None if broker_ready is None else (broker_ready, broker_done or 0.0),
-        python_calls=None
-        if calls_done is None
-        else calls_done - (calls_ready if calls_ready is not None else 0.0),
+        python_calls=None if calls is None else sum(calls.values()),
         peak_rss_kib=measure.peak_rss_kib(pids),
+        python_calls_by_operator=calls,
     )
 
 

@@ -9,8 +9,11 @@ Event time as the job keeps it, simplified: per partition the newest admitted `t
 is the smallest over partitions heard within the last second (every partition silent: the
 newest read), less the bound. Input is buffered
 per (version, ts) and applied when the watermark passes it, the version's timers with it, as the
-job's `Moderate` does. Not here: the report gate (every report weighs 1), the sanctions stage,
-hash-bank updates after start and DLQ letters for refused input (they are counted).
+job's `Moderate` does. The same outputs as the job (issue 26: the same outputs on every side):
+the sanctions stage (operators/sanctions.py, keyed by author, each version's decisions applied
+at the time they were emitted, as jobs/moderation_sanctions.py applies them) and a DLQ letter
+for every refused input and every input set aside. Not here: the report gate (every report
+weighs 1) and hash-bank updates after start.
 
     python -m benchmarks.peer --client kafka-python --topics-prefix bench-1234abcd
 """
@@ -26,13 +29,15 @@ from typing import Any, Protocol
 
 from jobs.moderation_config import ModerationConfig
 from jobs.moderation_decode import admit
-from jobs.moderation_moderate import Moderate
-from operators import jsonio, moderation, state_schema
+from jobs.moderation_letters import TIMERS, failure_letter
+from jobs.moderation_moderate import _TIMER, Moderate
+from operators import moderation, sanctions, state_schema
 from operators.admission import Refused
 from operators.hashbank import HashBanks
 from operators.moderation import KEYED_TOPICS
 from operators.policy_store import PolicyStore
 from operators.review_access import ReviewGrants
+from schemas.dlq import dead_letter
 from schemas.review import ReviewGrant
 
 IDLE_MS = 1_000
@@ -50,6 +55,16 @@ class Engine:
     armed: set[tuple[int, str]] = field(default_factory=set)
     lanes: dict[str, tuple[int, float]] = field(default_factory=dict)  # newest ts, heard at
     refused: int = 0
+    # The sanctions stage: author -> stored account state; (author, emitted at) -> decisions;
+    # a heap of (emitted at or account timer, author).
+    accounts: dict[str, str] = field(default_factory=dict)
+    decided: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    account_timers: list[tuple[int, str]] = field(default_factory=list)
+    account_armed: set[tuple[int, str]] = field(default_factory=set)
+    letters: list[tuple[str, str | None, str]] = field(default_factory=list)  # refused input
+    # False: decisions for the sanctions stage are dropped (the in-process step bench measures
+    # the per-version code alone).
+    sanctions_stage: bool = True
 
     def __post_init__(self) -> None:
         self.store = PolicyStore.from_records(
@@ -65,6 +80,17 @@ class Engine:
         verdict = admit(self.config, topic, raw, record_ts, None)
         if isinstance(verdict, Refused):
             self.refused += 1
+            letter = dead_letter(
+                self.config.physical(topic),
+                verdict.key,
+                raw,
+                verdict.message,
+                ts=verdict.ts,
+                error_class=verdict.error_class,  # type: ignore[arg-type]
+                operator="moderation",
+            )
+            dlq = self.config.physical("moderation.dlq")
+            self.letters.append((dlq, verdict.key, letter.model_dump_json()))
             return
         if isinstance(verdict.record, ReviewGrant):  # as the job's broadcast state holds them
             grant = verdict.record
@@ -81,10 +107,22 @@ class Engine:
 
     def drain(self, until: int) -> Iterator[tuple[str, str | None, str]]:
         """Fire everything armed up to `until`, whatever the lanes say (the in-process bench)."""
-        while self.timers and self.timers[0][0] <= until:
+        yield from self._through(until)
+
+    def _through(self, watermark: int) -> Iterator[tuple[str, str | None, str]]:
+        """The refused input's letters, then every version timer up to `watermark`, then every
+        author's decisions and account timers up to it (as the job's sanctions operator runs
+        after the version operator)."""
+        yield from self.letters
+        self.letters.clear()
+        while self.timers and self.timers[0][0] <= watermark:
             ts, key = heapq.heappop(self.timers)
             self.armed.discard((ts, key))
             yield from self._fire(key, ts)
+        while self.account_timers and self.account_timers[0][0] <= watermark:
+            ts, user_id = heapq.heappop(self.account_timers)
+            self.account_armed.discard((ts, user_id))
+            yield from self._sanction(user_id, ts)
 
     def _arm(self, ts: int, key: str) -> None:
         if (ts, key) not in self.armed:
@@ -101,16 +139,44 @@ class Engine:
         return (min(speaking) if speaking else max(newest)) - self.out_of_orderness_ms - 1
 
     def advance(self) -> Iterator[tuple[str, str | None, str]]:
-        """Fire every (version, ts) the watermark passed: (physical topic, key, value) out."""
-        watermark = self.watermark()
-        while self.timers and self.timers[0][0] <= watermark:
-            ts, key = heapq.heappop(self.timers)
-            self.armed.discard((ts, key))
-            yield from self._fire(key, ts)
+        """Fire every (version, ts) the watermark passed, then every author's decisions and
+        account timers it passed: (physical topic, key, value) out."""
+        yield from self._through(self.watermark())
+
+    def _arm_account(self, ts: int, user_id: str) -> None:
+        if (ts, user_id) not in self.account_armed:
+            self.account_armed.add((ts, user_id))
+            heapq.heappush(self.account_timers, (ts, user_id))
+
+    def _sanction(self, user_id: str, ts: int) -> Iterator[tuple[str, str | None, str]]:
+        """jobs/moderation_sanctions.py's `on_timer`: the decisions emitted at `ts`, or the
+        account's own timer, applied to the author's state."""
+        state = state_schema.load(self.accounts.get(user_id), "account")
+        pending = self.decided.pop((user_id, ts), None)
+        if pending:
+            result, failed = sanctions.on_decisions(state, user_id, pending)
+            for decision, error in failed:
+                raw = json.dumps(decision)
+                row = failure_letter(
+                    self.config, "moderation.decisions", decision.get("content_id"), raw, ts, error
+                )
+                yield row[0], row[1], row[2]
+        else:
+            expired = sanctions.on_timer(state, ts)
+            result = sanctions.SanctionResult(expired.state, timers=expired.timers)
+        if result.state is None:
+            self.accounts.pop(user_id, None)
+        else:
+            self.accounts[user_id] = state_schema.dump(result.state)
+        for timer in result.timers:
+            self._arm_account(timer, user_id)
+        for topic, key, output in result.outputs:
+            value = json.dumps(output, separators=(",", ":"), ensure_ascii=False)
+            yield self.config.physical(topic), key, value
 
     def _fire(self, key: str, ts: int) -> Iterator[tuple[str, str | None, str]]:
         inputs = self.buffer.pop((key, ts), [])
-        (state, outputs, timers, _letters), set_aside = self.moderate.apply(
+        (state, outputs, timers, letters), set_aside = self.moderate.apply(
             self.states.get(key), inputs, ts, self.store, self.banks
         )
         self.refused += len(set_aside)
@@ -120,11 +186,22 @@ class Engine:
             self.states[key] = state_schema.dump_version(state)
         for timer in set(timers):
             self._arm(timer, key)
-        for topic, out_key, output in outputs:
-            if topic == moderation.SANCTIONS:
-                continue  # the sanctions stage is not part of the peer
-            value = jsonio.dumps(output)
-            yield self.config.physical(topic), out_key, value
+        for row in self.moderate._rows(outputs, letters, ts):
+            topic, out_key, value = row[0], row[1], row[2]
+            if topic == moderation.SANCTIONS:  # to the author's stage, at the time emitted
+                if not self.sanctions_stage:
+                    continue
+                entry = json.loads(value)
+                at = int(entry.pop("at"))
+                self.decided.setdefault((out_key, at), []).append(entry)
+                self._arm_account(at, out_key)
+            else:
+                yield topic, out_key, value
+        content_id = key.split("\x1f", 1)[0]
+        for index, error in sorted(set_aside.items()):
+            topic, raw, at = inputs[index] if index != _TIMER else (TIMERS, "", ts)
+            row = failure_letter(self.config, topic, content_id, raw, at, error)
+            yield row[0], row[1], row[2]
 
 
 class Client(Protocol):

@@ -149,6 +149,19 @@ def test_prometheus_total_sums_every_python_calls_series() -> None:
     assert measure.prometheus_total("", "python_calls") == 0.0
 
 
+def test_prometheus_by_operator_splits_the_python_calls_by_operator() -> None:
+    by = measure.prometheus_by_operator(PROMETHEUS_PAGE, "python_calls")
+    assert by == {"moderate": 1200.0, "decode": 34.0, "batched": 6.0}
+    assert measure.prometheus_by_operator("", "python_calls") == {}
+    assert measure.calls_between({"decode": 4.0}, by) == {
+        "moderate": 1200.0,
+        "decode": 30.0,
+        "batched": 6.0,
+    }
+    assert measure.calls_between(None, {"decode": 4.0}) == {"decode": 4.0}
+    assert measure.calls_between({"decode": 4.0}, None) is None
+
+
 def test_summary_line_has_every_key_issue_26_names() -> None:
     keys = {"modstream": "modstream", "confluent-kafka": "peer_ck", "java-floor": "java_floor"}
     keys |= {"floor": "pyflink_floor", "confluent-kafka-eos": "peer_ck_eos"}
