@@ -174,7 +174,7 @@ def run_variant(
     ready = Ready(run_dir / "process.log")
     ready.start()
     process, port, started = start(variant, prefix, topics, run_dir, log)
-    running = Running(variant, process, watcher, ready, log, bootstrap, topics, run_dir)
+    running = Running(variant, process, watcher, ready, log, bootstrap, topics, run_dir, port)
     inputs = [topics[name] for name in KEYED_TOPICS]
     offsets = OffsetSampler(bootstrap, prefix, inputs, partitions)
     try:
@@ -200,14 +200,25 @@ class Running:
     bootstrap: str
     topics: dict[str, str]
     run_dir: Path
+    metrics_port: int | None = None
 
     def latency(self, rate: float, seconds: float) -> dict[str, Any]:
-        """`rate` versions/s for `seconds`, each stamped `ts` = when produced: event to output."""
+        """`rate` versions/s for `seconds`, each stamped `ts` = when produced: event to output;
+        a Flink variant's Python calls per event over the phase too (live input: a watermark
+        readies a version or two, where a backlog's readies many)."""
         print(f"bench: {self.variant.name} at {rate} versions/s", flush=True)
-        return steady_latency(
+        before = scrape(self.metrics_port)
+        figures = steady_latency(
             self.bootstrap, self.topics, self.watcher, rate, seconds, OUT_OF_ORDERNESS_MS,
             tag=f"live-{self.variant.key}", mix=BENCH_MIX,
         )  # fmt: skip
+        calls = measure.calls_between(before, scrape(self.metrics_port))
+        if calls is not None and figures["events"]:
+            figures["python_calls_per_event"] = round(sum(calls.values()) / figures["events"], 4)
+            figures["python_calls_per_event_by_operator"] = {
+                name: round(count / figures["events"], 4) for name, count in sorted(calls.items())
+            }
+        return figures
 
     def stop(self) -> dict[str, int]:
         """SIGTERM, wait, and the Flink job's checkpoint figures from its log."""
