@@ -14,6 +14,7 @@ from typing import Any
 import msgspec
 
 from operators import state_schema
+from operators.version_state import to_document
 from tests.conftest import T0, appeal_record, delete, review_lease
 from tests.operators.test_moderation import Version, context, review
 
@@ -93,6 +94,25 @@ def continuation(version: Version) -> None:
 def observed(version: Version) -> list[Any]:
     """What a continuation emitted, as JSON text (compared as written)."""
     return [json.dumps(version.outputs, sort_keys=True), sorted(version.dead_letters)]
+
+
+def as_schema_4(state: Any) -> dict[str, Any]:
+    """Today's `VersionState` as the schema 4 job would have held it (its names, its lists):
+    `state_schema._version_4_to_5` backwards, for documents of earlier jobs made from today's
+    flows. (The fixture's bytes are the real ones.)"""
+    document = to_document(state)
+    renamed = {"content_id": "cid", "content_version": "ver", "decision_revision": "rev"}
+    renamed |= {"last_decision": "last", "appeal_id": "appeal"}
+    old = {renamed.get(key, key): value for key, value in document.items()}
+    if old["last"] is not None:
+        old["last"] = {("refs" if k == "evidence_refs" else k): v for k, v in old["last"].items()}
+    if old["human"] is not None:
+        old["human"] = {("id" if k == "digest" else k): v for k, v in old["human"].items()}
+    old["shadow"] = {key: list(kept.values()) for key, kept in old["shadow"].items()}
+    old["leases"] = {key: list(held.values()) for key, held in old["leases"].items()}
+    old["burst"] = [list(seen.values()) for seen in old["burst"]]
+    old["schema"] = 4
+    return old
 
 
 def main() -> None:
