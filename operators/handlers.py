@@ -31,6 +31,7 @@ from operators.version_state import (
     Output,
     State,
     StepResult,
+    event_digest,
 )
 from schemas.common import MAX_ID_CHARS
 from schemas.content import ContentUpsert
@@ -285,7 +286,7 @@ def on_report(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     if record.reporter_id not in state.reporters:
         # Flagged as a possible brigade, not counted: the burst window remembers it (bounded
         # by `max_reporters`); its event id is not kept, so events stay bounded too.
-        del state.events[record.event_id]
+        del state.events[event_digest(record.event_id)]
     return True
 
 
@@ -298,7 +299,7 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
         if refusal is not None:
             # Not applied, so not remembered: the same record sent again once its reviewer
             # holds the grant and lease (`dlq replay`) applies.
-            del state.events[record.event_id]
+            del state.events[event_digest(record.event_id)]
             result.dead_letters.append(refusal)
             return False
     newer = human.superseded(state, ts, record.event_id)
@@ -322,7 +323,7 @@ def on_lease(state: State, record: Any, ts: int, ctx: Context, result: StepResul
     if ctx.grants is not None:
         refusal = review_access.lease_refusal(state, record, ctx.grants)
         if refusal is not None:
-            del state.events[record.event_id]
+            del state.events[event_digest(record.event_id)]
             result.dead_letters.append(refusal)
             return False
     review_access.hold(state, record)
@@ -344,9 +345,10 @@ def on_retro(state: State | None, record: Any, ts: int, ctx: Context) -> StepRes
     content, deleted or expired is left alone; nothing of it is created, its TTL does not move."""
     if state is None or state.deleted or state.content is None:
         return StepResult(state)
-    if record.event_id in state.events:
+    seen = event_digest(record.event_id)
+    if seen in state.events:
         return StepResult(state)
-    state.events[record.event_id] = 1
+    state.events[seen] = 1
     if record.bank not in ctx.hash_matches:
         return StepResult(state)
     return StepResult(state, outputs=decide(state, ctx, ts, "policy_change"))

@@ -14,17 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.scan_plan import sha256_hex
-from operators.version_state import HUMAN_IDS_KEPT, HUMAN_TOPICS, HumanDecision, State
-
-# 16 hex digits (64 bits) of sha256: among at most HUMAN_IDS_KEPT ids per version an accidental
-# collision is about 2^-53 likely, and making one on purpose is a second preimage.
-DIGEST_CHARS = 16
+from operators.version_state import (
+    HUMAN_IDS_KEPT,
+    HUMAN_TOPICS,
+    HumanDecision,
+    State,
+    event_digest,
+)
 
 
 def human_id(event_id: str) -> str:
-    """The digest a version keeps of one human input's event id."""
-    return sha256_hex(event_id)[:DIGEST_CHARS]
+    """The digest a version keeps of one human input's event id: the same as `events` keeps
+    (`version_state.event_digest`; among at most HUMAN_IDS_KEPT ids per version an accidental
+    collision is about 2^-53 likely)."""
+    return event_digest(event_id)
 
 
 def replayed(state: State, topic: str, record: Any) -> bool:

@@ -68,6 +68,7 @@ from operators.version_state import (
     Output,
     State,
     StepResult,
+    event_digest,
     new_state,
 )
 
@@ -128,12 +129,12 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
-    if record.event_id in state.events or human.replayed(state, topic, record):
+    seen = event_digest(record.event_id)
+    if seen in state.events or human.replayed(state, topic, record):
         return result  # a duplicate changes nothing and emits nothing, retired or not
+    state.events[seen] = 1
     if state.deleted:
-        state.events[record.event_id] = 1
         return result  # late input for a deleted version is ignored
-    state.events[record.event_id] = 1
     if HANDLERS[topic](state, record, ts, ctx, result):
         human.remember(state, topic, record)
         ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms

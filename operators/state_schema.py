@@ -52,6 +52,7 @@ from operators import jsonio
 from operators.version_state import (
     STATE_SCHEMA,
     VersionState,
+    event_digest,
     from_document,
     to_document,
 )
@@ -153,11 +154,13 @@ _RENAMED = {
 
 
 def _version_4_to_5(doc: Document) -> Document:
-    """Schema 4's names to the contract's; `last.refs` is `evidence_refs`, `human.id` is
-    `digest`, a shadow candidate's and a lease's lists name their fields, and a burst entry
-    `[ts, new_reporter]` too. Fields schema 5 does not have (`schema` aside) are dropped;
-    `version_state.from_document` fills the defaults of those absent."""
+    """Schema 4's names to the contract's; `events` keeps digests of the event ids
+    (`version_state.event_digest`, as `human_ids` does); `last.refs` is `evidence_refs`,
+    `human.id` is `digest`, a shadow candidate's and a lease's lists name their fields, and a
+    burst entry `[ts, new_reporter]` too. Fields schema 5 does not have (`schema` aside) are
+    dropped; `version_state.from_document` fills the defaults of those absent."""
     upgraded = {_RENAMED.get(key, key): value for key, value in doc.items()}
+    upgraded["events"] = {event_digest(event_id): 1 for event_id in upgraded.get("events") or {}}
     last = upgraded.get("last_decision")
     if last is not None:
         last = {**last, "evidence_refs": last.get("refs")}

@@ -99,7 +99,8 @@ def observed(version: Version) -> list[Any]:
 def as_schema_4(state: Any) -> dict[str, Any]:
     """Today's `VersionState` as the schema 4 job would have held it (its names, its lists):
     `state_schema._version_4_to_5` backwards, for documents of earlier jobs made from today's
-    flows. (The fixture's bytes are the real ones.)"""
+    flows (but `events`, whose ids only their digests are left of). The fixture's bytes are the
+    real ones."""
     document = to_document(state)
     renamed = {"content_id": "cid", "content_version": "ver", "decision_revision": "rev"}
     renamed |= {"last_decision": "last", "appeal_id": "appeal"}

@@ -28,6 +28,7 @@ from operators.state_schema import (
 from operators.version_state import (
     LastDecision,
     VersionState,
+    event_digest,
     from_document,
     to_document,
 )
@@ -126,7 +127,7 @@ def test_a_pre_issue_12_document_has_schema_0_and_gains_todays_fields() -> None:
     assert (state.content_id, state.content_version, state.decision_revision) == ("c-1", 1, 1)
     assert state.last_decision == LastDecision("PROVISIONAL_ALLOW", None, "scanning", "public")
     assert state.content is not None and state.content.sha256 == "ab" * 32
-    assert state.events == {"ev-c-1-1764460800000": 1} and state.human_ids == []
+    assert state.events == {event_digest("ev-c-1-1764460800000"): 1} and state.human_ids == []
     assert (state.deadline, state.ttl, state.deadline_timer) == (1764460830000, 1767052800000, None)
     assert load_version(msgspec.msgpack.encode(PRE_ISSUE_12_IMAGE)) == state
 
@@ -138,7 +139,7 @@ def test_a_pre_issue_12_tombstone_loses_the_content_and_still_ignores_late_input
     assert kept == {
         "content_id": "c-1",
         "content_version": 1,
-        "events": PRE_ISSUE_12_TOMBSTONE["events"],
+        "events": {event_digest(event_id): 1 for event_id in PRE_ISSUE_12_TOMBSTONE["events"]},
         "decision_revision": 2,
         "last_decision": LastDecision("PROVISIONAL_ALLOW", None, "deleted", "hidden"),
         "appeal_id": None,
@@ -190,7 +191,8 @@ def test_schema_4_documents_keep_every_field_under_its_new_name() -> None:
         assert (state.content_id, state.content_version) == (document["cid"], document["ver"])
         assert state.decision_revision == document["rev"], name
         assert state.appeal_id == document.get("appeal")
-        assert state.events == document.get("events", {}), name
+        events = {event_digest(event_id): 1 for event_id in document.get("events", {})}
+        assert state.events == events, name
         assert state.human_ids == document.get("human_ids", []), name
         last = document.get("last")
         if last is not None:
@@ -353,5 +355,8 @@ def test_the_schema_4_names_of_todays_state_read_back_as_the_same_state() -> Non
     is `_version_4_to_5` backwards on the fixture's real documents."""
     for name, stored, *_ in schema_4_cases():
         state = load_version(stored)
+        assert state is not None
         again = load_version(msgspec.msgpack.encode(schema_4_scenarios.as_schema_4(state)))
-        assert again == state, name
+        # The digests stand for the event ids in the schema 4 document: digested again.
+        events = {event_digest(digest): 1 for digest in state.events}
+        assert again == msgspec.structs.replace(state, events=events), name
