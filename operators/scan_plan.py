@@ -12,7 +12,8 @@ every segment and no rule that reads a gate detector matched with PENDING or BLO
 gate fails, the models are never asked and count as UNKNOWN at once (fail closed), so the
 version is decided on that evidence without waiting for its deadline.
 
-State kept here (in the version's state dict, absent in states written before it):
+State kept here (fields of the version's `VersionState`, at their defaults in states written
+before them):
 - `scan`: `gate` (waiting for the gate), `models` (every required detector asked),
   `withheld` (the gate failed), `decided` (decided before any scan);
 - `unasked`: the required detectors never asked; the moderation step does not wait for them

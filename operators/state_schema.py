@@ -30,13 +30,17 @@ came with issue 12: their unversioned shape is schema 1):
      `human.digest`), its nested parts typed too (content, evidence results, the last and the
      human decision, shadow candidates, leases, the brigading window), stored as a MessagePack
      array in its fields' order (`dump_version`): no field names in the bytes. `schema` is
-     its first element; a later schema appends fields, never reorders them. Read straight into
-     the structure (`load_version`); every earlier document (a map, or JSON text) migrates to
-     schema 4 step by step and then into it (`_version_4_to_5`, `version_state.from_document`).
+     its first element; a later schema appends fields, never reorders them. `events` keeps
+     16-hex-digit digests of the event ids (`version_state.event_digest`, as `human_ids`). Read
+     straight into the structure (`load_version`); every earlier document (a map, or JSON text)
+     migrates to schema 4 step by step and then into it (`_version_4_to_5` renames and digests,
+     `version_state.from_document`).
      Tombstones and retired records are the same structure, every field they do not keep at
      its default (a retired record is no longer stored without them: `timers.expanded` went).
-     A full state or tombstone from before schema 4 keeps its `events`; a retired one gains
-     an empty `human_ids`. The other kinds keep their shape.
+     (One type for every reader, at one byte per defaulted field, rather than a second type
+     every reader would have to tell apart.) A full state or tombstone from before keeps its
+     `events` (digested); a retired one gains an empty `human_ids`. The other kinds keep their
+     shape.
 """
 
 from __future__ import annotations

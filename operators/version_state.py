@@ -1,5 +1,6 @@
-"""One content version's state document, what the moderation step is given and returns, and the
-moderation job's topics and time bounds.
+"""One content version's state (`VersionState`: a typed msgspec structure with the contract's
+names, stored by operators/state_schema.py as a MessagePack array in its fields' order), what
+the moderation step is given and returns, and the moderation job's topics and time bounds.
 
 A leaf module: every part of the step (operators/moderation.py, handlers.py, verdict.py,
 decide.py, records.py, timers.py) imports its types and constants from here, never from each
@@ -263,7 +264,7 @@ def new_state(content_id: str, content_version: int) -> State:
 
 
 def uploaded(state: State) -> Content:
-    """The version's content, where only an uploaded version gets (a decision, a scan)."""
+    """The version's content, for the code only an uploaded version reaches (a decision, a scan)."""
     if state.content is None:
         raise ValueError("moderation: a decision or scan of a version not uploaded")
     return state.content
