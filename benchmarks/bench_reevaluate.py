@@ -21,6 +21,7 @@ import time
 import tracemalloc
 from typing import Any
 
+import msgspec
 from kafka.consumer.fetcher import ConsumerRecord
 
 from modstream.reevaluate import Selection, scan_index
@@ -84,12 +85,13 @@ def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
     last_ts = max(line["value"]["ts"] for line in lines)
     for _ in engine.drain(last_ts):
         pass
-    templates = [state_schema.load(value, "version") or {} for value in engine.states.values()]
+    templates = [state_schema.load_version(value) for value in engine.states.values()]
     states: dict[str, bytes] = {}
     for n in range(count):
-        state = dict(templates[n % len(templates)])
-        state["cid"] = f"re{n}-{state['cid']}"
-        states[f"{state['cid']}\x1f{state['ver']}"] = state_schema.dump_version(state)
+        template = templates[n % len(templates)]
+        assert template is not None
+        state = msgspec.structs.replace(template, content_id=f"re{n}-{template.content_id}")
+        states[f"{state.content_id}\x1f{state.content_version}"] = state_schema.dump_version(state)
     return engine, states, last_ts
 
 

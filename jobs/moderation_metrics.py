@@ -21,7 +21,7 @@ from typing import Any
 
 from jobs.metrics import OperatorMetrics
 from operators.timers import overdue_since
-from operators.version_state import Output
+from operators.version_state import Content, Output, VersionState
 
 # Decision states while evidence is still outstanding (contract: `state`).
 INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifying"})
@@ -48,7 +48,7 @@ class ModerationMetrics:
     def decided(
         self,
         key: str,
-        state: dict[str, Any] | None,
+        state: VersionState | None,
         outputs: list[Output],
         fired_at: int | None = None,
     ) -> None:
@@ -58,21 +58,21 @@ class ModerationMetrics:
         if fired_at is not None and (self.event_time is None or fired_at > self.event_time):
             self.event_time = fired_at
         self._overdue(key, state)
-        content = (state or {}).get("content") or {}
+        content = state.content if state is not None else None
         for topic, _key, record in outputs:
             if topic == "moderation.decisions":
                 self._decision(key, content, record)
             elif topic == "review.tasks":
                 self.metrics.inc("review_tasks", queue=str(record.get("queue")))
-        if state is None or state.get("deleted") or state.get("retired"):
+        if state is None or state.deleted or state.retired:
             self.pending.pop(key, None)
         self.refresh()
 
-    def _decision(self, key: str, content: dict[str, Any], record: dict[str, Any]) -> None:
+    def _decision(self, key: str, content: Content | None, record: dict[str, Any]) -> None:
         self.metrics.inc(
             "decisions", outcome=str(record.get("outcome")), trigger=str(record.get("trigger"))
         )
-        upload_ts = int(content.get("ts") or record.get("ts") or 0)
+        upload_ts = int((content.ts if content else None) or record.get("ts") or 0)
         if record.get("trigger") == "fast_gate":
             self.metrics.observe("fast_gate_latency_ms", max(0, self.clock() - upload_ts))
         completeness = record.get("completeness") or {}
@@ -85,10 +85,10 @@ class ModerationMetrics:
             return
         if self.pending.pop(key, None) is not None and complete:
             latency = max(0, int(record.get("ts") or 0) - upload_ts)
-            modality = str(content.get("modality") or "unknown")
+            modality = str((content.modality if content else None) or "unknown")
             self.metrics.observe("completion_latency_ms", latency, modality=modality)
 
-    def _overdue(self, key: str, state: dict[str, Any] | None) -> None:
+    def _overdue(self, key: str, state: VersionState | None) -> None:
         """The version in the overdue index while a reached deadline or expiry waits."""
         since = None if state is None else overdue_since(state)
         if since is None:

@@ -29,6 +29,7 @@ from operators.policy_store import PolicyStore
 from operators.reports import ReportWeight
 from operators.retro import RetroRecord
 from operators.review_access import ReviewGrants
+from operators.version_state import Content, VersionState
 from schemas import dead_letter
 from schemas.registry import parse_own
 
@@ -239,7 +240,7 @@ class Moderate(PolicyAware):
         banks: HashBanks,
     ) -> tuple[Any, list[moderation.Output], list[int], list[Any]]:
         """Apply `inputs` (but those set aside) and the timer to the stored state."""
-        state = state_schema.load(raw_state, "version")
+        state = state_schema.load_version(raw_state)
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str | None, str, str, str, int]] = []
         timers: list[int] = []
@@ -260,8 +261,9 @@ class Moderate(PolicyAware):
             ]
         if state is not None and _TIMER not in set_aside:
             try:
-                content = state.get("content") or {}
-                context = self._context(store, banks, state["cid"], timestamp, content, contexts)
+                context = self._context(
+                    store, banks, state.content_id, timestamp, _hashes(state.content), contexts
+                )
                 result = moderation.on_timer(state, timestamp, context)
             except HANDLER_FAILURES as error:
                 raise _InputFailed(_TIMER, error) from None
@@ -272,7 +274,7 @@ class Moderate(PolicyAware):
 
     def _step(
         self,
-        state: Any,
+        state: VersionState | None,
         topic: str,
         raw: str,
         ts: int,
@@ -283,7 +285,8 @@ class Moderate(PolicyAware):
         parsed: Any = (  # admitted by Decode (or made by hash_retro), written by this job
             RetroRecord.from_dict(json.loads(raw)) if topic == RETRO else parse_own(topic, raw)
         )
-        hashes = (state or {}).get("content") or (
+        content = state.content if state is not None else None
+        hashes = _hashes(content) or (
             {"sha256": parsed.sha256, "phash": parsed.phash}
             if topic == "content.versions" and parsed.type == "upsert"
             else {}
@@ -380,7 +383,7 @@ def stored(value: str | bytes | None) -> tuple[list[int] | None, str | bytes | N
 def storing(due: list[int] | None, state: str | bytes | None) -> bytes | None:
     """The inverse of `stored`, as bytes; None when nothing is left to keep (clear the value).
     A state still in JSON text (read from a job before schema 3, not applied since) is kept
-    as that text's bytes, which `state_schema.load` reads as JSON."""
+    as that text's bytes, which `state_schema.load_version` reads as JSON."""
     if due is not None and not due and state is None:
         return None
     if due is None and state is None:
@@ -388,6 +391,13 @@ def storing(due: list[int] | None, state: str | bytes | None) -> bytes | None:
     if isinstance(state, str):
         state = state.encode()
     return _PACK([None if due is None else sorted(due), state])
+
+
+def _hashes(content: Content | None) -> dict[str, Any]:
+    """The content's hashes its bank matches are looked up by ({}: no content yet)."""
+    if content is None:
+        return {}
+    return {"sha256": content.sha256, "phash": content.phash}
 
 
 def _batch(rows: list[Row]) -> Iterator[Row]:

@@ -20,7 +20,7 @@ from operators.records import (
 )
 from operators.scan_plan import sha256_hex
 from operators.verdict import Evaluation, evaluate, state_name
-from operators.version_state import Context, Output, State
+from operators.version_state import Context, LastDecision, Output, ShadowDecision, State
 
 # What the Content Service applies for each outcome (a deleted version is hidden).
 VISIBILITY = {
@@ -38,28 +38,28 @@ def decide(
     """Evaluate; emit a decision revision only when outcome, restriction or state changed,
     with an action when what the Content Service applies (visibility or restriction) changed;
     open the review tasks the policy asks for."""
-    if state["content"] is None:
+    if state.content is None:
         return []
     policy = ctx.resolution.decide
     evaluation = evaluate(state, policy, ctx, ts, fast_gate)
     verdict = evaluation.verdict
-    cid, ver = state["cid"], state["ver"]
+    cid, ver = state.content_id, state.content_version
     new_tasks = []
-    if state["human"] is None:
+    if state.human is None:
         for ask in verdict.review:
             task_id = f"review-{sha256_hex(cid, ver, ask.queue)[:20]}"
-            if task_id not in state["tasks"]:
-                state["tasks"].append(task_id)
-                state["open_tasks"].append(task_id)
+            if task_id not in state.tasks:
+                state.tasks.append(task_id)
+                state.open_tasks.append(task_id)
                 new_tasks.append((task_id, ask))
     name = state_name(state, verdict, evaluation.view, evaluation.expired)
-    last = state["last"]
+    last = state.last_decision
     outputs: list[Output] = (
         _revise(state, evaluation, name, trigger, ts, policy)
         if last is None
-        or last["outcome"] != verdict.outcome
-        or last["restriction"] != verdict.restriction
-        or last["state"] != name
+        or last.outcome != verdict.outcome
+        or last.restriction != verdict.restriction
+        or last.state != name
         else []
     )
     for task_id, ask in new_tasks:
@@ -95,28 +95,24 @@ def _revise(
     """The next decision revision and what goes with it: the action and the author's notice
     when visibility or restriction changed, the index entry, the sanctions operator's input."""
     verdict = evaluation.verdict
-    last = state["last"]
-    state["rev"] += 1
+    last = state.last_decision
+    state.decision_revision += 1
     decision = decision_record(state, evaluation, name, trigger, ts, policy)
-    outputs: list[Output] = [("moderation.decisions", state["cid"], decision)]
+    outputs: list[Output] = [("moderation.decisions", state.content_id, decision)]
     visibility = "hidden" if name == "deleted" else VISIBILITY[verdict.outcome]
-    if (
-        last is None
-        or last["visibility"] != visibility
-        or last["restriction"] != verdict.restriction
-    ):
+    if last is None or last.visibility != visibility or last.restriction != verdict.restriction:
         outputs.append(action(state, verdict, visibility, policy, ts))
         if name != "deleted":
             outputs.append(notification(state, verdict, policy, trigger, ts))
-    state["last"] = {
-        "outcome": verdict.outcome,
-        "restriction": verdict.restriction,
-        "state": name,
-        "visibility": visibility,
+    state.last_decision = LastDecision(
+        verdict.outcome,
+        verdict.restriction,
+        name,
+        visibility,
         # What an appeal of this decision shows its reviewer (contract v1.1).
-        "reasons": decision["reasons"],
-        "refs": refs(evaluation.provenance),
-    }
+        reasons=decision["reasons"],
+        evidence_refs=refs(evaluation.provenance),
+    )
     track_expiry(state, decision)
     outputs.append(index_entry(state, decision))
     outputs += sanction_input(state, decision, policy)
@@ -129,10 +125,10 @@ def track_expiry(state: State, decision: dict[str, Any]) -> None:
     human's outcome is sticky and a version decided again at its expiry is never armed again.
     The expiry's timer is armed by operators/timers.py (`arm_expiry`)."""
     provisional = decision["outcome"] == "PROVISIONAL_ALLOW" and "expires_ts" in decision
-    if provisional and state["human"] is None and not state.get("provisional_expired"):
-        state["expiry"] = decision["expires_ts"]
+    if provisional and state.human is None and not state.provisional_expired:
+        state.expiry = decision["expires_ts"]
     else:
-        state["expiry"] = None
+        state.expiry = None
 
 
 def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:
@@ -142,13 +138,18 @@ def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:
         evaluation = evaluate(state, policy, ctx, ts)
         name = state_name(state, evaluation.verdict, evaluation.view, evaluation.expired)
         key = str(policy.version)
-        last = state["shadow"].get(key)
-        current = [evaluation.verdict.outcome, evaluation.verdict.restriction, name]
-        if last is not None and last[:3] == current:
+        last = state.shadow.get(key)
+        verdict = evaluation.verdict
+        if (
+            last is not None
+            and last.outcome == verdict.outcome
+            and last.restriction == verdict.restriction
+            and last.state == name
+        ):
             continue
-        revision = (last[3] if last else 0) + 1
-        state["shadow"][key] = [*current, revision]
+        revision = (last.decision_revision if last else 0) + 1
+        state.shadow[key] = ShadowDecision(verdict.outcome, verdict.restriction, name, revision)
         record = decision_record(state, evaluation, name, trigger, ts, policy, revision=revision)
         record["shadow"] = True
-        outputs.append(("moderation.shadow", state["cid"], record))
+        outputs.append(("moderation.shadow", state.content_id, record))
     return outputs

@@ -22,7 +22,17 @@ from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
 from operators.scan_plan import sha256_hex
 from operators.timers import arm_deadline, arm_ttl, compact_tombstone, decide_deadline
-from operators.version_state import TOMBSTONE_TTL_MS, Context, Output, State, StepResult
+from operators.version_state import (
+    TOMBSTONE_TTL_MS,
+    BurstReport,
+    Content,
+    Context,
+    Evidence,
+    Output,
+    State,
+    StepResult,
+    event_digest,
+)
 from schemas.common import MAX_ID_CHARS
 from schemas.content import ContentUpsert
 
@@ -44,8 +54,8 @@ def on_content_version(
 
 def on_delete(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """Decide `deleted` (hidden), then keep only a tombstone for `TOMBSTONE_TTL_MS`."""
-    state["deleted"] = True
-    if state["content"] is not None:
+    state.deleted = True
+    if state.content is not None:
         result.outputs += decide(state, ctx, ts, "delete")
     compact_tombstone(state)
     result.timers += arm_ttl(state, ts, TOMBSTONE_TTL_MS, replace=True)
@@ -63,19 +73,19 @@ _UPSERT_FIELDS = tuple(name for name in ContentUpsert.model_fields if name in UP
 def on_upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """The first decision (`fast_gate`), the deadline, the scan requests in cost order, and
     the evidence that came before the upload, joined at once."""
-    if state["content"] is not None:
+    if state.content is not None:
         return False  # the same version uploaded twice: the first one counts
-    content: dict[str, Any] = {name: getattr(record, name) for name in _UPSERT_FIELDS}
-    state["content"] = content
-    state["asked_at"] = ctx.clock_ms  # when the detectors are asked (None in replay)
+    content = Content(**{name: getattr(record, name) for name in _UPSERT_FIELDS})
+    state.content = content
+    state.asked_at = ctx.clock_ms  # when the detectors are asked (None in replay)
     result.timers += arm_deadline(state, ctx.resolution.decide)
-    early, state["evidence"] = state["evidence"], {}
+    early, state.evidence = state.evidence, {}
     result.outputs += decide(state, ctx, ts, "fast_gate", fast_gate=True)
     planned = scan_plan.on_upsert(state, record, ctx.resolution.decide, ts, ctx.hash_matches)
     result.outputs += _unanswered(state, planned, early)
     if early:
         _join_early_evidence(state, early, ts, ctx, result)
-    elif not _required(ctx.resolution.decide, content):
+    elif not _required(ctx.resolution.decide, content.modality):
         result.outputs += decide(state, ctx, ts, "evidence")
     return True
 
@@ -90,72 +100,75 @@ def on_detector_result(
         f"{record.detector}|{record.model_version}|"
         f"{0 if record.segment_id is None else record.segment_id}"
     )
-    if key in state["evidence"] or normalized in state["evidence"]:
+    if key in state.evidence or normalized in state.evidence:
         return False  # the same evidence key again
-    if state.get("deadline_timer") is not None and ts > state["deadline"]:
+    if state.deadline_timer is not None and state.deadline is not None and ts > state.deadline:
         # Stamped after its deadline: the detector did not answer in time, so the deadline
         # decides first, as in replay, and this evidence after it.
         result.outputs += decide_deadline(state, ctx)
-    entry = {
-        "detector": record.detector,
-        "model_version": record.model_version,
-        "segment_id": record.segment_id,
-        "status": record.status,
-        "scores": dict(record.scores) if record.scores else None,
-        "evidence_ref": record.evidence_ref,
-        "ts": ts,
-    }
+    entry = Evidence(
+        record.detector,
+        record.model_version,
+        record.segment_id,
+        record.status,
+        dict(record.scores) if record.scores else None,
+        record.evidence_ref,
+        ts,
+    )
     result.outputs += _take_evidence(state, normalized, entry, ts, ctx)
     return True
 
 
-def _take_evidence(
-    state: State, key: str, entry: dict[str, Any], ts: int, ctx: Context
-) -> list[Output]:
+def _take_evidence(state: State, key: str, entry: Evidence, ts: int, ctx: Context) -> list[Output]:
     """Store one detector result, plan what it unlocks (cost order), and decide."""
-    state["evidence"][key] = entry
-    asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, entry["detector"])
+    state.evidence[key] = entry
+    asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, entry.detector)
     if asked and ctx.clock_ms is not None:
-        state["asked_at"] = ctx.clock_ms  # the models, asked after their gate (cost order)
-    if state["content"] is None:
+        state.asked_at = ctx.clock_ms  # the models, asked after their gate (cost order)
+    if state.content is None:
         return asked
     # Evidence stamped before its upload decides at the upload's ts, whether it was read
     # before the upload (joined at the upsert) or after it (a backlog's late evidence).
-    return asked + decide(state, ctx, max(ts, state["content"]["ts"]), "evidence")
+    return asked + decide(state, ctx, max(ts, state.content.ts), "evidence")
 
 
 def on_appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """Open the appeal's task; a second appeal while one is active is a `conflict`."""
-    if state["appeal"] is not None:
+    if state.appeal_id is not None:
         result.dead_letters.append(
             (
                 "conflict",
                 f"appeal {record.appeal_id}: appeal "
-                f"{state['appeal']} is still active for this version",
+                f"{state.appeal_id} is still active for this version",
             )
         )
         return False
-    state["appeal"] = record.appeal_id
+    state.appeal_id = record.appeal_id
     task_id = f"appeal-{record.appeal_id}"
-    state["tasks"].append(task_id)
-    state["open_tasks"].append(task_id)
+    state.tasks.append(task_id)
+    state.open_tasks.append(task_id)
     result.outputs.append(appeal_task(state, task_id, ctx.resolution.decide, ts))
     return True
 
 
 def _join_early_evidence(
-    state: State, early: dict[str, Any], ts: int, ctx: Context, result: StepResult
+    state: State, early: dict[str, Evidence], ts: int, ctx: Context, result: StepResult
 ) -> None:
     """Evidence read before its upload, taken after the fast gate one piece at a time in its own
     ts order, as if read after the upload: the same revisions and the same cost-order steps
     either way, so the order in which a job read its lanes never shows. Requests for what the
     early evidence already answered are not sent."""
-    for key, entry in sorted(early.items(), key=lambda item: (item[1].get("ts", ts), item[0])):
-        taken = _take_evidence(state, key, entry, entry.get("ts", ts), ctx)
+    for key, entry in sorted(early.items(), key=lambda item: (_taken_at(item[1], ts), item[0])):
+        taken = _take_evidence(state, key, entry, _taken_at(entry, ts), ctx)
         result.outputs += _unanswered(state, taken, early)
 
 
-def _unanswered(state: State, outputs: list[Output], early: dict[str, Any]) -> list[Output]:
+def _taken_at(entry: Evidence, ts: int) -> int:
+    """The result's own `ts`, or `ts` for one stored before issue 12 (which kept none)."""
+    return ts if entry.ts is None else entry.ts
+
+
+def _unanswered(state: State, outputs: list[Output], early: dict[str, Evidence]) -> list[Output]:
     """`outputs` without the scan requests that evidence in `early` already answers."""
     answered = scan_plan.answered(state, early)
     return [
@@ -207,47 +220,47 @@ def report_kept(state: State | None, record: Any, ctx: Context) -> bool:
         return False
     if state is None:
         return True
-    if state["deleted"] or record.reporter_id in state["reporters"]:
+    if state.deleted or record.reporter_id in state.reporters:
         return False
-    return len(state["reporters"]) < ctx.limits.max_reporters
+    return len(state.reporters) < ctx.limits.max_reporters
 
 
 def _count_report(state: State, record: Any, ts: int, ctx: Context) -> list[Output]:
     """Count a report (distinct reporters, weighted), or flag a burst from new reporters as
     possible brigading instead of counting it. Reports never decide an outcome themselves."""
     weight = ctx.report or ReportWeight(1.0, new_reporter=False)
-    if record.reporter_id in state["reporters"] or weight.weight <= 0:
+    if record.reporter_id in state.reporters or weight.weight <= 0:
         return []
-    burst = state["burst"]
+    burst = state.burst
     expired = 0
-    while expired < len(burst) and burst[expired][0] <= ts - BRIGADE_WINDOW_MS:
+    while expired < len(burst) and burst[expired].ts <= ts - BRIGADE_WINDOW_MS:
         expired += 1
-    state["burst_new"] -= sum(1 for _, new in burst[:expired] if new)
+    state.burst_new -= sum(1 for seen in burst[:expired] if seen.new_reporter)
     del burst[:expired]
-    burst.append([ts, weight.new_reporter])
-    state["burst_new"] += int(weight.new_reporter)
+    burst.append(BurstReport(ts, weight.new_reporter))
+    state.burst_new += int(weight.new_reporter)
     overflow = len(burst) - ctx.limits.max_reporters
     if overflow > 0:  # a bounded window: the oldest reports of a storm leave it first
-        state["burst_new"] -= sum(1 for _, new in burst[:overflow] if new)
+        state.burst_new -= sum(1 for seen in burst[:overflow] if seen.new_reporter)
         del burst[:overflow]
     policy = ctx.resolution.decide
     reports = policy.document.reports if policy is not None else None
-    new_in_burst = state["burst_new"]
+    new_in_burst = state.burst_new
     if (
         weight.new_reporter
         and reports is not None
         and new_in_burst >= reports.review_threshold
-        and new_in_burst * 2 > len(state["burst"])
+        and new_in_burst * 2 > len(state.burst)
     ):
-        task_id = f"brigading-{sha256_hex(state['cid'], state['ver'])[:20]}"
-        if task_id in state["tasks"] or state["content"] is None:
+        task_id = f"brigading-{sha256_hex(state.content_id, state.content_version)[:20]}"
+        if task_id in state.tasks or state.content is None:
             return []
-        state["tasks"].append(task_id)
-        state["open_tasks"].append(task_id)
+        state.tasks.append(task_id)
+        state.open_tasks.append(task_id)
         outputs: list[Output] = [
             (
                 "review.tasks",
-                state["cid"],
+                state.content_id,
                 task(
                     state,
                     task_id,
@@ -262,18 +275,18 @@ def _count_report(state: State, record: Any, ts: int, ctx: Context) -> list[Outp
             )
         ]
         return outputs + decide(state, ctx, ts, "report")
-    state["reporters"][record.reporter_id] = weight.weight
-    state["report_weight"] += weight.weight
+    state.reporters[record.reporter_id] = weight.weight
+    state.report_weight += weight.weight
     return decide(state, ctx, ts, "report")
 
 
 def on_report(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """A report `report_kept` let through: counted, or flagged as a possible brigade."""
     result.outputs += _count_report(state, record, ts, ctx)
-    if record.reporter_id not in state["reporters"]:
+    if record.reporter_id not in state.reporters:
         # Flagged as a possible brigade, not counted: the burst window remembers it (bounded
         # by `max_reporters`); its event id is not kept, so events stay bounded too.
-        del state["events"][record.event_id]
+        del state.events[event_digest(record.event_id)]
     return True
 
 
@@ -286,19 +299,19 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
         if refusal is not None:
             # Not applied, so not remembered: the same record sent again once its reviewer
             # holds the grant and lease (`dlq replay`) applies.
-            del state["events"][record.event_id]
+            del state.events[event_digest(record.event_id)]
             result.dead_letters.append(refusal)
             return False
     newer = human.superseded(state, ts, record.event_id)
     if newer is not None:
         result.dead_letters.append(("stale", human.superseded_message(record, newer)))
         return False
-    appeal = state["appeal"]
+    appeal = state.appeal_id
     trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
-    state["human"] = human.in_force(record, ts)
-    state["open_tasks"] = []
+    state.human = human.in_force(record, ts)
+    state.open_tasks = []
     if trigger == "appeal":
-        state["appeal"] = None
+        state.appeal_id = None
     result.outputs += decide(state, ctx, ts, trigger)
     return True
 
@@ -310,7 +323,7 @@ def on_lease(state: State, record: Any, ts: int, ctx: Context, result: StepResul
     if ctx.grants is not None:
         refusal = review_access.lease_refusal(state, record, ctx.grants)
         if refusal is not None:
-            del state["events"][record.event_id]
+            del state.events[event_digest(record.event_id)]
             result.dead_letters.append(refusal)
             return False
     review_access.hold(state, record)
@@ -319,7 +332,7 @@ def on_lease(state: State, record: Any, ts: int, ctx: Context, result: StepResul
 
 def on_reevaluate(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """Decide again on the stored evidence; ask (backfill) what the policy now requires."""
-    if state["content"] is not None:
+    if state.content is not None:
         result.outputs += scan_plan.backfill(state, ctx.resolution.decide, ts, ctx.hash_matches)
     result.outputs += decide(state, ctx, ts, "reevaluation")
     return True
@@ -330,11 +343,12 @@ def on_retro(state: State | None, record: Any, ts: int, ctx: Context) -> StepRes
     `ts` (`trigger: policy_change`) when the version, as stored, matches the added bank then
     (`ctx.hash_matches`: HashBanks at `ts`, the policy's phash distance). A version without
     content, deleted or expired is left alone; nothing of it is created, its TTL does not move."""
-    if state is None or state["deleted"] or state["content"] is None:
+    if state is None or state.deleted or state.content is None:
         return StepResult(state)
-    if record.event_id in state["events"]:
+    seen = event_digest(record.event_id)
+    if seen in state.events:
         return StepResult(state)
-    state["events"][record.event_id] = 1
+    state.events[seen] = 1
     if record.bank not in ctx.hash_matches:
         return StepResult(state)
     return StepResult(state, outputs=decide(state, ctx, ts, "policy_change"))

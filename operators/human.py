@@ -6,7 +6,7 @@ Signatures carry no expiry or audience, and old signed reviews sit in `review.de
 DLQ's `raw` and the archive. The full state's `events` makes a re-sent record a duplicate, but a
 retired record (`timers.retire`) keeps no event ids: so every human input applied to a version
 is also remembered here, as a short digest in `human_ids`, which the retired record keeps.
-Beside it `human["ts"]`, the newest applied review's `ts`: a review stamped before it changes
+Beside it `human.ts`, the newest applied review's `ts`: a review stamped before it changes
 nothing, so even an input whose digest left the bounded list cannot steer the version.
 """
 
@@ -14,23 +14,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.scan_plan import sha256_hex
-from operators.version_state import HUMAN_IDS_KEPT, HUMAN_TOPICS, State
-
-# 16 hex digits (64 bits) of sha256: among at most HUMAN_IDS_KEPT ids per version an accidental
-# collision is about 2^-53 likely, and making one on purpose is a second preimage.
-DIGEST_CHARS = 16
+from operators.version_state import (
+    HUMAN_IDS_KEPT,
+    HUMAN_TOPICS,
+    HumanDecision,
+    State,
+    event_digest,
+)
 
 
 def human_id(event_id: str) -> str:
-    """The digest a version keeps of one human input's event id."""
-    return sha256_hex(event_id)[:DIGEST_CHARS]
+    """The digest a version keeps of one human input's event id: the same as `events` keeps
+    (`version_state.event_digest`; among at most HUMAN_IDS_KEPT ids per version an accidental
+    collision is about 2^-53 likely)."""
+    return event_digest(event_id)
 
 
 def replayed(state: State, topic: str, record: Any) -> bool:
     """Whether this review or appeal was applied to the version already: a duplicate, which
     changes nothing and emits nothing, as a duplicate in the full state's `events` does."""
-    return topic in HUMAN_TOPICS and human_id(record.event_id) in state.get("human_ids", ())
+    return topic in HUMAN_TOPICS and human_id(record.event_id) in state.human_ids
 
 
 def remember(state: State, topic: str, record: Any) -> None:
@@ -38,20 +41,15 @@ def remember(state: State, topic: str, record: Any) -> None:
     older review re-sent then is refused by `superseded`, still changing nothing)."""
     if topic not in HUMAN_TOPICS:
         return
-    kept = state.setdefault("human_ids", [])
+    kept = state.human_ids
     kept.append(human_id(record.event_id))
     del kept[:-HUMAN_IDS_KEPT]
 
 
-def in_force(record: Any, ts: int) -> dict[str, Any]:
+def in_force(record: Any, ts: int) -> HumanDecision:
     """The human decision a review applies: its outcome and reason, its `ts`, and its digest,
     which orders two reviews stamped in the same millisecond."""
-    return {
-        "outcome": record.outcome,
-        "reason": record.reason,
-        "ts": ts,
-        "id": human_id(record.event_id),
-    }
+    return HumanDecision(record.outcome, record.reason, ts, human_id(record.event_id))
 
 
 def superseded(state: State, ts: int, event_id: str) -> int | None:
@@ -59,12 +57,11 @@ def superseded(state: State, ts: int, event_id: str) -> int | None:
     and so changes nothing, else None. Reviews are ordered by `ts`, then by digest, so the
     outcome never depends on the arrival order (a decision stored before schema 4 has no digest:
     a review at its `ts` comes after it)."""
-    human: dict[str, Any] = state.get("human") or {}
-    newest = human.get("ts")
-    if newest is None or ts > newest:
+    human = state.human
+    if human is None or ts > human.ts:
         return None
-    if ts < newest or human_id(event_id) < str(human.get("id", "")):
-        return int(newest)
+    if ts < human.ts or human_id(event_id) < (human.digest or ""):
+        return human.ts
     return None
 
 

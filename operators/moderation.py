@@ -1,7 +1,8 @@
 """The moderation step for one content version: evidence join, completeness, deadlines,
 human review, appeals, reports, deletes, and decisions that change only when they must.
 
-Pure Python over plain dict state (compact, JSON-serializable, no pickled objects): the Flink
+Pure Python over a typed state (operators/version_state.py `VersionState`, stored as compact
+MessagePack by operators/state_schema.py, no pickled objects): the Flink
 adapter (jobs/moderation_moderate.py) loads the state of a `(content_id, content_version)` key,
 calls `step` or `on_timer` with the input in event-time order and the policy resolution for its
 `ts`, stores the returned state, registers the returned timers and emits the returned outputs.
@@ -36,7 +37,6 @@ from operators.timers import (
     arm_expiry,
     arm_ttl,
     decide_deadline,
-    expanded,
     expire_provisional,
     postponed,
     retire,
@@ -68,6 +68,7 @@ from operators.version_state import (
     Output,
     State,
     StepResult,
+    event_digest,
     new_state,
 )
 
@@ -110,7 +111,6 @@ __all__ = [
 
 def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) -> StepResult:
     """Apply one input of this content version at event time `ts` (its own `ts`)."""
-    state = expanded(state)
     refusal = over_bounds(topic, record, ctx.limits)
     if refusal is not None:
         return StepResult(state, dead_letters=[("schema", refusal)])
@@ -121,7 +121,7 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         # does not move, so a flood of reports beyond the reporter's limit costs no state.
         return StepResult(state)
     if (topic in HUMAN_TOPICS or topic == LEASE_TOPIC) and (
-        state is None or (state["content"] is None and not state["deleted"])
+        state is None or (state.content is None and not state.deleted)
     ):
         # Never decided here (or its record's retention ended): nothing to apply it to, and
         # nothing dropped silently (contract v1.1).
@@ -129,15 +129,15 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
-    if record.event_id in state["events"] or human.replayed(state, topic, record):
+    seen = event_digest(record.event_id)
+    if seen in state.events or human.replayed(state, topic, record):
         return result  # a duplicate changes nothing and emits nothing, retired or not
-    if state["deleted"]:
-        state["events"][record.event_id] = 1
+    state.events[seen] = 1
+    if state.deleted:
         return result  # late input for a deleted version is ignored
-    state["events"][record.event_id] = 1
     if HANDLERS[topic](state, record, ts, ctx, result):
         human.remember(state, topic, record)
-        ttl = ORPHAN_TTL_MS if state["content"] is None else ctx.state_ttl_ms
+        ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
         result.timers += arm_expiry(state)
         result.timers += arm_ttl(state, ts, ttl)
     return result
@@ -146,46 +146,45 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
     """A deadline, a provisional expiry or a state TTL fired at event time `ts`: the deadline
     and expiry first, so a TTL reached in the same jump of event time never drops them."""
-    state = expanded(state)
     if state is None:
         return StepResult(None)
     result = StepResult(state)
     _fire_waits(state, ts, ctx, result)
-    if state["ttl"] is not None and ts >= state["ttl"]:
+    if state.ttl is not None and ts >= state.ttl:
         # The deadlines and expiries before it decide first; while one still waits, so does
         # the TTL (`ttl_waits`).
         waits = ttl_waits(state, ts)
         if waits:
             result.timers += waits
             return result
-        if state["rev"] > 0 and not state["deleted"] and not state.get("retired"):
+        if state.decision_revision > 0 and not state.deleted and not state.retired:
             ended = retire(state, ts, ctx)
         else:
             ended = StepResult(None)  # every other final state clears its keyed state
         ended.outputs[:0] = result.outputs
         return ended
-    if state.get("ttl_timer") is not None and ts >= state["ttl_timer"]:
-        state["ttl_timer"] = state["ttl"]  # the TTL moved on since this timer was armed
-        result.timers.append(state["ttl"])
+    if state.ttl is not None and state.ttl_timer is not None and ts >= state.ttl_timer:
+        state.ttl_timer = state.ttl  # the TTL moved on since this timer was armed
+        result.timers.append(state.ttl)
     return result
 
 
 def _fire_waits(state: State, ts: int, ctx: Context, result: StepResult) -> None:
     """The deadline (waiting for the detectors while they have not had their time) and the
     provisional expiry, if either is due at `ts`."""
-    pending = state.get("deadline_timer")
-    due = state["deadline"] is not None and not state["deleted"]
-    if due and ((ts == state["deadline"] and pending is None) or ts == pending):
+    pending = state.deadline_timer
+    due = state.deadline is not None and not state.deleted
+    if due and ((ts == state.deadline and pending is None) or ts == pending):
         waited = postponed(state, ctx, ts)
         if waited is not None:
-            state["deadline_timer"] = waited
+            state.deadline_timer = waited
             result.timers.append(waited)
         else:
             result.outputs += decide_deadline(state, ctx)
             # A deadline that waited decides after later input: its PROVISIONAL_ALLOW can
             # expire before the expiry already armed (or already be past it).
             result.timers += arm_expiry(state)
-    armed = state.get("expiry_timer")
+    armed = state.expiry_timer
     if armed is not None and ts >= armed:
         expiry = expire_provisional(state, ts, ctx)
         result.outputs += expiry.outputs

@@ -15,7 +15,7 @@ from operators.policy import CompiledPolicy, Verdict
 from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 from operators.scan_plan import sha256_hex
 from operators.verdict import Evaluation
-from operators.version_state import SANCTIONS, Output, State
+from operators.version_state import SANCTIONS, Output, State, uploaded
 
 # What the author is told when the policy has no notice for the decision's reason.
 DEFAULT_NOTICES = {
@@ -36,10 +36,10 @@ def decision_record(
     policy: CompiledPolicy | None,
     revision: int | None = None,
 ) -> dict[str, Any]:
-    """The moderation.decisions record of the revision just made (`state["rev"]`), or of a
+    """The moderation.decisions record of the revision just made (`decision_revision`), or of a
     shadow candidate's own `revision`."""
-    cid, ver = state["cid"], state["ver"]
-    revision = revision or state["rev"]
+    cid, ver = state.content_id, state.content_version
+    revision = revision or state.decision_revision
     verdict = evaluation.verdict
     record: dict[str, Any] = {
         "decision_id": sha256_hex("decision", cid, ver, revision),
@@ -74,18 +74,20 @@ def notification(
     reason_code = reason or (verdict.reasons[0] if verdict.reasons else verdict.outcome.lower())
     message = notices[reason] if reason else DEFAULT_NOTICES[verdict.outcome]
     record = {
-        "notification_id": sha256_hex("notification", state["cid"], state["ver"], state["rev"]),
-        "user_id": state["content"]["author_id"],
-        "content_id": state["cid"],
-        "content_version": state["ver"],
-        "decision_revision": state["rev"],
+        "notification_id": sha256_hex(
+            "notification", state.content_id, state.content_version, state.decision_revision
+        ),
+        "user_id": uploaded(state).author_id,
+        "content_id": state.content_id,
+        "content_version": state.content_version,
+        "decision_revision": state.decision_revision,
         "outcome": verdict.outcome,
         "reason_code": reason_code,
         "message": message,
         "appeal_allowed": verdict.outcome in ("BLOCK", "RESTRICT") and trigger != "appeal",
         "ts": ts,
     }
-    return ("user.notifications", state["cid"], record)
+    return ("user.notifications", state.content_id, record)
 
 
 def sanction_input(
@@ -101,7 +103,7 @@ def sanction_input(
     return [
         (
             SANCTIONS,
-            state["content"]["author_id"],
+            uploaded(state).author_id,
             {
                 "decision": decision,
                 "strikes": strikes.model_dump(mode="json") if strikes is not None else None,
@@ -124,9 +126,9 @@ def task(
     return {
         "task_id": task_id,
         "kind": kind,
-        "content_id": state["cid"],
-        "content_version": state["ver"],
-        "decision_revision": max(state["rev"], 1),
+        "content_id": state.content_id,
+        "content_version": state.content_version,
+        "decision_revision": max(state.decision_revision, 1),
         "policy_version": policy.version if policy else 0,
         "queue": queue,
         "priority": priority,
@@ -139,8 +141,8 @@ def task(
 def action(
     state: State, verdict: Verdict, visibility: str, policy: CompiledPolicy | None, ts: int
 ) -> Output:
-    """The moderation.actions record of the revision just made (`state["rev"]`)."""
-    cid, ver, revision = state["cid"], state["ver"], state["rev"]
+    """The moderation.actions record of the revision just made (`state.decision_revision`)."""
+    cid, ver, revision = state.content_id, state.content_version, state.decision_revision
     action: dict[str, Any] = {
         "action_id": sha256_hex(cid, ver, revision),
         "content_id": cid,
@@ -163,11 +165,11 @@ def refs(provenance: list[dict[str, Any]]) -> list[str]:
 def appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: int) -> Output:
     """The appeal's review task carries the appealed decision's reason codes and evidence refs
     (contract v1.1): the decision in force, the latest revision the author was told about."""
-    last = state["last"] or {}
-    reasons = last.get("reasons") or ["appeal"]
-    provenance = [{"evidence_ref": ref} for ref in last.get("refs", [])]
+    last = state.last_decision
+    reasons = (last.reasons if last else None) or ["appeal"]
+    provenance = [{"evidence_ref": ref} for ref in (last.evidence_refs if last else None) or []]
     record = task(state, task_id, "appeal", "appeals", 1, reasons, provenance, policy, ts)
-    return ("review.tasks", state["cid"], record)
+    return ("review.tasks", state.content_id, record)
 
 
 def index_key(content_id: str, content_version: int) -> str:
@@ -179,21 +181,21 @@ def index_key(content_id: str, content_version: int) -> str:
 def index_entry(state: State, decision: dict[str, Any]) -> Output:
     """The version's compact index record (docs/moderation.md, "Index"): its latest decision
     and the facts re-evaluation selects by, one record per version after compaction."""
-    content = state["content"] or {}
+    content = state.content
     record = {
-        "content_id": state["cid"],
-        "content_version": state["ver"],
+        "content_id": state.content_id,
+        "content_version": state.content_version,
         "decision_revision": decision["decision_revision"],
         "outcome": decision["outcome"],
         "state": decision["state"],
         "policy_id": decision["policy_id"],
         "policy_version": decision["policy_version"],
-        "surface": content.get("surface"),
-        "region": content.get("region"),
-        "modality": content.get("modality"),
-        "detectors": sorted({e["detector"] for e in state["evidence"].values()}),
-        "human": state["human"] is not None,
-        "upload_ts": content.get("ts"),
+        "surface": content.surface if content else None,
+        "region": content.region if content else None,
+        "modality": content.modality if content else None,
+        "detectors": sorted({e.detector for e in state.evidence.values()}),
+        "human": state.human is not None,
+        "upload_ts": content.ts if content else None,
         "ts": decision["ts"],
     }
-    return ("moderation.index", index_key(state["cid"], state["ver"]), record)
+    return ("moderation.index", index_key(state.content_id, state.content_version), record)

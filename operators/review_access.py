@@ -8,7 +8,7 @@ with Redis access can write. The job therefore holds its own copy, built from si
   job keeps each reviewer's grant history (`ReviewGrants`, in broadcast state) and asks which
   grant was in force at a review's `ts`, so replay and live decide alike;
 - a **lease** (`review.leases`, signed by the reviewer) claims one task the job issued, until
-  `expires_ts`; the version keeps, per task, the reviewer holding it (`state["leases"]`).
+  `expires_ts`; the version keeps, per task, the reviewer holding it (`state.leases`).
 
 A review of a task the job issued applies only when its reviewer held the lease at the review's
 `ts` and a grant of the task's queue; a review naming no task the job issued (`external`, a
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from operators.scan_plan import sha256_hex
-from operators.version_state import State
+from operators.version_state import Lease, State
 from schemas.review import ALL_QUEUES
 
 # The queue of a review naming no task the job issued: a proactive review.
@@ -86,13 +86,13 @@ def issued_queue(state: State, task_id: str, queue: str) -> bool:
     """Whether the job issued task `task_id` of this version in queue `queue`: the id of a
     policy-routed task is a digest of the version and its queue, so a lease cannot name
     another queue for it (a queue its reviewer holds a grant for)."""
-    if task_id not in state["tasks"]:
+    if task_id not in state.tasks:
         return False
     if task_id.startswith("appeal-"):
         return queue == APPEALS_QUEUE
     if task_id.startswith("brigading-"):
         return queue == BRIGADING_QUEUE
-    return task_id == f"review-{sha256_hex(state['cid'], state['ver'], queue)[:20]}"
+    return task_id == f"review-{sha256_hex(state.content_id, state.content_version, queue)[:20]}"
 
 
 def lease_refusal(state: State, lease: Any, grants: ReviewGrants) -> tuple[str, str] | None:
@@ -106,15 +106,15 @@ def lease_refusal(state: State, lease: Any, grants: ReviewGrants) -> tuple[str, 
         return "signature", f"{where}: reviewer {lease.reviewer_id} holds no grant of queue " + (
             f"{lease.queue!r} at ts {lease.ts}"
         )
-    held = state.get("leases", {}).get(lease.task_id)
-    if held is not None and held[0] != lease.reviewer_id and held[1] > lease.ts:
-        return "conflict", f"{where} is leased to another reviewer until {held[1]}"
+    held = state.leases.get(lease.task_id)
+    if held is not None and held.reviewer_id != lease.reviewer_id and held.expires_ts > lease.ts:
+        return "conflict", f"{where} is leased to another reviewer until {held.expires_ts}"
     return None
 
 
 def hold(state: State, lease: Any) -> None:
     """Record the lease: its reviewer holds the task until `expires_ts`."""
-    state.setdefault("leases", {})[lease.task_id] = [lease.reviewer_id, lease.expires_ts]
+    state.leases[lease.task_id] = Lease(lease.reviewer_id, lease.expires_ts)
 
 
 def review_refusal(
@@ -123,7 +123,7 @@ def review_refusal(
     """(DLQ class, message) when `review` may not apply at `ts`, else None."""
     where = f"moderation: review.decisions: review for task {review.task_id} of content "
     where += f"version {review.content_version}"
-    if review.task_id not in state["tasks"]:
+    if review.task_id not in state.tasks:
         if grants.may(review.reviewer_id, EXTERNAL_QUEUE, ts):
             return None
         return "signature", (
@@ -134,8 +134,8 @@ def review_refusal(
         return "signature", (
             f"{where}: reviewer {review.reviewer_id} holds no grant of the task's queue at ts {ts}"
         )
-    held = state.get("leases", {}).get(review.task_id)
-    if held is None or held[0] != review.reviewer_id or held[1] < ts:
+    held = state.leases.get(review.task_id)
+    if held is None or held.reviewer_id != review.reviewer_id or held.expires_ts < ts:
         return "conflict", f"{where}: reviewer {review.reviewer_id} holds no lease of it at ts {ts}"
     return None
 

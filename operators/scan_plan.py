@@ -12,7 +12,8 @@ every segment and no rule that reads a gate detector matched with PENDING or BLO
 gate fails, the models are never asked and count as UNKNOWN at once (fail closed), so the
 version is decided on that evidence without waiting for its deadline.
 
-State kept here (in the version's state dict, absent in states written before it):
+State kept here (fields of the version's `VersionState`, at their defaults in states written
+before them):
 - `scan`: `gate` (waiting for the gate), `models` (every required detector asked),
   `withheld` (the gate failed), `decided` (decided before any scan);
 - `unasked`: the required detectors never asked; the moderation step does not wait for them
@@ -27,9 +28,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from operators.policy import SEVERITY_RANK, CompiledPolicy, ContentFacts, EvidenceView
-
-Output = tuple[str, str, dict[str, Any]]  # (contract topic, Kafka key, record)
-State = dict[str, Any]
+from operators.version_state import Evidence, Output, State, uploaded
 
 # A rule reading a gate detector that matches with this outcome or worse fails the gate.
 GATE_FAILS_AT = SEVERITY_RANK["PENDING"]
@@ -40,38 +39,38 @@ def sha256_hex(*parts: object) -> str:
 
 
 def segment(state: State, segment_id: int | None) -> int | None:
-    segments = (state["content"] or {}).get("segments", 1)
+    segments = state.content.segments if state.content else 1
     if segments == 1 and segment_id in (None, 0):
         return 0
     return segment_id
 
 
-def required(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
-    return list(policy.required_detectors(content["modality"])) if policy else []
+def required(policy: CompiledPolicy | None, modality: str) -> list[str]:
+    return list(policy.required_detectors(modality)) if policy else []
 
 
-def gate(policy: CompiledPolicy | None, content: dict[str, Any]) -> list[str]:
+def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
     """The required detectors that gate the others; empty when nothing would be gated (no
     `gate`, or every required detector is a gate detector)."""
     if policy is None:
         return []
-    needed = required(policy, content)
-    gates = [d for d in policy.gate_detectors(content["modality"]) if d in needed]
+    needed = required(policy, modality)
+    gates = [d for d in policy.gate_detectors(modality) if d in needed]
     return gates if len(gates) < len(needed) else []
 
 
 def facts(state: State) -> ContentFacts:
     """The policy's facts about the version (one place for the step and the scan plan)."""
-    content = state["content"]
+    content = uploaded(state)
     return ContentFacts(
-        modality=content["modality"],
-        surface=content["surface"],
-        region=content["region"],
-        audience=content["audience"],
-        account_risk=content["account_risk"],
-        size_bytes=content["size_bytes"],
-        mime_type=content["mime_type"],
-        report_count=state.get("report_weight", 0.0),
+        modality=content.modality,
+        surface=content.surface,
+        region=content.region,
+        audience=content.audience,
+        account_risk=content.account_risk,
+        size_bytes=content.size_bytes,
+        mime_type=content.mime_type,
+        report_count=state.report_weight,
     )
 
 
@@ -89,15 +88,17 @@ def decided_without_scan(
     state: State, policy: CompiledPolicy | None, hash_matches: Iterable[str]
 ) -> bool:
     """Whether the fast gate decided for good: a BLOCK bank match or a failed limit."""
-    if policy is None or state["content"] is None:
+    if policy is None or state.content is None:
         return False
     return bank_blocked(policy, hash_matches) or bool(policy.limit_failures(facts(state)))
 
 
-def answered(state: State, evidence: dict[str, Any] | None = None) -> set[tuple[str, int | None]]:
+def answered(
+    state: State, evidence: dict[str, Evidence] | None = None
+) -> set[tuple[str, int | None]]:
     """(detector, segment) pairs the version's evidence (or `evidence`) already answers."""
-    results = state["evidence"] if evidence is None else evidence
-    return {(e["detector"], segment(state, e["segment_id"])) for e in results.values()}
+    results = state.evidence if evidence is None else evidence
+    return {(e.detector, segment(state, e.segment_id)) for e in results.values()}
 
 
 def _requests(
@@ -111,14 +112,14 @@ def _requests(
 ) -> list[Output]:
     """One request per (detector, segment) not already answered; the text travels inline,
     media by the reference kept in the content (`media_ref`)."""
-    content = state["content"]
-    modality = content["modality"]
-    segments = content.get("segments", 1)
+    content = uploaded(state)
+    modality = content.modality
+    segments = content.segments
     received = answered(state)
     deadline = policy.deadline_ms(modality)
-    ts = max(ts, int(content.get("ts", ts)))  # asked no earlier than the upload's own time
-    if state.get("deadline") is not None and priority == "live":
-        deadline_ts: int | None = state["deadline"]  # models asked after the gate: same deadline
+    ts = max(ts, content.ts)  # asked no earlier than the upload's own time
+    if state.deadline is not None and priority == "live":
+        deadline_ts: int | None = state.deadline  # models asked after the gate: same deadline
     else:
         deadline_ts = ts + deadline if deadline else None
     outputs: list[Output] = []
@@ -126,18 +127,24 @@ def _requests(
         for index in range(segments):
             if (detector, index) in received or (detector, None) in received:
                 continue
-            identity: tuple[object, ...] = ("scan", state["cid"], state["ver"], detector, index)
+            identity: tuple[object, ...] = (
+                "scan",
+                state.content_id,
+                state.content_version,
+                detector,
+                index,
+            )
             if priority != "live":
                 identity = (*identity, priority, policy.version)
             request: dict[str, Any] = {
                 "request_id": sha256_hex(*identity)[:32],
-                "content_id": state["cid"],
-                "content_version": state["ver"],
+                "content_id": state.content_id,
+                "content_version": state.content_version,
                 "detector": detector,
                 "segment_id": None if segments == 1 else index,
                 "segments": segments,
                 "modality": modality,
-                "mime_type": content["mime_type"],
+                "mime_type": content.mime_type,
                 "priority": priority,
                 "attempt": 1,
                 "deadline_ts": deadline_ts,
@@ -145,10 +152,10 @@ def _requests(
             }
             if text is not None and modality == "text":
                 request["text"] = text
-            if content.get("media_ref") is not None:
-                request["media_ref"] = content["media_ref"]
-                request["size_bytes"] = content["size_bytes"]  # the scan job reads no more
-            outputs.append((f"scan.requests.{modality}", state["cid"], request))
+            if content.media_ref is not None:
+                request["media_ref"] = content.media_ref
+                request["size_bytes"] = content.size_bytes  # the scan job reads no more
+            outputs.append((f"scan.requests.{modality}", state.content_id, request))
     return outputs
 
 
@@ -162,21 +169,21 @@ def on_upsert(
     """The requests an upload needs once the fast gate decided: none when it decided for good;
     else the gate detectors first (the models too when the gate's evidence already came and
     passed), or every required detector when the policy gates nothing."""
-    content = state["content"]
+    content = uploaded(state)
     if record.media_ref is not None:
-        content["media_ref"] = record.media_ref  # the models asked after the gate need it
-    detectors = required(policy, content)
+        content.media_ref = record.media_ref  # the models asked after the gate need it
+    detectors = required(policy, content.modality)
     if policy is None or not detectors:
         return []
     if decided_without_scan(state, policy, hash_matches):
-        state["scan"] = "decided"
-        state["unasked"] = detectors
+        state.scan = "decided"
+        state.unasked = detectors
         return []
-    gates = gate(policy, content)
+    gates = gate(policy, content.modality)
     if not gates:
-        state["scan"] = "models"
+        state.scan = "models"
         return _requests(state, policy, detectors, ts, text=record.text)
-    state["scan"] = "gate"
+    state.scan = "gate"
     return _requests(state, policy, gates, ts) + on_evidence(state, policy, ts)
 
 
@@ -184,26 +191,24 @@ def gate_status(state: State, policy: CompiledPolicy) -> str:
     """`waiting` (a gate detector has not answered every segment), `passed` or `failed`: a gate
     detector answered other than `ok` (or with a score that is not one), or a rule reading a
     gate detector matches with PENDING or BLOCK on the evidence so far."""
-    content = state["content"]
-    gates = gate(policy, content)
-    segments = content.get("segments", 1)
+    content = uploaded(state)
+    gates = gate(policy, content.modality)
+    segments = content.segments
     wanted = {(d, s) for d in gates for s in range(segments)}
     received: set[tuple[str, int]] = set()
     per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
     failed = False
-    for key in sorted(state["evidence"]):
-        result = state["evidence"][key]
-        detector = result["detector"]
+    for key in sorted(state.evidence):
+        result = state.evidence[key]
+        detector = result.detector
         if detector not in gates:
             continue
-        at = segment(state, result["segment_id"])
+        at = segment(state, result.segment_id)
         received.update((detector, s) for s in (range(segments) if at is None else [at]))
-        if result["status"] != "ok":
+        if result.status != "ok":
             failed = True
         else:
-            per_segment.setdefault(detector, {})[(at, result["model_version"])] = (
-                result["scores"] or {}
-            )
+            per_segment.setdefault(detector, {})[(at, result.model_version)] = result.scores or {}
     if failed:
         return "failed"
     if wanted - received:
@@ -232,11 +237,13 @@ def on_evidence(
     deadline). A gate result after the models were asked that fails the gate (a second
     `media_check` model version) withholds the models still unanswered too, so the decision
     depends on the evidence, not on the order it came in."""
-    if policy is None or state["content"] is None:
+    if policy is None or state.content is None:
         return []
-    content = state["content"]
-    scan = state.get("scan")
-    recheck = scan == "models" and detector is not None and detector in gate(policy, content)
+    content = state.content
+    scan = state.scan
+    recheck = (
+        scan == "models" and detector is not None and detector in gate(policy, content.modality)
+    )
     if scan != "gate" and not recheck:
         return []
     status = gate_status(state, policy)
@@ -244,24 +251,25 @@ def on_evidence(
         return []
     if status == "waiting":
         return []
-    gates = set(gate(policy, content))
-    models = [d for d in required(policy, content) if d not in gates]
+    gates = set(gate(policy, content.modality))
+    models = [d for d in required(policy, content.modality) if d not in gates]
     if status == "failed":
-        state["scan"] = "withheld"
-        state["unasked"] = models
+        state.scan = "withheld"
+        state.unasked = models
         return []
-    state["scan"] = "models"
-    priority = state.pop("scan_priority", "live")
+    state.scan = "models"
+    priority = state.scan_priority or "live"
+    state.scan_priority = None
     if priority != "live":
-        state["backfilled"] = sorted(
-            set(state.get("backfilled") or ()) | {f"{policy.version}:{d}" for d in models}
+        state.backfilled = sorted(
+            set(state.backfilled or ()) | {f"{policy.version}:{d}" for d in models}
         )
     return _requests(state, policy, models, ts, priority=priority)
 
 
 def unasked(state: State) -> set[str]:
     """Required detectors this version never asked: the decision does not wait for them."""
-    return set(state.get("unasked") or ())
+    return set(state.unasked or ())
 
 
 def unknown_unasked(
@@ -270,7 +278,7 @@ def unknown_unasked(
     """The never-asked detectors that count UNKNOWN now: all of them (fail closed), except
     while a BLOCK bank match still decides the version (nothing there to be unknown about: a
     model could not change a BLOCK, and a rule on `unknown()` would only add a needless review)."""
-    if state.get("scan") == "decided" and bank_blocked(policy, hash_matches):
+    if state.scan == "decided" and bank_blocked(policy, hash_matches):
         return set()
     return unasked(state)
 
@@ -286,42 +294,42 @@ def backfill(
     retained in state: the missing text detector stays UNKNOWN, fail closed), media whose
     reference was not kept (states from before `media_ref` was kept), detectors the gate
     withheld, and any version the fast gate decided for good."""
-    content = state["content"]
-    if policy is None or content is None or state["deleted"] or state.get("human") is not None:
+    content = state.content
+    if policy is None or content is None or state.deleted or state.human is not None:
         return []
-    if content["modality"] == "text" or content.get("media_ref") is None:
+    if content.modality == "text" or content.media_ref is None:
         return []
-    if state.get("scan") == "withheld" or decided_without_scan(state, policy, hash_matches):
+    if state.scan == "withheld" or decided_without_scan(state, policy, hash_matches):
         return []
-    done = set(state.get("backfilled") or ())
+    done = set(state.backfilled or ())
     have = answered(state)
-    segments = range(content.get("segments", 1))
+    segments = range(content.segments)
     wanted = [
         d
-        for d in required(policy, content)
+        for d in required(policy, content.modality)
         if f"{policy.version}:{d}" not in done
         and (d, None) not in have
         and any((d, s) not in have for s in segments)
     ]
-    if state.get("scan") == "gate":
+    if state.scan == "gate":
         return []  # the live gate is still out: its models follow it
-    gates = gate(policy, content)
+    gates = gate(policy, content.modality)
     status = gate_status(state, policy) if gates else "passed"
     if status == "failed":
-        state["scan"] = "withheld"
-        state["unasked"] = [d for d in required(policy, content) if d not in gates]
+        state.scan = "withheld"
+        state.unasked = [d for d in required(policy, content.modality) if d not in gates]
         return []
     if status == "waiting":
         # Cost order holds for backfill too: the checks first, the models once they passed
         # (`on_evidence` asks them at the priority kept here).
         wanted = [d for d in wanted if d in gates]
-        state["scan"] = "gate"
-        state["scan_priority"] = "backfill"
+        state.scan = "gate"
+        state.scan_priority = "backfill"
     if not wanted:
         return []
-    state["backfilled"] = sorted(done | {f"{policy.version}:{d}" for d in wanted})
-    if state.get("unasked"):  # asked now: no longer unknown by construction, but waited for
-        state["unasked"] = [d for d in state["unasked"] if d not in wanted]
+    state.backfilled = sorted(done | {f"{policy.version}:{d}" for d in wanted})
+    if state.unasked:  # asked now: no longer unknown by construction, but waited for
+        state.unasked = [d for d in state.unasked if d not in wanted]
     return _requests(state, policy, wanted, ts, priority="backfill")
 
 
@@ -338,9 +346,8 @@ def calls_saved(
     in `asked` and never counted as saved."""
     counts = {"required": 0, "models": 0, "checks": 0}
     for upload in uploads:
-        content = {"modality": upload["modality"]}
         gates = set(policy.gate_detectors(upload["modality"]))
-        for detector in required(policy, content):
+        for detector in required(policy, upload["modality"]):
             for index in range(upload.get("segments", 1)):
                 counts["required"] += 1
                 key = (upload["content_id"], upload["content_version"], detector, index)

@@ -24,6 +24,23 @@ came with issue 12: their unversioned shape is schema 1):
      gains `id`, the digest of the review in force. An earlier document gains an empty list
      (`_version_3_to_4`); a `human` without `id` comes before any review at its `ts`. The other
      kinds keep their shape.
+  5  issue 26 point 1: the `version` document is a typed structure (operators/version_state.py
+     `VersionState`, msgspec) with the contract's names (`content_id`, `content_version`,
+     `decision_revision`, `last_decision`, `appeal_id`; `last_decision.evidence_refs`,
+     `human.digest`), its nested parts typed too (content, evidence results, the last and the
+     human decision, shadow candidates, leases, the brigading window), stored as a MessagePack
+     array in its fields' order (`dump_version`): no field names in the bytes. `schema` is
+     its first element; a later schema appends fields, never reorders them. `events` keeps
+     16-hex-digit digests of the event ids (`version_state.event_digest`, as `human_ids`). Read
+     straight into the structure (`load_version`); every earlier document (a map, or JSON text)
+     migrates to schema 4 step by step and then into it (`_version_4_to_5` renames and digests,
+     `version_state.from_document`).
+     Tombstones and retired records are the same structure, every field they do not keep at
+     its default (a retired record is no longer stored without them: `timers.expanded` went).
+     (One type for every reader, at one byte per defaulted field, rather than a second type
+     every reader would have to tell apart.) A full state or tombstone from before keeps its
+     `events` (digested); a retired one gains an empty `human_ids`. The other kinds keep their
+     shape.
 """
 
 from __future__ import annotations
@@ -36,9 +53,14 @@ import msgspec
 import orjson
 
 from operators import jsonio
-from operators.moderation import TOMBSTONE_KEEPS, new_state
+from operators.version_state import (
+    STATE_SCHEMA,
+    VersionState,
+    event_digest,
+    from_document,
+    to_document,
+)
 
-STATE_SCHEMA = 4
 SCHEMA_FIELD = "schema"
 # The keyed documents (their ValueState names in jobs/moderation_*.py and jobs/hash_retro.py).
 KINDS = ("version", "reporter", "account", "retro")
@@ -93,8 +115,8 @@ def _version_0_to_1(doc: Document) -> Document:
     upgraded = {**_ISSUE_12_DEFAULTS, **doc}
     if upgraded.get("deleted"):
         # Tombstones kept the content's facts then; today's keep nothing of the content.
-        kept = {key: upgraded[key] for key in TOMBSTONE_KEEPS if key in upgraded}
-        return {**new_state(upgraded["cid"], upgraded["ver"]), **kept}
+        kept = {key: upgraded[key] for key in _TOMBSTONE_KEPT_THEN if key in upgraded}
+        return {**_schema_4_defaults(), "cid": upgraded["cid"], "ver": upgraded["ver"], **kept}
     if upgraded.get("content") is not None:
         upgraded.setdefault("scan", "models")
     return upgraded
@@ -109,6 +131,62 @@ def _version_3_to_4(doc: Document) -> Document:
     if not doc.get("retired"):
         doc.setdefault("human_ids", [])
     return doc
+
+
+# What a tombstone kept from issue 12 to schema 4 (`timers.TOMBSTONE_KEEPS`, by then names).
+_TOMBSTONE_KEPT_THEN = ("events", "rev", "last", "appeal", "deleted", "ttl", "ttl_timer")
+
+
+def _schema_4_defaults() -> Document:
+    """A schema 4 full state's fields at their defaults, but its identity (`new_state` then)."""
+    return {
+        "content": None, "events": {}, "evidence": {}, "reporters": {}, "report_weight": 0.0,
+        "burst": [], "burst_new": 0, "human": None, "human_ids": [], "appeal": None, "rev": 0,
+        "last": None, "tasks": [], "open_tasks": [], "deadline": None, "deleted": False,
+        "shadow": {}, "ttl": None, "ttl_timer": None, **_ISSUE_12_DEFAULTS,
+    }  # fmt: skip
+
+
+# Schema 4 names -> `VersionState`'s (schema 5).
+_RENAMED = {
+    "cid": "content_id",
+    "ver": "content_version",
+    "rev": "decision_revision",
+    "last": "last_decision",
+    "appeal": "appeal_id",
+}
+
+
+def _version_4_to_5(doc: Document) -> Document:
+    """Schema 4's names to the contract's; `events` keeps digests of the event ids
+    (`version_state.event_digest`, as `human_ids` does); `last.refs` is `evidence_refs`,
+    `human.id` is `digest`, a shadow candidate's and a lease's lists name their fields, and a
+    burst entry `[ts, new_reporter]` too. Fields schema 5 does not have (`schema` aside) are
+    dropped; `version_state.from_document` fills the defaults of those absent."""
+    upgraded = {_RENAMED.get(key, key): value for key, value in doc.items()}
+    upgraded["events"] = {event_digest(event_id): 1 for event_id in upgraded.get("events") or {}}
+    last = upgraded.get("last_decision")
+    if last is not None:
+        last = {**last, "evidence_refs": last.get("refs")}
+        last.pop("refs", None)
+        upgraded["last_decision"] = last
+    human = upgraded.get("human")
+    if human is not None:
+        human = {**human, "digest": human.get("id")}
+        human.pop("id", None)
+        upgraded["human"] = human
+    upgraded["shadow"] = {
+        key: dict(zip(("outcome", "restriction", "state", "decision_revision"), kept, strict=True))
+        for key, kept in (upgraded.get("shadow") or {}).items()
+    }
+    upgraded["leases"] = {
+        task_id: {"reviewer_id": held[0], "expires_ts": held[1]}
+        for task_id, held in (upgraded.get("leases") or {}).items()
+    }
+    upgraded["burst"] = [
+        {"ts": seen[0], "new_reporter": seen[1]} for seen in upgraded.get("burst") or []
+    ]
+    return upgraded
 
 
 def _same_shape(doc: Document) -> Document:
@@ -131,9 +209,17 @@ _STEPS: dict[tuple[str, int], Callable[[Document], Document]] = {
     ("reporter", 3): _same_shape,
     ("account", 3): _same_shape,
     ("retro", 3): _same_shape,
+    ("version", 4): _version_4_to_5,
+    ("reporter", 4): _same_shape,
+    ("account", 4): _same_shape,
+    ("retro", 4): _same_shape,
 }
 _PACK = msgspec.msgpack.Encoder().encode
 _UNPACK = msgspec.msgpack.Decoder().decode
+# Schema 5 and later: the `VersionState` array (a later schema's appended fields are skipped).
+_UNPACK_VERSION = msgspec.msgpack.Decoder(VersionState).decode
+# The first byte of a MessagePack array: fixarray, array 16, array 32.
+_ARRAY_HEADS = frozenset([*range(0x90, 0xA0), 0xDC, 0xDD])
 
 
 def migrate(doc: Document, kind: str) -> Document:
@@ -154,21 +240,40 @@ def migrate(doc: Document, kind: str) -> Document:
 
 def load(raw: str | bytes | None, kind: str) -> Document | None:
     """A stored document (None: no state), migrated to `STATE_SCHEMA`: MessagePack bytes
-    (`dump_version`) or JSON text (every kind before schema 3, and the kinds other than
-    `version` since). orjson reads JSON in a third of json's time; a document it refuses (NaN
-    or a huge integer, which json writes and earlier code may have stored) is read by json."""
+    (the `version` document from schema 3 to 4) or JSON text (every kind before schema 3, and
+    the kinds other than `version` since). orjson reads JSON in a third of json's time; a
+    document it refuses (NaN or a huge integer, which json writes and earlier code may have
+    stored) is read by json. The `version` document of schema 5 is `load_version`'s."""
     if not raw:
         return None
-    if isinstance(raw, bytes) and not raw.startswith(b"{"):
-        doc = _UNPACK(raw)  # a JSON document starts with `{`, a MessagePack map never does
-    else:
-        try:
-            doc = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            doc = json.loads(raw)
+    doc = _document(raw)
     if isinstance(doc, dict) and doc.get(SCHEMA_FIELD) == STATE_SCHEMA:
         return doc  # current already (every document this code wrote): nothing to copy
     return migrate(doc, kind)
+
+
+def _document(raw: str | bytes) -> Any:
+    if isinstance(raw, bytes) and not raw.startswith(b"{"):
+        return _UNPACK(raw)  # a JSON document starts with `{`, a MessagePack map never does
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+def load_version(raw: str | bytes | None) -> VersionState | None:
+    """The version's stored state (None: no state) as `VersionState`: schema 5 bytes decoded
+    straight into it (in C: no dict, no copy); any earlier document (a MessagePack map, JSON
+    text or bytes, schema 0 to 4) migrated step by step, then into it. Raises StateTooNew
+    for a later schema."""
+    if not raw:
+        return None
+    if isinstance(raw, bytes) and raw[0] in _ARRAY_HEADS:
+        state = _UNPACK_VERSION(raw)
+        if state.schema > STATE_SCHEMA:
+            raise StateTooNew("version", state.schema)
+        return state
+    return from_document(migrate(_document(raw), "version"))
 
 
 def dump(state: Document) -> str:
@@ -177,13 +282,14 @@ def dump(state: Document) -> str:
     return jsonio.dumps({**state, SCHEMA_FIELD: STATE_SCHEMA})
 
 
-def dump_version(state: Document) -> bytes:
-    """The version document as stored since schema 3: MessagePack, read back by `load` as the
-    same document its JSON would give (string keys only, no NaN: tests/operators). A value
-    MessagePack cannot hold (an integer beyond 64 bits) is stored as JSON text, which `load`
-    reads as well."""
-    doc = {**state, SCHEMA_FIELD: STATE_SCHEMA}
+def dump_version(state: VersionState) -> bytes:
+    """The version's state as stored since schema 5: `VersionState` as a MessagePack array in
+    its fields' order, stamped with `STATE_SCHEMA`. A value MessagePack cannot hold (an
+    integer beyond 64 bits, which an upload's `size_bytes` or a detector's score may be) is
+    stored as the JSON text of its named document (`version_state.to_document`), which
+    `load_version` reads as well."""
+    state.schema = STATE_SCHEMA
     try:
-        return _PACK(doc)
+        return _PACK(state)
     except (OverflowError, TypeError):
-        return jsonio.dumps(doc).encode()
+        return jsonio.dumps(to_document(state)).encode()

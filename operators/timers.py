@@ -6,19 +6,21 @@ to a compact record and a deleted version's tombstone (docs/moderation.md, "Time
 
 from __future__ import annotations
 
+import msgspec
+
 from operators.decide import decide
 from operators.policy import CompiledPolicy
 from operators.verdict import incomplete, read_evidence
-from operators.version_state import Context, Output, State, StepResult, new_state
+from operators.version_state import Context, Output, State, StepResult, new_state, uploaded
 
 
 def arm_deadline(state: State, policy: CompiledPolicy | None) -> list[int]:
-    content = state["content"]
-    deadline = policy.deadline_ms(content["modality"]) if policy else None
+    content = uploaded(state)
+    deadline = policy.deadline_ms(content.modality) if policy else None
     if deadline is None:
         return []
-    state["deadline"] = content["ts"] + deadline
-    return [state["deadline"]]
+    state.deadline = content.ts + deadline
+    return [state.deadline]
 
 
 def postponed(state: State, ctx: Context, ts: int) -> int | None:
@@ -37,12 +39,15 @@ def postponed(state: State, ctx: Context, ts: int) -> int | None:
     policy = ctx.resolution.decide
     # Evidence outstanding just before the deadline: asked and not answered (detectors cost
     # ordering never asked are not waited for; a timeout or error is an answer).
-    view, _, _, _ = read_evidence(state, policy, state["deadline"] - 1, ctx.hash_matches)
-    deadline = policy.deadline_ms(state["content"]["modality"]) if policy else None
+    due = state.deadline
+    if due is None:
+        return None
+    view, _, _, _ = read_evidence(state, policy, due - 1, ctx.hash_matches)
+    deadline = policy.deadline_ms(uploaded(state).modality) if policy else None
     if deadline is None or not view.outstanding:
         return None
     wait = deadline + ctx.evidence_grace_ms
-    target = int(state.get("asked_at") or ctx.clock_ms) + wait
+    target = int(state.asked_at or ctx.clock_ms) + wait
     if ts < ctx.clock_ms - ctx.live_window_ms:
         target = max(target, ctx.clock_ms + wait)
     # Event time already at or past the wait's end (input stamped ahead of the clock, within
@@ -53,18 +58,20 @@ def postponed(state: State, ctx: Context, ts: int) -> int | None:
 
 def decide_deadline(state: State, ctx: Context) -> list[Output]:
     """The deadline decision, at the deadline's own event time, once it is no longer pending."""
-    state["deadline_timer"] = None
-    state["deadline_decided"] = True
-    return decide(state, ctx, state["deadline"], "deadline")
+    state.deadline_timer = None
+    state.deadline_decided = True
+    if state.deadline is None:
+        return []
+    return decide(state, ctx, state.deadline, "deadline")
 
 
 def arm_expiry(state: State) -> list[int]:
     """The timer for the provisional expiry in force: one armed at a time, as for the TTL. A
     later expiry waits for the armed timer, which re-arms it when it fires (`on_timer`)."""
-    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    expiry, armed = state.expiry, state.expiry_timer
     if expiry is None or (armed is not None and armed <= expiry):
         return []
-    state["expiry_timer"] = expiry
+    state.expiry_timer = expiry
     return [expiry]
 
 
@@ -74,19 +81,19 @@ def expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
     unknown; re-arm for a later `expires_ts`; else nothing (complete evidence is not touched).
     `provisional_expired` is set once, so the chain ends with this firing."""
     result = StepResult(state)
-    state["expiry_timer"] = None
-    expiry = state.get("expiry")
-    if expiry is None or state["deleted"] or state["content"] is None:
+    state.expiry_timer = None
+    expiry = state.expiry
+    if expiry is None or state.deleted or state.content is None:
         return result
     if ts < expiry:
         result.timers += arm_expiry(state)
         return result
     policy = ctx.resolution.decide
     _, completeness, _, _ = read_evidence(state, policy, ts)
-    if state["human"] is not None or not incomplete(completeness):
-        state["expiry"] = None
+    if state.human is not None or not incomplete(completeness):
+        state.expiry = None
         return result
-    if state.get("deadline_timer") is not None and state["deadline"] <= expiry:
+    if state.deadline_timer is not None and state.deadline is not None and state.deadline <= expiry:
         # The deadline before this expiry still waits for the detectors: it decides first, as
         # in replay, and arms the expiry then in force when it does (`on_timer`). Left to its
         # own shorter wait, the fast gate's expiry decided first and the deadline's revision
@@ -96,11 +103,11 @@ def expire_provisional(state: State, ts: int, ctx: Context) -> StepResult:
         # Reached while the job catches up on a backlog: the evidence it is reading may complete
         # the version. Looked at again once event time is live (contract v1.1, "Quiet time": a
         # backfill must not expire everything at once).
-        state["expiry_timer"] = ctx.clock_ms + ctx.evidence_grace_ms
-        result.timers.append(state["expiry_timer"])
+        state.expiry_timer = ctx.clock_ms + ctx.evidence_grace_ms
+        result.timers.append(state.expiry_timer)
         return result
-    state["expiry"] = None
-    state["provisional_expired"] = True
+    state.expiry = None
+    state.provisional_expired = True
     result.outputs += decide(state, ctx, expiry, "deadline")
     return result
 
@@ -110,9 +117,9 @@ def overdue_since(state: State) -> int | None:
     deadline waiting for the detectors (its `ts`) or a provisional expiry waiting for live event
     time (its `expires_ts`); None when none waits. The waiting-past-deadline gauges read it."""
     waiting = []
-    if state.get("deadline_timer") is not None and state.get("deadline") is not None:
-        waiting.append(state["deadline"])
-    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if state.deadline_timer is not None and state.deadline is not None:
+        waiting.append(state.deadline)
+    expiry, armed = state.expiry, state.expiry_timer
     if expiry is not None and armed is not None and armed > expiry:  # re-armed: it waits
         waiting.append(expiry)
     return min(waiting, default=None)
@@ -123,27 +130,29 @@ def ttl_waits(state: State, ts: int) -> list[int]:
     still waits (a backlog older than the TTL, read by a live job): the TTL fires again after
     those waits end, so the version is retired (or cleared) only once they decided, as in
     replay. Replay never waits, so there the TTL is never held. Nothing waits: []."""
-    ttl = state["ttl"]
+    ttl = state.ttl
+    if ttl is None:
+        return []
     waits = []
-    if state.get("deadline_timer") is not None and state["deadline"] <= ttl:
-        waits.append(state["deadline_timer"])
-    expiry, armed = state.get("expiry"), state.get("expiry_timer")
+    if state.deadline_timer is not None and state.deadline is not None and state.deadline <= ttl:
+        waits.append(state.deadline_timer)
+    expiry, armed = state.expiry, state.expiry_timer
     if expiry is not None and armed is not None and expiry <= ttl:
         waits.append(armed)  # armed at or before `ts` (just armed, long past): fires first
     if not waits:
         return []
-    state["ttl_timer"] = max(*waits, ts + 1)
-    return [state["ttl_timer"]]
+    state.ttl_timer = max(*waits, ts + 1)
+    return [state.ttl_timer]
 
 
 def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
     """Keep the state until `ttl_ms` after the latest input. One timer is armed at a time
     (not one per input: each firing loads the state); when it fires early it re-arms."""
-    state["ttl"] = ts + ttl_ms if replace else max(state["ttl"] or 0, ts + ttl_ms)
-    armed = state.get("ttl_timer")
-    if armed is None or state["ttl"] < armed:
-        state["ttl_timer"] = state["ttl"]
-        return [state["ttl"]]
+    state.ttl = ts + ttl_ms if replace else max(state.ttl or 0, ts + ttl_ms)
+    armed = state.ttl_timer
+    if armed is None or state.ttl < armed:
+        state.ttl_timer = state.ttl
+        return [state.ttl]
     return []
 
 
@@ -151,17 +160,27 @@ def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> lis
 # duplicate input a no-op, the revision and last decision (so nothing is decided twice), the
 # active appeal's id, and its TTL. Nothing that holds or derives from the content (facts,
 # hashes, evidence, scores, a reviewer's reason) survives the delete.
-TOMBSTONE_KEEPS = ("cid", "ver", "events", "rev", "last", "appeal", "deleted", "ttl", "ttl_timer")
+TOMBSTONE_KEEPS = (
+    "content_id", "content_version", "events", "decision_revision", "last_decision", "appeal_id",
+    "deleted", "ttl", "ttl_timer",
+)  # fmt: skip
 
 
 def compact_tombstone(state: State) -> None:
     """A deleted version keeps only what ignores late input (`TOMBSTONE_KEEPS`)."""
-    kept = {key: state[key] for key in TOMBSTONE_KEEPS if key in state}
-    if kept.get("last"):  # reason codes and evidence refs go with the content
-        kept["last"] = {k: v for k, v in kept["last"].items() if k not in ("reasons", "refs")}
-    state.clear()
-    state.update(new_state(kept["cid"], kept["ver"]))
-    state.update(kept)
+    keep_only(state, TOMBSTONE_KEEPS)
+    if state.last_decision is not None:  # reason codes and evidence refs go with the content
+        state.last_decision = msgspec.structs.replace(
+            state.last_decision, reasons=None, evidence_refs=None
+        )
+
+
+def keep_only(state: State, kept: tuple[str, ...]) -> None:
+    """Every field of `state` but `kept` back at its default, in place."""
+    fresh = new_state(state.content_id, state.content_version)
+    for name in state.__struct_fields__:
+        if name not in kept:
+            setattr(state, name, getattr(fresh, name))
 
 
 # What a retired version keeps (`retire`): enough to apply a review or an appeal and decide it
@@ -169,31 +188,19 @@ def compact_tombstone(state: State) -> None:
 # of the human inputs applied (a re-sent review or appeal stays a duplicate: operators/human.py).
 # Input event ids, reporters, shadow decisions and timers go.
 RETIRED_KEEPS = (
-    "cid", "ver", "content", "evidence", "report_weight", "human", "human_ids", "appeal", "rev",
-    "last", "tasks", "open_tasks", "provisional_expired", "leases",
+    "content_id", "content_version", "content", "evidence", "report_weight", "human", "human_ids",
+    "appeal_id", "decision_revision", "last_decision", "tasks", "open_tasks",
+    "provisional_expired", "leases",
 )  # fmt: skip
 
 
 def retire(state: State, ts: int, ctx: Context) -> StepResult:
-    """The full state's TTL passed: keep the compact record for `review_retention_ms`. It is
-    stored without the fields at their defaults (`expanded` restores them on load); the
-    content's hashes go (bank retroaction reaches retained full states only)."""
-    defaults = new_state(state["cid"], state["ver"])
-    record = {
-        k: state[k]
-        for k in RETIRED_KEEPS
-        if k in state and (state[k] != defaults.get(k) or k in ("cid", "ver"))
-    }
-    record["content"] = {
-        k: v for k, v in (state["content"] or {}).items() if k not in ("sha256", "phash")
-    }
+    """The full state's TTL passed: keep the compact record for `review_retention_ms`, every
+    other field at its default; the content's hashes go (bank retroaction reaches retained full
+    states only)."""
+    keep_only(state, RETIRED_KEEPS)
+    if state.content is not None:
+        state.content = msgspec.structs.replace(state.content, sha256=None, phash=None)
     ttl = ts + ctx.review_retention_ms
-    record.update(retired=True, ttl=ttl, ttl_timer=ttl)
-    return StepResult(record, timers=[ttl])
-
-
-def expanded(state: State | None) -> State | None:
-    """A retired record with its omitted fields back at their defaults."""
-    if state is None or not state.get("retired") or "events" in state:
-        return state
-    return {**new_state(state["cid"], state["ver"]), **state}
+    state.retired, state.ttl, state.ttl_timer = True, ttl, ttl
+    return StepResult(state, timers=[ttl])

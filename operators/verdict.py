@@ -21,7 +21,7 @@ from operators.policy import (
 )
 from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
-from operators.version_state import Context, State
+from operators.version_state import Context, Evidence, State, uploaded
 
 HUMAN_STATE = {
     "BLOCK": "blocked",
@@ -39,14 +39,14 @@ PROVISIONAL_REASON = "provisional_expired"
 
 def read_evidence(
     state: State, policy: CompiledPolicy | None, ts: int, hash_matches: frozenset[str] = frozenset()
-) -> tuple[EvidenceView, dict[str, Any], list[dict[str, Any]], bool]:
+) -> tuple[EvidenceView, dict[str, Any], list[Evidence], bool]:
     """The evidence view for `policy`, the completeness record, the results read (in
     evidence-key order; `provenance_of` cites them), and whether the deadline has passed with
     evidence still missing (state `expired`). Detectors cost ordering never asked
     (operators/scan_plan.py) are not waited for: UNKNOWN at once."""
-    content = state["content"]
-    segments = content.get("segments", 1)
-    required = _required(policy, content)
+    content = uploaded(state)
+    segments = content.segments
+    required = _required(policy, content.modality)
     wanted = {(d, s) for d in required for s in range(segments)}
     received, failed, scores, results = _results(state, wanted, segments)
     absent = {detector for detector, _ in wanted - received}
@@ -54,13 +54,11 @@ def read_evidence(
     unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
     # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
     # applied after it, as a report batch at its window's end is, does not reopen scanning).
-    passed = state["deadline"] is not None and (
-        ts >= state["deadline"] or bool(state.get("deadline_decided"))
-    )
+    passed = state.deadline is not None and (ts >= state.deadline or state.deadline_decided)
     expired = (
         bool(missing)
         and passed
-        and state.get("deadline_timer") is None  # a deadline still waiting has not passed
+        and state.deadline_timer is None  # a deadline still waiting has not passed
     )
     best, broken = scores
     view = EvidenceView(
@@ -82,7 +80,7 @@ Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> b
 
 def _results(
     state: State, wanted: set[tuple[str, int]], segments: int
-) -> tuple[set[tuple[str, int]], set[str], Scores, list[dict[str, Any]]]:
+) -> tuple[set[tuple[str, int]], set[str], Scores, list[Evidence]]:
     """The stored detector results in evidence-key order, in one pass: the wanted (detector,
     segment) pairs they answer, the detectors that failed, the best score of each (detector,
     label) over segments and model versions with the detectors whose scores are not numbers in
@@ -96,28 +94,28 @@ def _results(
     broken: set[str] = set()
     taken: set[tuple[str, Any, Any]] = set()
     overwritten = False
-    evidence = state["evidence"]
+    evidence = state.evidence
     ordered = [evidence[key] for key in sorted(evidence)]
     # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
     single = segments == 1
     for result in ordered:
-        detector = result["detector"]
-        segment = result["segment_id"]
+        detector = result.detector
+        segment = result.segment_id
         if single and (segment is None or segment == 0):
             segment = 0
         if segment is None:
             received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
         elif (detector, segment) in wanted:
             received.add((detector, segment))
-        if result["status"] != "ok":
+        if result.status != "ok":
             failed.add(detector)
             continue
-        slot = (detector, segment, result["model_version"])
+        slot = (detector, segment, result.model_version)
         if slot in taken:
             overwritten = True
         taken.add(slot)
-        if result["scores"]:
-            _take_scores(detector, result["scores"], best, broken)
+        if result.scores:
+            _take_scores(detector, result.scores, best, broken)
     scores_read = _overwritten(state) if overwritten else (best, broken)
     return received, failed, scores_read, ordered
 
@@ -136,14 +134,14 @@ def _take_scores(
             broken.add(detector)
 
 
-def provenance_of(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:
     """What a decision cites of the results it was made on, in evidence-key order."""
     return [
         {
-            "detector": result["detector"],
-            "model_version": result["model_version"],
-            "segment_id": result["segment_id"],
-            "evidence_ref": result.get("evidence_ref"),
+            "detector": result.detector,
+            "model_version": result.model_version,
+            "segment_id": result.segment_id,
+            "evidence_ref": result.evidence_ref,
         }
         for result in results
     ]
@@ -153,13 +151,13 @@ def _overwritten(state: State) -> Scores:
     """Scores per (segment, model version), a later key's replacing an earlier one's, then the
     best over them: how the evidence was read before it was read in one pass."""
     per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
-    evidence = state["evidence"]
+    evidence = state.evidence
     for key in sorted(evidence):
         result = evidence[key]
-        if result["status"] == "ok":
-            segment = _segment(state, result["segment_id"])
-            per_segment.setdefault(result["detector"], {})[(segment, result["model_version"])] = (
-                result["scores"] or {}
+        if result.status == "ok":
+            segment = _segment(state, result.segment_id)
+            per_segment.setdefault(result.detector, {})[(segment, result.model_version)] = (
+                result.scores or {}
             )
     view = EvidenceView.from_segments(per_segment)
     return dict(view.scores), set(view.unknown)
@@ -168,17 +166,17 @@ def _overwritten(state: State) -> Scores:
 def state_name(state: State, verdict: Verdict, view: EvidenceView, expired: bool) -> str:
     """The decision's `state`, the first that applies: a delete, a failed limit and a human
     outcome before anything the evidence says."""
-    if state["deleted"]:
+    if state.deleted:
         return "deleted"
     if verdict.limit_failed:
         return "failed"
-    if state["human"] is not None:
+    if state.human is not None:
         return HUMAN_STATE[verdict.outcome]
     if expired:
         return "expired"
     if verdict.outcome == "BLOCK":
         return "blocked"
-    if state["open_tasks"]:
+    if state.open_tasks:
         return "pending_review"
     if view.outstanding:
         return "scanning"
@@ -192,7 +190,7 @@ class Evaluation:
     verdict: Verdict
     view: EvidenceView
     completeness: dict[str, Any]
-    results: list[dict[str, Any]]  # the detector results read, in evidence-key order
+    results: list[Evidence]  # the detector results read, in evidence-key order
     expired: bool
 
     @cached_property
@@ -208,9 +206,9 @@ def evaluate(
     human's reasons and restriction, and the provisional floor once an expiry decided."""
     view, completeness, results, expired = read_evidence(state, policy, ts, ctx.hash_matches)
     facts = scan_plan.facts(state)
-    human = state["human"]
+    human = state.human
     # The reviewer's free text never reaches the policy: `reasons` are built below.
-    human_outcome = (human["outcome"], None) if human else None
+    human_outcome = (human.outcome, None) if human else None
     if policy is None:
         verdict = Verdict("PENDING", None, ("no_policy",), (), (), None)
     elif fast_gate:
@@ -240,12 +238,12 @@ def evaluate(
         verdict = replace(
             verdict,
             restriction=_human_restriction(state, verdict),
-            reasons=_human_reasons(human["reason"], policy),
+            reasons=_human_reasons(human.reason, policy),
         )
     evaluation = Evaluation(
         verdict, view, completeness, results, expired and not verdict.limit_failed
     )
-    if state.get("provisional_expired") and not fast_gate:
+    if state.provisional_expired and not fast_gate:
         evaluation = _provisional_floor(state, evaluation, policy)
     return evaluation
 
@@ -253,9 +251,9 @@ def evaluate(
 def _human_restriction(state: State, verdict: Verdict) -> str | None:
     """A review record names no restriction: a reviewer's RESTRICT keeps the restriction in
     force (an age gate confirmed stays an age gate), so nothing changes for the Content Service."""
-    last = state["last"] or {}
+    last = state.last_decision
     if verdict.outcome == "RESTRICT" and verdict.restriction is None:
-        return last.get("restriction") if last.get("outcome") == "RESTRICT" else None
+        return last.restriction if last is not None and last.outcome == "RESTRICT" else None
     return verdict.restriction
 
 
@@ -284,7 +282,7 @@ def _provisional_floor(
     verdict = evaluation.verdict
     if (
         policy is None
-        or state["human"] is not None
+        or state.human is not None
         or verdict.limit_failed
         or not incomplete(evaluation.completeness)
     ):

@@ -15,6 +15,7 @@ from pyflink.common import Row
 
 from jobs.moderation_config import ModerationConfig
 from jobs.moderation_decode import Decode
+from operators import state_schema
 from operators.moderation import (
     REVIEW_RETENTION_MS,
     SANCTIONS,
@@ -27,6 +28,7 @@ from operators.moderation import (
 )
 from operators.policy_store import PolicyStore
 from operators.reports import ReportWeight
+from operators.version_state import VersionState
 from schemas import parse
 from schemas.dlq import ErrorClass
 from tests.conftest import T0, upload
@@ -76,17 +78,17 @@ def odd_history(draw: st.DrawFn) -> list[tuple[str, dict[str, Any]]]:
 
 class Driver:
     """Drives one version's state through `step` and `on_timer` as the adapter does: state
-    stored as JSON, timers fired in order."""
+    stored as the job stores it, timers fired in order."""
 
     def __init__(self) -> None:
-        self.state: dict[str, Any] | None = None
+        self.state: VersionState | None = None
         self.timers: set[int] = set()
         self.outputs: list[tuple[str, str, dict[str, Any]]] = []
 
     def take(self, result: StepResult) -> None:
-        stored = json.dumps(result.state)
-        assert json.loads(stored) == result.state  # what Flink keeps is exactly this
-        self.state = json.loads(stored)
+        stored = None if result.state is None else state_schema.dump_version(result.state)
+        self.state = state_schema.load_version(stored)
+        assert self.state == result.state  # what Flink keeps is exactly this
         self.timers |= set(result.timers)
         for error_class, message in result.dead_letters:
             assert error_class in ERROR_CLASSES, message
@@ -127,7 +129,7 @@ def test_odd_but_valid_input_never_raises_and_state_round_trips(
     driver.fire_until(history[-1][1]["ts"] + STATE_TTL_MS + DAY_MS)
     # Every final state clears its keyed state, but a decided version's compact record, kept
     # for review (docs/moderation.md, "Retention"), which clears after its retention.
-    assert driver.state is None or driver.state["retired"]
+    assert driver.state is None or driver.state.retired
     driver.fire_until(history[-1][1]["ts"] + STATE_TTL_MS + REVIEW_RETENTION_MS + DAY_MS)
     assert driver.state is None
 

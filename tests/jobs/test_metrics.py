@@ -26,6 +26,7 @@ from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetric
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
 from operators.scan_batch import Handled
+from operators.version_state import Content, VersionState
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -202,6 +203,22 @@ def _decision(outcome: str, trigger: str, state: str, ts: int, **completeness: A
     return ("moderation.decisions", "c1", record)
 
 
+def version(upload_ts: int, modality: str = "text", **fields: Any) -> VersionState:
+    """A version's state uploaded at `upload_ts`, as the metrics read it."""
+    content = Content(
+        ts=upload_ts,
+        author_id="author-1",
+        modality=modality,
+        surface="comment",
+        region="DE",
+        audience="all",
+        account_risk=0.2,
+        size_bytes=52,
+        mime_type="text/plain",
+    )
+    return VersionState(content_id="c1", content_version=1, content=content, **fields)
+
+
 def _gauge(made: dict[str, Any], name: str) -> int:
     return int(made[f"modstream/{name}"].values[-1])
 
@@ -212,7 +229,7 @@ def test_pending_versions_are_indexed_until_their_evidence_is_complete() -> None
     reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
     made = context.group.made
     assert _gauge(made, "versions_pending") == 0
-    state = {"content": {"ts": 40_000, "modality": "image"}}
+    state = version(40_000, "image")
     now[0] += REFRESH_MS
     reported.decided("c1\x1f1", state, [_decision("PENDING", "fast_gate", "scanning", 40_000)])
     assert made["modstream/outcome=PENDING/trigger=fast_gate/decisions"].count == 1
@@ -237,7 +254,7 @@ def test_deadline_decisions_count_their_unknown_detectors_and_close_the_version(
     now = [0]
     context = FakeContext()
     reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
-    content = {"content": {"ts": 0}}
+    content = version(0)
     reported.decided("k", content, [_decision("PENDING", "fast_gate", "scanning", 0)])
     expired = _decision("PENDING", "deadline", "expired", 5_000, unknown=["nsfw_image"])
     tasks = ("review.tasks", "k", {"queue": "adult"})
@@ -262,21 +279,22 @@ def test_the_oldest_version_waiting_past_its_deadline_is_reported_until_decided(
     reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: now[0])
     made = context.group.made
     assert _gauge(made, "overdue_oldest_event_ms") == 0
-    waiting = {"content": {"ts": 0}, "deadline": 30_000, "deadline_timer": 1_035_000}
+    waiting = version(0, deadline=30_000, deadline_timer=1_035_000)
     reported.decided("old\x1f1", waiting, [], fired_at=30_000)
-    reported.decided("live\x1f1", {"content": {"ts": 990_000}}, [], fired_at=998_000)
+    reported.decided("live\x1f1", version(990_000), [], fired_at=998_000)
     now[0] += REFRESH_MS
     reported.refresh()
     assert _gauge(made, "overdue_oldest_event_ms") == 998_000 - 30_000
     assert _gauge(made, "overdue_oldest_processing_ms") == REFRESH_MS
     now[0] += 35_000
-    reported.decided("old\x1f1", {**waiting, "deadline_timer": None}, [], fired_at=1_035_000)
+    waiting.deadline_timer = None
+    reported.decided("old\x1f1", waiting, [], fired_at=1_035_000)
     assert _gauge(made, "overdue_oldest_event_ms") == 0
     assert _gauge(made, "overdue_oldest_processing_ms") == 0
     # A provisional expiry reached while catching up (re-armed past it) waits the same way.
-    expiring = {"content": {"ts": 0}, "expiry": 630_000, "expiry_timer": 1_045_000}
+    expiring = version(0, expiry=630_000, expiry_timer=1_045_000)
     reported.decided("old\x1f1", expiring, [], fired_at=630_000)
-    reported.decided("live\x1f1", {"content": {"ts": 1_030_000}}, [], fired_at=1_040_000)
+    reported.decided("live\x1f1", version(1_030_000), [], fired_at=1_040_000)
     now[0] += REFRESH_MS
     reported.refresh()
     assert _gauge(made, "overdue_oldest_event_ms") == 1_040_000 - 630_000

@@ -20,6 +20,7 @@ from jobs.moderation_sanctions import Sanctions
 from modstream.kafkaio import contract_key
 from operators import jsonio, moderation, signing, state_schema
 from operators.policy_store import sign
+from operators.version_state import VersionState, to_document
 from tests.conftest import (
     NOTHING_REQUIRED,
     T0,
@@ -82,9 +83,11 @@ class FakeRuntimeContext:
         return 0
 
 
-def stored_state(runtime_context: FakeRuntimeContext) -> dict[str, Any]:
-    """The version document `Moderate` stored (empty when none)."""
-    return state_schema.load(stored(runtime_context.packed.value())[1], "version") or {}
+def stored_state(runtime_context: FakeRuntimeContext) -> VersionState:
+    """The version state `Moderate` stored."""
+    state = state_schema.load_version(stored(runtime_context.packed.value())[1])
+    assert state is not None
+    return state
 
 
 class FakeTimers:
@@ -319,7 +322,7 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     def failing_step(state: Any, topic: str, record: Any, ts: int, context: Any) -> Any:
         if topic == "detector.results":
             if state is not None:
-                state["poisoned"] = True  # a half-applied input must not survive
+                state.decision_revision = 99  # a half-applied input must not survive
             raise RecursionError("maximum recursion depth exceeded")
         return real_step(state, topic, record, ts, context)
 
@@ -337,7 +340,7 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     assert "RecursionError" in letters[0]["message"]
     assert any(o[0] == "moderation.decisions" for o in outputs)  # the upload still decided
     state = stored_state(runtime_context)
-    assert state["rev"] == 1 and "poisoned" not in state
+    assert state.decision_revision == 1
 
 
 def _decisions(rows: list[Any]) -> list[tuple[str, str, int]]:
@@ -393,7 +396,7 @@ def test_input_stored_before_the_redesign_is_drained_by_its_timer_after_later_in
     assert [trigger for trigger, _, _ in decided] == ["fast_gate", "evidence"]
     assert decided[-1][1] == "ALLOW"  # the evidence joined its upload
     assert runtime_context.buffer == {}
-    assert stored_state(runtime_context)["rev"] == 2
+    assert stored_state(runtime_context).decision_revision == 2
 
 
 def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_timers() -> None:
@@ -404,7 +407,7 @@ def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_
     text = upload(surface="comment", modality="text", mime_type="text/plain")
     list(adapter.process_element(decoded("content.versions", text), ctx))
     list(adapter.on_timer(T0, ctx))
-    runtime_context.version.current = jsonio.dumps(stored_state(runtime_context))
+    runtime_context.version.current = jsonio.dumps(to_document(stored_state(runtime_context)))
     runtime_context.packed.clear()  # as a job before issue 14 stored it
     ctx.timers.watermark = T0 + 10
     batch = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
@@ -435,7 +438,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
     ]
     assert adapter.held == [] and runtime_context.buffer == {}
     state = stored_state(runtime_context)
-    assert state["rev"] == 1 and state["deadline"] == T0 + 5000
+    assert state.decision_revision == 1 and state.deadline == T0 + 5000
     assert {T0 + 5000} <= ctx.timers.registered
     adapter.process_element(decoded("detector.results", evidence(at=T0 + 10)), ctx)
     decided = [json.loads(o[2]) for o in adapter.on_timer(T0 + 10, ctx)]
@@ -544,7 +547,7 @@ def test_batched_reports_are_applied_in_order_in_one_state_write() -> None:
     decision = next(o for o in outputs if "decision_id" in o)
     assert (decision["trigger"], decision["ts"]) == ("report", T0 + 30)
     state = stored_state(runtime_context)
-    assert sorted(state["reporters"]) == ["a", "b", "c"]
+    assert sorted(state.reporters) == ["a", "b", "c"]
 
 
 def test_decisions_for_the_sanctions_operator_carry_the_time_they_were_emitted() -> None:

@@ -17,6 +17,7 @@ from jobs.moderation_reports import ReportGate
 from jobs.moderation_sanctions import Sanctions
 from operators import jsonio, state_schema
 from operators.state_schema import SCHEMA_FIELD, STATE_SCHEMA
+from operators.version_state import VersionState, event_digest
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (
     FakeContext,
@@ -29,6 +30,7 @@ from tests.jobs.test_moderation_adapter import (
     sanction_entry,
 )
 from tests.operators.policy_builders import GLOBAL_YAML
+from tests.operators.schema_4_scenarios import as_schema_4
 from tests.operators.test_state_schema import IMAGE, PRE_ISSUE_12_IMAGE, PRE_ISSUE_12_IMAGE_NOW
 
 GATE_FAILED = evidence(
@@ -61,8 +63,8 @@ def gate_failed(stored: str | bytes | None) -> tuple[list[Any], bytes | None]:
     return outputs, runtime_context.packed.value()
 
 
-def stored_document(value: bytes | None) -> dict[str, Any] | None:
-    return state_schema.load(stored(value)[1], "version")
+def stored_document(value: bytes | None) -> VersionState | None:
+    return state_schema.load_version(stored(value)[1])
 
 
 def test_a_restored_pre_issue_12_state_is_migrated_on_read_and_stored_versioned() -> None:
@@ -73,7 +75,8 @@ def test_a_restored_pre_issue_12_state_is_migrated_on_read_and_stored_versioned(
     ]
     assert outputs == expected
     document = stored_document(packed)
-    assert document is not None and document[SCHEMA_FIELD] == STATE_SCHEMA
+    assert document is not None and document.schema == STATE_SCHEMA
+    assert stored(packed)[1][:1] == b"\xdc"  # stored as today's array
 
 
 def test_a_state_stored_by_the_schema_2_job_decides_as_if_never_stopped() -> None:
@@ -84,15 +87,23 @@ def test_a_state_stored_by_the_schema_2_job_decides_as_if_never_stopped() -> Non
     adapter.process_element(decoded("content.versions", upload(**IMAGE)), ctx)
     list(adapter.on_timer(T0, ctx))
     due, state = stored(runtime_context.packed.value())
-    document = state_schema.load(state, "version")
+    document = state_schema.load_version(state)
     assert document is not None and due is not None
-    schema_2 = {**document, SCHEMA_FIELD: 2}
+    schema_2 = {**as_schema_4(document), SCHEMA_FIELD: 2}
+    del schema_2["human_ids"]  # schema 4's
     text = json.dumps(sorted(due), separators=(",", ":")) + "\n" + jsonio.dumps(schema_2)
     expected, packed_after = gate_failed(runtime_context.packed.value())
     outputs, packed = gate_failed(text)
     assert outputs == expected and any(o[0] == "moderation.decisions" for o in outputs)
     assert stored(packed)[0] == stored(packed_after)[0]
-    assert stored_document(packed) == stored_document(packed_after)
+    restored, went_on = stored_document(packed), stored_document(packed_after)
+    assert restored is not None and went_on is not None
+    # The digests stood for the event ids in the schema 2 document: digested again.
+    events = {event_digest(digest): 1 for digest in document.events}
+    assert set(restored.events) == set(went_on.events) - set(document.events) | set(events)
+    assert msgspec.structs.replace(restored, events={}) == msgspec.structs.replace(
+        went_on, events={}
+    )
 
 
 def test_a_newer_schema_goes_to_the_dlq_and_the_stored_state_is_untouched() -> None:

@@ -40,19 +40,19 @@ def decided(ctx: object = CTX) -> Version:
 
 def retire(version: Version, at: int) -> None:
     version.fire_until(at)
-    assert version.state is not None and version.state["retired"]
-    assert "events" not in version.state  # the event ids went: only the digests stay
+    assert version.state is not None and version.state.retired
+    assert version.state.events == {}  # the event ids went: only the digests stay
 
 
 def unchanged_by(version: Version, topic: str, record: dict[str, object]) -> list[str]:
     """Send `record`; assert it emitted nothing and left the human outcome and revision as they
     were; return the DLQ classes it produced."""
-    before = (len(version.outputs), dict(version.state or {}).get("human"))
+    before = (len(version.outputs), version.state.human if version.state else None)
     revision = version.last["decision_revision"]
     letters = len(version.dead_letters)
     version.send(topic, record)
     assert version.state is not None
-    assert (len(version.outputs), version.state.get("human")) == before
+    assert (len(version.outputs), version.state.human) == before
     assert version.last["decision_revision"] == revision
     return [error_class for error_class, _ in version.dead_letters[letters:]]
 
@@ -68,10 +68,10 @@ def test_a_review_re_sent_after_retirement_changes_nothing() -> None:
     assert (version.last["outcome"], version.last["trigger"]) == ("BLOCK", "review")
     retire(version, T0 + 3 * ONE_SECOND + SHORT_TTL.state_ttl_ms)
     assert version.state is not None
-    assert version.state["human_ids"] == [human_id(allow["event_id"]), human_id(block["event_id"])]
+    assert version.state.human_ids == [human_id(allow["event_id"]), human_id(block["event_id"])]
     for record in (allow, block):  # dropped as duplicates, as in the full state: no DLQ row
         assert unchanged_by(version, "review.decisions", record) == []
-    assert version.state["human"]["outcome"] == "BLOCK"
+    assert version.state.human.outcome == "BLOCK"
 
 
 def test_a_duplicate_is_dropped_the_same_way_before_and_after_retirement() -> None:
@@ -116,7 +116,7 @@ def test_two_reviews_in_the_same_millisecond_end_the_same_in_either_order() -> N
         version.send("review.decisions", first)
         version.send("review.decisions", second)
         assert version.state is not None
-        assert version.state["human"]["outcome"] == winner["outcome"]
+        assert version.state.human.outcome == winner["outcome"]
         assert version.last["outcome"] == winner["outcome"]
         assert [c for c, _ in version.dead_letters] == ([] if second is winner else ["stale"])
 
@@ -127,11 +127,11 @@ def test_an_appeal_re_sent_after_retirement_opens_no_second_task() -> None:
     version.send("moderation.appeals", filed)
     version.send("review.decisions", review("appeal-a-1", "BLOCK", at=T0 + 30 * ONE_SECOND))
     assert version.last["trigger"] == "appeal" and version.state is not None
-    assert version.state["appeal"] is None
+    assert version.state.appeal_id is None
     retire(version, T0 + FORTY_DAYS)
     tasks = len(version.of("review.tasks"))
     assert unchanged_by(version, "moderation.appeals", filed) == []
-    assert len(version.of("review.tasks")) == tasks and version.state["appeal"] is None
+    assert len(version.of("review.tasks")) == tasks and version.state.appeal_id is None
 
 
 def test_an_older_appeal_opens_its_task_and_its_newer_review_decides() -> None:
@@ -143,7 +143,7 @@ def test_an_older_appeal_opens_its_task_and_its_newer_review_decides() -> None:
     assert [t["kind"] for t in version.of("review.tasks")][-1] == "appeal"
     version.send("review.decisions", review("appeal-a-1", "ALLOW", at=T0 + 40 * ONE_SECOND))
     assert (version.last["trigger"], version.last["outcome"]) == ("appeal", "ALLOW")
-    assert version.state is not None and version.state["appeal"] is None
+    assert version.state is not None and version.state.appeal_id is None
 
 
 def test_an_appeals_review_older_than_the_decision_in_force_leaves_the_appeal_open() -> None:
@@ -152,7 +152,7 @@ def test_an_appeals_review_older_than_the_decision_in_force_leaves_the_appeal_op
     version.send("review.decisions", review("t-2", "BLOCK", at=T0 + 30 * ONE_SECOND))
     stale_answer = review("appeal-a-1", "ALLOW", at=T0 + 25 * ONE_SECOND)
     assert unchanged_by(version, "review.decisions", stale_answer) == ["stale"]
-    assert version.state is not None and version.state["appeal"] == "a-1"
+    assert version.state is not None and version.state.appeal_id == "a-1"
     version.send("review.decisions", review("appeal-a-1", "ALLOW", at=T0 + 35 * ONE_SECOND))
     assert (version.last["trigger"], version.last["outcome"]) == ("appeal", "ALLOW")
 
@@ -166,8 +166,8 @@ def test_past_the_bound_the_oldest_digests_go_and_their_reviews_are_still_refuse
     for record in reviews:
         version.send("review.decisions", record)
     retire(version, T0 + FORTY_DAYS)
-    assert version.state is not None and len(version.state["human_ids"]) == HUMAN_IDS_KEPT
-    assert human_id(reviews[0]["event_id"]) not in version.state["human_ids"]
+    assert version.state is not None and len(version.state.human_ids) == HUMAN_IDS_KEPT
+    assert human_id(reviews[0]["event_id"]) not in version.state.human_ids
     assert unchanged_by(version, "review.decisions", reviews[0]) == ["stale"]
     assert unchanged_by(version, "review.decisions", reviews[-1]) == []
 
@@ -193,5 +193,5 @@ def test_the_newest_review_wins_whatever_the_arrival_order(
             retire(version, T0 + FORTY_DAYS + STATE_TTL_MS)
         version.send("review.decisions", reviews[n])
     assert version.state is not None
-    assert version.state["human"]["ts"] == newest["ts"]
-    assert version.state["human"]["outcome"] == version.last["outcome"] == newest["outcome"]
+    assert version.state.human.ts == newest["ts"]
+    assert version.state.human.outcome == version.last["outcome"] == newest["outcome"]

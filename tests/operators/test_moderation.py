@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from operators import state_schema
 from operators.moderation import (
     ORPHAN_TTL_MS,
     REVIEW_RETENTION_MS,
@@ -24,6 +25,7 @@ from operators.moderation import (
     step,
 )
 from operators.policy_store import PolicyStore
+from operators.version_state import VersionState
 from schemas import parse
 from tests.conftest import T0, delete, evidence, upload
 from tests.operators.policy_builders import global_document
@@ -66,14 +68,15 @@ class Version:
 
     def __init__(self, ctx: Context = CTX) -> None:
         self.ctx = ctx
-        self.state: dict[str, Any] | None = None
+        self.state: VersionState | None = None
         self.outputs: list[Output] = []
         self.timers: set[int] = set()
         self.dead_letters: list[tuple[str, str]] = []
 
     def _take(self, result: StepResult) -> StepResult:
-        # The state must survive a JSON round trip: it is what Flink stores.
-        self.state = json.loads(json.dumps(result.state)) if result.state is not None else None
+        # The state must survive its stored form's round trip: it is what Flink stores.
+        stored = None if result.state is None else state_schema.dump_version(result.state)
+        self.state = state_schema.load_version(stored)
         self.outputs += result.outputs
         self.timers |= set(result.timers)
         self.dead_letters += result.dead_letters
@@ -310,7 +313,7 @@ def test_a_deadline_reached_while_catching_up_waits_and_evidence_that_comes_leav
     version.upload(**image(surface="public_post"))
     version.send("detector.results", image_evidence("c-1", T0 + 1)[1])
     version.fire(DEADLINE)
-    assert version.state is not None and version.state["deadline_timer"] == hour_later + 35_000
+    assert version.state is not None and version.state.deadline_timer == hour_later + 35_000
     assert hour_later + 35_000 in version.timers
     assert [d["trigger"] for d in version.decisions] == ["fast_gate"]
     version.send("detector.results", image_evidence("c-1", T0 + 2)[0])
@@ -339,7 +342,7 @@ def test_a_live_deadline_waits_for_the_grace_and_on_time_evidence_leaves_nothing
     version.upload(**image(surface="public_post"))
     version.ctx = _with_clock(DEADLINE + 1_000)
     version.fire(DEADLINE)
-    assert version.state is not None and version.state["deadline_timer"] == DEADLINE + GRACE
+    assert version.state is not None and version.state.deadline_timer == DEADLINE + GRACE
     for record in image_evidence("c-1", DEADLINE - 10):
         version.send("detector.results", record)
     version.ctx = _with_clock(DEADLINE + GRACE)
@@ -355,11 +358,11 @@ def test_a_deadline_event_time_reached_ahead_of_the_clock_decides_and_never_spin
     version = Version(_with_clock(T0))  # asked at T0: the wait ends at DEADLINE + GRACE
     version.upload(**image(surface="public_post"))
     version.fire(DEADLINE)  # clock still T0, the watermark past the wait's end
-    assert version.state is not None and version.state["deadline_timer"] == DEADLINE + GRACE
+    assert version.state is not None and version.state.deadline_timer == DEADLINE + GRACE
     version.fire(DEADLINE + GRACE)  # fired again in the same watermark, the clock unmoved
     last = version.last
     assert (last["trigger"], last["state"], last["ts"]) == ("deadline", "expired", DEADLINE)
-    assert version.state is not None and version.state["deadline_timer"] is None
+    assert version.state is not None and version.state.deadline_timer is None
 
 
 def test_evidence_stamped_after_a_waiting_deadline_comes_after_the_deadline_as_in_replay() -> None:
@@ -642,7 +645,7 @@ def test_state_and_timers_are_cleared_after_the_ttl() -> None:
     assert version.state is not None  # the first TTL timer re-armed: input came after it
     version.fire_until(T0 + 2 + STATE_TTL_MS)  # the last evidence came at T0 + 2
     retired = version.state  # decided: a compact record keeps its right to be reviewed
-    assert retired is not None and retired["retired"] and "events" not in retired
+    assert retired is not None and retired.retired and retired.events == {}
     assert version.timers == {T0 + 2 + STATE_TTL_MS + REVIEW_RETENTION_MS}
     version.fire_until(T0 + 2 + STATE_TTL_MS + REVIEW_RETENTION_MS)
     assert version.state is None and version.timers == set()
@@ -661,7 +664,7 @@ def test_a_review_40_days_later_applies_to_the_retired_record_with_the_next_revi
     revision = version.last["decision_revision"]
     forty_days = T0 + 40 * 86_400_000
     version.fire_until(forty_days)
-    assert version.state is not None and version.state["retired"]
+    assert version.state is not None and version.state.retired
     version.send("review.decisions", review("t-late", "BLOCK", at=forty_days))
     last = version.last
     assert (last["trigger"], last["outcome"], last["state"], last["ts"]) == (
@@ -706,17 +709,16 @@ def test_human_decisions_for_a_version_never_decided_go_to_the_dlq_as_stale() ->
 
 
 def test_a_retired_record_is_compact() -> None:
-    """docs/moderation.md, "Retention", quotes these bytes (as JSON): 1,263 for this
-    version's full state, 797 retired."""
+    """docs/moderation.md, "Retention", quotes these bytes (as stored, state schema 5)."""
     version = Version()
     version.upload(**image(surface="comment"))
     for record in image_evidence("c-1", T0 + 1):
         version.send("detector.results", record)
-    full = len(json.dumps(version.state, separators=(",", ":")))
+    full = len(state_schema.dump_version(version.state))
     version.fire_until(T0 + 10 + STATE_TTL_MS)
-    assert version.state is not None and version.state["retired"]
-    retired = len(json.dumps(version.state, separators=(",", ":")))
-    assert retired < 800 and retired * 3 < full * 2, (full, retired)
+    assert version.state is not None and version.state.retired
+    retired = len(state_schema.dump_version(version.state))
+    assert retired < 400 and retired * 4 < full * 3, (full, retired)
 
 
 def test_pause_floors_new_decisions_at_pending() -> None:
@@ -944,7 +946,7 @@ def test_a_burst_from_new_reporters_is_flagged_as_brigading_instead_of_counted()
         _report(version, f"new-{index}", T0 + 10 + index, weight=0.5, new=True)
     tasks = version.of("review.tasks")
     assert [(t["queue"], t["reasons"]) for t in tasks] == [("brigading", ["possible_brigading"])]
-    assert version.state is not None and "new-2" not in version.state["reporters"]
+    assert version.state is not None and "new-2" not in version.state.reporters
     assert version.last["trigger"] == "report" and version.last["state"] == "pending_review"
 
 
@@ -1073,7 +1075,7 @@ def test_a_provisional_allow_expiring_with_evidence_missing_is_decided_again() -
     count = len(version.decisions)
     version.fire_until(T0 + STATE_TTL_MS - 1)
     assert len(version.decisions) == count
-    assert version.state is not None and version.state["expiry_timer"] is None
+    assert version.state is not None and version.state.expiry_timer is None
 
 
 def test_a_provisional_expiry_reached_while_catching_up_waits_for_live_time() -> None:
@@ -1212,9 +1214,6 @@ def test_an_appeal_task_carries_the_appealed_decisions_reasons_and_evidence() ->
     assert task["evidence"] == ["s3://evidence/0"]
     assert task["decision_revision"] == decided["decision_revision"]
     version.send("content.versions", delete(at=T0 + HOUR))
-    assert version.state is not None and set(version.state["last"]) == {
-        "outcome",
-        "restriction",
-        "state",
-        "visibility",
-    }  # a tombstone keeps no reason codes or evidence refs
+    assert version.state is not None and version.state.last_decision is not None
+    last = version.state.last_decision  # a tombstone keeps no reason codes or evidence refs
+    assert (last.reasons, last.evidence_refs, last.state) == (None, None, "deleted")

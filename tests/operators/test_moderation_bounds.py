@@ -9,6 +9,7 @@ from dataclasses import replace
 from modstream.limits import Limits
 from operators.moderation import TOMBSTONE_KEEPS, new_state
 from operators.reports import ReportWeight
+from operators.version_state import event_digest, to_document
 from tests.conftest import SECRET_TEXT, T0, delete, upload
 from tests.operators.test_moderation import (
     CTX,
@@ -49,22 +50,25 @@ def test_a_deleted_version_keeps_no_content_in_its_state() -> None:
         version.send("detector.results", record)
     version.send("review.decisions", review(outcome="RESTRICT", reason="SECRET-REVIEWER-NOTE"))
     send_report(version, report("r-1", T0 + 12))
-    before = json.dumps(version.state)
+    before = json.dumps(to_document(version.state))
     assert "ab" * 32 in before and PHASH in before and "SECRET-REVIEWER-NOTE" in before
     version.send("content.versions", delete(at=T0 + 20))
     assert version.last["state"] == "deleted"
-    stored = json.dumps(version.state)
+    stored = json.dumps(to_document(version.state))
     for secret in (SECRET_TEXT, MEDIA_REF, "ab" * 32, PHASH, "SECRET-REVIEWER-NOTE"):
         assert secret not in stored
     state = version.state
     assert state is not None
-    assert state["content"] is None and state["human"] is None
-    assert state["evidence"] == {} and state["reporters"] == {} and state["burst"] == []
+    assert state.content is None and state.human is None
+    assert state.evidence == {} and state.reporters == {} and state.burst == []
     # What is kept: the ids that make late input a no-op, and the last decision.
-    assert set(state["events"]) >= {f"ev-c-1-{T0}", f"del-c-1-{T0 + 20}"}
-    assert state["rev"] == version.last["decision_revision"] and state["deleted"]
-    assert set(new_state("c", 1)) == set(state)  # the same shape: every reader still works
-    assert {key for key in state if state[key] != new_state("c", 1)[key]} <= set(TOMBSTONE_KEEPS)
+    assert set(state.events) >= {event_digest(f"ev-c-1-{T0}"), event_digest(f"del-c-1-{T0 + 20}")}
+    assert state.decision_revision == version.last["decision_revision"] and state.deleted
+    fresh = new_state("c", 1)
+    changed = {
+        name for name in state.__struct_fields__ if getattr(state, name) != getattr(fresh, name)
+    }
+    assert changed <= set(TOMBSTONE_KEEPS)
 
 
 def test_late_input_after_a_delete_still_changes_nothing() -> None:
@@ -79,7 +83,7 @@ def test_late_input_after_a_delete_still_changes_nothing() -> None:
     version.send("content.versions", upload(at=T0 + 13, **image()))
     send_report(version, report("late", T0 + 14))
     assert len(version.outputs) == count and version.dead_letters == []
-    assert version.state is not None and version.state["content"] is None
+    assert version.state is not None and version.state.content is None
 
 
 def test_reports_beyond_the_reporter_limit_leave_no_trace_in_the_version() -> None:
@@ -87,15 +91,15 @@ def test_reports_beyond_the_reporter_limit_leave_no_trace_in_the_version() -> No
     version.upload(**image(surface="comment"))
     send_report(version, report("counted", T0 + 1))
     assert version.state is not None
-    events, ttl = len(version.state["events"]), version.state["ttl"]
+    events, ttl = len(version.state.events), version.state.ttl
     for index in range(500):
         send_report(version, report("spammer", T0 + 2 + index), weight=0.0)
-    assert len(version.state["events"]) == events  # no event id kept
-    assert version.state["ttl"] == ttl  # and the state's life is not extended
+    assert len(version.state.events) == events  # no event id kept
+    assert version.state.ttl == ttl  # and the state's life is not extended
     for index in range(50):  # the counted reporter again: already counted, nothing kept
         send_report(version, report("counted", T0 + 1_000 + index))
-    assert len(version.state["events"]) == events
-    assert version.state["report_weight"] == 1.0
+    assert len(version.state.events) == events
+    assert version.state.report_weight == 1.0
 
 
 def test_a_report_over_the_limit_for_an_unknown_version_creates_no_state() -> None:
@@ -112,10 +116,10 @@ def test_counted_reporters_and_the_burst_are_bounded_per_version() -> None:
         send_report(version, report(f"r-{index}", T0 + 1 + index))
     state = version.state
     assert state is not None
-    assert len(state["reporters"]) == 5 and state["report_weight"] == 5.0
-    assert len(state["burst"]) <= 5
-    assert sum(1 for item in state["burst"] if item[1]) == state["burst_new"]
-    assert len(state["events"]) == 1 + 5  # the upload and the counted reports
+    assert len(state.reporters) == 5 and state.report_weight == 5.0
+    assert len(state.burst) <= 5
+    assert sum(1 for item in state.burst if item.new_reporter) == state.burst_new
+    assert len(state.events) == 1 + 5  # the upload and the counted reports
 
 
 def test_new_reporter_burst_stays_consistent_when_its_window_is_full() -> None:
@@ -129,9 +133,9 @@ def test_new_reporter_burst_stays_consistent_when_its_window_is_full() -> None:
     version.ctx = ctx
     state = version.state
     assert state is not None
-    assert len(state["burst"]) <= 3
-    assert sum(1 for item in state["burst"] if item[1]) == state["burst_new"]
-    assert len(state["reporters"]) < 6 and len(state["events"]) == 1 + len(state["reporters"])
+    assert len(state.burst) <= 3
+    assert sum(1 for item in state.burst if item.new_reporter) == state.burst_new
+    assert len(state.reporters) < 6 and len(state.events) == 1 + len(state.reporters)
 
 
 def test_an_upsert_declaring_too_many_segments_is_refused_and_keeps_no_state() -> None:
@@ -152,12 +156,12 @@ def test_an_upsert_declaring_too_many_segments_is_refused_and_keeps_no_state() -
 def test_evidence_for_a_segment_beyond_the_bound_is_refused() -> None:
     version = Version(replace(CTX, limits=Limits(max_segments=8)))
     version.upload(**image(surface="comment"))
-    before = json.dumps(version.state)
+    before = json.dumps(to_document(version.state))
     record = image_evidence("c-1", T0 + 1, segment_id=8)[0]
     result = version.send("detector.results", record)
     assert [letter[0] for letter in result.dead_letters] == ["schema"]
     assert "detector.results.segment_id" in result.dead_letters[0][1]
-    assert json.dumps(version.state) == before
+    assert json.dumps(to_document(version.state)) == before
 
 
 def test_the_default_bounds_apply_when_the_context_names_none() -> None:

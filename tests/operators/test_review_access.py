@@ -8,6 +8,7 @@ from typing import Any
 
 from operators.moderation import Context, on_timer
 from operators.review_access import ReviewGrants, issued_queue, state_entry
+from operators.version_state import Lease
 from tests.conftest import T0
 from tests.operators.test_moderation import CTX, Version, appeal, image, image_evidence, review
 
@@ -76,7 +77,7 @@ def test_a_review_without_a_grant_goes_to_the_dlq_changes_nothing_and_applies_on
     assert "holds no grant of queue 'appeals'" in version.dead_letters[0][1]
     assert "holds no grant of the task's queue" in version.dead_letters[1][1]
     assert version.last["outcome"] == "BLOCK" and version.state is not None
-    assert version.state["human"] is None and "leases" not in version.state
+    assert version.state.human is None and version.state.leases == {}
     # Granted later, the same records sent again (`dlq replay`) apply: nothing was kept of them.
     table.apply("r1", ["appeals"], T0 + 150)
     version.send("review.leases", lease("r1", T0 + 200))
@@ -146,8 +147,8 @@ def test_a_retired_record_keeps_its_leases() -> None:
     version = appealed(ctx)
     version.send("review.leases", lease("r1", T0 + 200))
     version.fire_until(T0 + 10 * 60_000)
-    assert version.state is not None and version.state.get("retired")
-    assert version.state["leases"] == {"appeal-a-1": ["r1", T0 + 200 + LEASE_MS]}
+    assert version.state is not None and version.state.retired
+    assert version.state.leases == {"appeal-a-1": Lease("r1", T0 + 200 + LEASE_MS)}
     version.send("review.decisions", allow("r1", T0 + 11 * 60_000))
     assert version.last["outcome"] == "ALLOW" and on_timer(None, T0, ctx).state is None
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import pytest
 
 from operators import scan_plan
 from operators.policy import PolicyError, load_policy
+from operators.version_state import Content, Evidence
 from tests.conftest import T0, evidence
 from tests.operators.policy_builders import global_document
 from tests.operators.test_moderation import Version, context, image
@@ -193,21 +195,19 @@ def test_a_backfill_of_a_gated_version_asks_the_checks_first_and_the_models_at_b
     version = Version()
     version.upload(**image(surface="comment", media_ref=MEDIA))
     version.send("detector.results", {**media_check(T0 + 100), "status": "error"})
-    assert version.state is not None and version.state["scan"] == "withheld"
+    assert version.state is not None and version.state.scan == "withheld"
     version.ctx = _v2_requires("weapons_image")
     version.send("moderation.reevaluate", reevaluate(T0 + 1_000_000))
     assert len(requests(version)) == 1  # the gate failed: its models are never asked
     fresh = Version(_v2_requires("weapons_image"))
     fresh.send("detector.results", media_check(T0 - 5))
-    state = dict(fresh.state or {})
-    state["content"] = {**image(surface="comment"), "surface": "comment", "region": "DE",
-                        "audience": "all", "account_risk": 0.2, "segments": 1, "ts": T0,
-                        "media_ref": MEDIA, "author_id": "a"}  # fmt: skip
-    state["evidence"] = {}
+    assert fresh.state is not None
+    facts = {**image(surface="comment"), "region": "DE", "audience": "all", "account_risk": 0.2}
+    content = Content(ts=T0, author_id="a", media_ref=MEDIA, **facts)
+    state = msgspec.structs.replace(fresh.state, content=content, evidence={})
     plan = scan_plan.backfill(state, fresh.ctx.resolution.decide, T0 + 10)
     assert [r["detector"] for _, _, r in plan] == ["media_check"]
-    state["evidence"]["m"] = {"detector": "media_check", "model_version": "m", "segment_id": None,
-                              "status": "ok", "scores": {"corrupt": 0.0}}  # fmt: skip
+    state.evidence["m"] = Evidence("media_check", "m", None, "ok", {"corrupt": 0.0})
     asked = scan_plan.on_evidence(state, fresh.ctx.resolution.decide, T0 + 20)
     assert sorted((r["detector"], r["priority"]) for _, _, r in asked) == [
         ("nsfw_image", "backfill"),

@@ -110,7 +110,7 @@ def test_an_expiry_reached_while_the_deadline_waits_comes_after_it_as_in_replay(
     came."""
     version, _ = live_after(low_risk, 2 * HOUR)
     assert version.state is not None
-    assert version.state["deadline_timer"] is not None and version.state["expiry_timer"] is None
+    assert version.state.deadline_timer is not None and version.state.expiry_timer is None
     assert [d["trigger"] for d in version.decisions] == ["fast_gate"]
 
 
@@ -119,10 +119,10 @@ def test_the_state_ttl_reached_while_a_deadline_waits_retires_only_after_it() ->
     deadline and expiry began to wait and the 30-day state TTL, reached at once, retired the
     version: its waiting timers were dropped and it was never decided."""
     version, live_at = live_after(low_risk, 335 * DAY)
-    assert version.state is not None and not version.state.get("retired")
-    assert version.state["ttl_timer"] >= version.state["deadline_timer"]
+    assert version.state is not None and not version.state.retired
+    assert version.state.ttl_timer >= version.state.deadline_timer
     fire_live(version, live_at + HOUR)
-    assert version.state is not None and version.state.get("retired")
+    assert version.state is not None and version.state.retired
     assert [d["trigger"] for d in version.decisions] == ["fast_gate", "deadline", "deadline"]
 
 
@@ -131,7 +131,7 @@ def test_the_wait_of_a_reached_deadline_has_a_computable_end() -> None:
     re-armed past it (the processing time it waits for is event time the job has reached)."""
     version, live_at = live_after(high_risk, 2 * HOUR)
     assert version.state is not None
-    assert version.state["deadline_timer"] == live_at + IMAGE_DEADLINE + GRACE
+    assert version.state.deadline_timer == live_at + IMAGE_DEADLINE + GRACE
     assert overdue_since(version.state) == T0 + IMAGE_DEADLINE
     fire_live(version, live_at + IMAGE_DEADLINE + GRACE)
     assert (version.last["trigger"], version.last["ts"]) == ("deadline", T0 + IMAGE_DEADLINE)
