@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+import cloudpickle
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -22,6 +23,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 from jobs import python_calls, runtime
+from jobs.moderation_config import HASH_ROUTE
 from operators import retro, state_schema
 from operators.moderation import RETRO
 
@@ -64,28 +66,15 @@ class RetroJoin(KeyedProcessFunction):
         self.joined = runtime_context.get_state(ValueStateDescriptor("retro", Types.STRING()))
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        key, kind, payload, seq = value[0], value[1], json.loads(value[2]), int(value[4] or 0)
-        try:
-            state = self._state()
-        except state_schema.StateTooNew as too_new:
-            _refused(too_new, key)
-            return
-        if kind == "upload":
-            result = retro.on_registration(state, key, payload)
-        else:
-            result = retro.on_bank(state, key, payload)
-        yield from self._store(result, ctx, seq)
+        key, kind, payload, seq = value[0], value[1], value[2], int(value[4] or 0)
+        result = joined(self.joined.value(), key, kind, payload)
+        if result is not None:
+            yield from self._store(result, ctx, seq)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        try:
-            state = self._state()
-        except state_schema.StateTooNew as too_new:
-            _refused(too_new, str(ctx.get_current_key()))
-            return
-        yield from self._store(retro.on_timer(state, timestamp), ctx, 0)
-
-    def _state(self) -> retro.State | None:
-        return state_schema.load(self.joined.value(), "retro")
+        result = expired(self.joined.value(), str(ctx.get_current_key()), timestamp)
+        if result is not None:
+            yield from self._store(result, ctx, 0)
 
     def _store(self, result: retro.RetroResult, ctx: Any, seq: int) -> Iterator[Row]:
         if result.state is None:
@@ -95,8 +84,39 @@ class RetroJoin(KeyedProcessFunction):
         for timer in result.timers:
             ctx.timer_service().register_event_time_timer(timer)
         for record in result.outputs:
-            raw = json.dumps(record, separators=(",", ":"))
-            yield Row("keyed", retro.version_key(record), RETRO, raw, record["ts"], seq, "")
+            yield Row(*retro_fields(record, seq))
+
+
+def joined(
+    stored: str | bytes | None, key: str, kind: str, payload: str
+) -> retro.RetroResult | None:
+    """An upload's or a bank record's registration at a hash key over the key's stored state
+    (None: a state too new for this code, left as it is); the batched engine's too."""
+    try:
+        state = state_schema.load(stored, "retro")
+    except state_schema.StateTooNew as too_new:
+        _refused(too_new, key)
+        return None
+    if kind == "upload":
+        return retro.on_registration(state, key, json.loads(payload))
+    return retro.on_bank(state, key, json.loads(payload))
+
+
+def expired(stored: str | bytes | None, key: str, timestamp: int) -> retro.RetroResult | None:
+    """The hash key's timer at `timestamp` over its stored state (None: a state too new)."""
+    try:
+        state = state_schema.load(stored, "retro")
+    except state_schema.StateTooNew as too_new:
+        _refused(too_new, key)
+        return None
+    return retro.on_timer(state, timestamp)
+
+
+def retro_fields(record: dict[str, Any], seq: int) -> tuple[Any, ...]:
+    """The fields of a `moderation.retro` row: route "keyed", the version's key, at the bank
+    addition's ts, with the seq of the input that made the pair, lane "" (a DECODED_ROW)."""
+    raw = json.dumps(record, separators=(",", ":"))
+    return ("keyed", retro.version_key(record), RETRO, raw, record["ts"], seq, "")
 
 
 def _refused(too_new: state_schema.StateTooNew, key: str) -> None:
@@ -129,3 +149,29 @@ def retro_rows(timed: DataStream, decoded_row: Any, pre_key_parallelism: int | N
         .name("retro_join")
         .uid("moderation_retro_join")
     )
+
+
+def batched_retro_rows(timed: DataStream, decoded_row: Any, config: Any) -> DataStream:
+    """`--engine batched`: the `moderation.retro` rows from decode's hash-key rows (route
+    `hash`, picked in Java), joined by BatchedVersions.java with the Python side
+    jobs/retro_batch.py, one call per flush; no broadcast input, and its rows are
+    `decoded_row`s as they come from Python (no conversion, no call)."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
+    hashed = timed._j_data_stream.filter(flink.TopicFilter(HASH_ROUTE, True)).name("retro input")
+    if config.pre_key_parallelism:
+        hashed.setParallelism(config.pre_key_parallelism)
+    j_keyed = hashed.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    j_rows = flink.BatchedVersions.apply(
+        j_keyed,
+        None,
+        cloudpickle.dumps(config),
+        sys.executable,
+        "moderation_retro_join_batched",
+        config.batch_interval_ms,
+        "retro_join (batched)",
+        "jobs.retro_batch",
+        "BatchedRetro",
+        decoded_row.get_java_type_info(),
+    )
+    return DataStream(j_rows)

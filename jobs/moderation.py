@@ -40,6 +40,8 @@ from jobs.moderation_config import (
     DECODED_BATCH,
     DECODED_ROW,
     DLQ_ROUTE,
+    ENGINE_BATCHED,
+    ENGINES,
     ORDERED_BATCH,
     OUTPUT_BATCH,
     ModerationConfig,
@@ -57,8 +59,6 @@ from operators.admission import TIME_HOLDING_TOPICS
 from operators.moderation import BROADCAST_TOPICS, KEYED_TOPICS
 
 LOG = logging.getLogger("modstream.moderation")
-ENGINES = ("pyflink", "batched")
-ENGINE_BATCHED = "batched"
 
 
 def build(
@@ -89,9 +89,11 @@ def build(
         .name("report_combine")
         .uid("moderation_report_combine")
     )
-    keyed = by_topic(timed, "keyed", keep=True, config=config).union(
-        combined, hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism)
-    )
+    if config.engine == ENGINE_BATCHED:
+        retro = hash_retro.batched_retro_rows(timed, DECODED_ROW, config)
+    else:
+        retro = hash_retro.retro_rows(timed, DECODED_ROW, config.pre_key_parallelism)
+    keyed = by_topic(timed, "keyed", keep=True, config=config).union(combined, retro)
     if config.engine == ENGINE_BATCHED:
         decided = batched_versions(keyed, broadcast_rows, config)
     else:
@@ -103,12 +105,15 @@ def build(
             .uid("moderation_moderate")
         )
         decided = unbatched(moderated)
-    sanctioned = (
-        runtime.keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
-        .process(Sanctions(config), output_type=runtime.SINK_ROW)
-        .name("sanctions")
-        .uid("moderation_sanctions")
-    )
+    if config.engine == ENGINE_BATCHED:
+        sanctioned = batched_sanctions(by_topic(decided, moderation.SANCTIONS, keep=True), config)
+    else:
+        sanctioned = (
+            runtime.keyed_by(by_topic(decided, moderation.SANCTIONS, keep=True), runtime.SINK_ROW)
+            .process(Sanctions(config), output_type=runtime.SINK_ROW)
+            .name("sanctions")
+            .uid("moderation_sanctions")
+        )
     sink(by_topic(decided, moderation.SANCTIONS, keep=False).union(dlq, sanctioned))
 
 
@@ -185,6 +190,30 @@ def batched_versions(
         sys.executable,
         "moderation_moderate_batched",
         config.batch_interval_ms,
+    )
+    return DataStream(j_rows)
+
+
+def batched_sanctions(entries: DataStream, config: ModerationConfig) -> DataStream:
+    """The version operator's `_sanctions` rows keyed by author through BatchedVersions.java
+    (jobs/sanctions_batch.py), held in Java until the watermark passes `at`, the time they
+    were emitted (KeyedAt.java); no broadcast input. Out: sink rows Row(topic, key, value)."""
+    flink = get_gateway().jvm.io.modstream.flink
+    j_entries = entries._j_data_stream.map(flink.KeyedAt("at"), flink.KeyedAt.outputType()).name(
+        "sanctions input"
+    )
+    j_keyed = j_entries.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    j_rows = flink.BatchedVersions.apply(
+        j_keyed,
+        None,
+        cloudpickle.dumps(config),
+        sys.executable,
+        "moderation_sanctions_batched",
+        config.batch_interval_ms,
+        "sanctions (batched)",
+        "jobs.sanctions_batch",
+        "BatchedSanctions",
+        flink.BatchedVersions.outputType(),
     )
     return DataStream(j_rows)
 

@@ -42,6 +42,12 @@ REPORT_SHARDS = 8
 DECODE_BATCH = 256
 DECODE_WAIT_MS = 10
 DLQ_ROUTE = "dlq"
+# The batched engine's retro join input: an upload or bank record once per hash key it belongs
+# to, as Row(HASH_ROUTE, hash key, "upload" | "bank", payload JSON, ts, seq, ""), emitted by
+# decode after the record itself (jobs/hash_retro.py `fan_out`), never moving event time.
+HASH_ROUTE = "hash"
+ENGINES = ("pyflink", "batched")  # --engine (jobs/moderation.py, issue 26)
+ENGINE_BATCHED = "batched"
 DECODED_BATCH = Types.ROW(
     [Types.BASIC_ARRAY(t) for t in (Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING())]
     + [

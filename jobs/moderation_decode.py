@@ -14,8 +14,9 @@ from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
 from jobs import python_calls
+from jobs.hash_retro import fan_out
 from jobs.metrics import NO_METRICS, OperatorMetrics
-from jobs.moderation_config import DLQ_ROUTE, ModerationConfig
+from jobs.moderation_config import DLQ_ROUTE, ENGINE_BATCHED, HASH_ROUTE, ModerationConfig
 from jobs.moderation_letters import DLQ_TAG
 from operators import admission, signing
 from operators.admission import Refused, time_lane
@@ -129,15 +130,28 @@ class Decode(ProcessFunction):
 class DecodeBatch(Decode):
     """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
     arrays, the DECODED_ROW of each record in order (Unbatch.java splits it); a refused record
-    as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch."""
+    as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch.
+
+    With the batched engine an upload or bank record is followed by its hash-key rows (route
+    `hash`, the retro join's input, jobs/hash_retro.py `fan_out`): the fan-out rides this
+    crossing instead of a Python call per record of its own."""
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         columns: list[list[Any]] = [[] for _ in range(7)]
+        hash_rows = self.config.engine == ENGINE_BATCHED
         for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
             item = self.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
             if isinstance(item, tuple):
                 letter = item[1]
                 item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
-            for column, part in zip(columns, item, strict=True):
-                column.append(part)
+            rows = [item, *_hash_rows(item)] if hash_rows else [item]
+            for row in rows:
+                for column, part in zip(columns, row, strict=True):
+                    column.append(part)
         yield Row(*columns)
+
+
+def _hash_rows(item: Row) -> Iterator[Row]:
+    """A decoded upload's or bank record's retro join input, one row per hash key."""
+    for key, kind, payload, ts, seq in fan_out(item):
+        yield Row(HASH_ROUTE, key, kind, payload, ts, seq, "")

@@ -47,51 +47,69 @@ class Sanctions(KeyedProcessFunction):
         return iter(())
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
-        raw_state = self.account.value()
         pending = self.buffer.get(timestamp)
-        user_id = str(ctx.get_current_key())
-        try:
-            state = state_schema.load(raw_state, "account")
-        except state_schema.StateTooNew as too_new:
-            if pending:
-                self.buffer.remove(timestamp)
-            decisions = [
-                ("moderation.decisions", json.dumps(entry["decision"]), timestamp)
-                for entry in json.loads(pending or "[]")
-            ]
-            letters = schema_letters(self.config, too_new, user_id, decisions, timestamp)
-            yield from (self.metrics.letter(letter) for letter in letters)
-            return
         if pending:
             self.buffer.remove(timestamp)
-            result, failed = sanctions.on_decisions(state, user_id, json.loads(pending))
-            for decision, error in failed:
-                raw = json.dumps(decision)
-                content_id = decision.get("content_id")
-                topic = "moderation.decisions"
-                letter = failure_letter(self.config, topic, content_id, raw, timestamp, error)
-                yield self.metrics.letter(letter)
-        else:
-            try:
-                expired = sanctions.on_timer(state, timestamp)
-                result = sanctions.SanctionResult(expired.state, timers=expired.timers)
-            except HANDLER_FAILURES as error:
-                result = sanctions.SanctionResult(state)  # as before the timer
-                letter = failure_letter(self.config, TIMERS, user_id, "", timestamp, error)
-                yield self.metrics.letter(letter)
-        yield from self._store(result, ctx)
-
-    def _store(self, result: sanctions.SanctionResult, ctx: Any) -> Iterator[Row]:
-        """Keep the author's new state, arm its timers, and send its account actions."""
+        decisions = json.loads(pending) if pending else None
+        user_id = str(ctx.get_current_key())
+        result, letters = settled(
+            self.config, self.metrics, self.account.value(), user_id, timestamp, decisions
+        )
+        yield from letters
+        if result is None:
+            return
         if result.state is None:
             self.account.clear()
         else:
             self.account.update(state_schema.dump(result.state))
         for timer in result.timers:
             ctx.timer_service().register_event_time_timer(timer)
-        for topic, key, output in result.outputs:
-            yield Row(
-                self.config.physical(topic),
-                key,
-                json.dumps(output, separators=(",", ":"), ensure_ascii=False),
-            )
+        yield from account_rows(self.config, result)
+
+
+def settled(
+    config: ModerationConfig,
+    metrics: OperatorMetrics,
+    stored: str | bytes | None,
+    user_id: str,
+    timestamp: int,
+    decisions: list[dict[str, Any]] | None,
+) -> tuple[sanctions.SanctionResult | None, list[Row]]:
+    """The author's decisions emitted at `timestamp` (None: the account's own timer) over its
+    stored state: the result to keep (None: a state too new for this code, left as it is) and
+    the DLQ letters of what failed; the batched engine's too (jobs/sanctions_batch.py)."""
+    try:
+        state = state_schema.load(stored, "account")
+    except state_schema.StateTooNew as too_new:
+        inputs = [
+            ("moderation.decisions", json.dumps(entry["decision"]), timestamp)
+            for entry in decisions or []
+        ]
+        letters = schema_letters(config, too_new, user_id, inputs, timestamp)
+        return None, [metrics.letter(letter) for letter in letters]
+    if decisions:
+        result, failed = sanctions.on_decisions(state, user_id, decisions)
+        rows = []
+        for decision, error in failed:
+            raw = json.dumps(decision)
+            content_id = decision.get("content_id")
+            topic = "moderation.decisions"
+            letter = failure_letter(config, topic, content_id, raw, timestamp, error)
+            rows.append(metrics.letter(letter))
+        return result, rows
+    try:
+        expired = sanctions.on_timer(state, timestamp)
+        return sanctions.SanctionResult(expired.state, timers=expired.timers), []
+    except HANDLER_FAILURES as error:
+        letter = failure_letter(config, TIMERS, user_id, "", timestamp, error)
+        return sanctions.SanctionResult(state), [metrics.letter(letter)]  # as before the timer
+
+
+def account_rows(config: ModerationConfig, result: sanctions.SanctionResult) -> Iterator[Row]:
+    """The account actions of a result, as sink rows."""
+    for topic, key, output in result.outputs:
+        yield Row(
+            config.physical(topic),
+            key,
+            json.dumps(output, separators=(",", ":"), ensure_ascii=False),
+        )

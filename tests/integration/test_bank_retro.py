@@ -56,10 +56,14 @@ def events() -> list[dict[str, Any]]:
     return lines
 
 
-def test_a_bank_addition_blocks_uploads_already_allowed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["pyflink", "batched"])
+def test_a_bank_addition_blocks_uploads_already_allowed(tmp_path: Path, engine: str) -> None:
+    """Either engine (jobs/moderation.py --engine): the batched one joins by hash key in
+    BatchedVersions.java (jobs/retro_batch.py), fed by decode's hash-key rows."""
     source = tmp_path / "events.jsonl"
     write(events(), source)
-    out = run_replay(source, tmp_path / "out", GLOBAL_YAML, KEY, timeout_s=400)
+    extra = ("--engine", engine)
+    out = run_replay(source, tmp_path / "out", GLOBAL_YAML, KEY, timeout_s=400, extra_args=extra)
     decisions = out["moderation.decisions"]
     by_id: dict[str, list[dict[str, Any]]] = {}
     for decision in decisions:

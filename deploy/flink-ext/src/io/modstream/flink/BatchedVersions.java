@@ -29,8 +29,10 @@ import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
 import org.apache.flink.streaming.api.operators.InternalTimer;
 import org.apache.flink.streaming.api.operators.InternalTimerService;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
+import org.apache.flink.streaming.api.transformations.OneInputTransformation;
 import org.apache.flink.streaming.api.transformations.TwoInputTransformation;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -67,9 +69,18 @@ import pemja.core.PythonInterpreterConfig;
  * the versions readied before it, as without coalescing) or a checkpoint barrier
  * ({@link #prepareSnapshotPreBarrier}: what was readied is in no state, so it is decided
  * before the barrier). A watermark is forwarded only after the rows of the inputs it readied.
+ *
+ * <p>The Python side is a parameter (module and class, {@code handler(pickled_config, subtask)}
+ * with {@code restore}, {@code broadcast} and {@code fire}), so the job's other keyed operators
+ * run behind the same Java: the retro join by hash key (jobs/retro_batch.py) and the sanctions
+ * by author (jobs/sanctions_batch.py). Their Python answers rows of any arity (the output type
+ * is the caller's). Input 2 is optional: without it the operator is a one-input operator, so a
+ * handler that keeps nothing of the policy and banks is not called for each of their records
+ * (and its held work is not flushed at each).
  */
 public final class BatchedVersions extends AbstractStreamOperator<Row>
-        implements TwoInputStreamOperator<Row, Row, Row>, Triggerable<Row, Long> {
+        implements TwoInputStreamOperator<Row, Row, Row>, OneInputStreamOperator<Row, Row>,
+                Triggerable<Row, Long> {
     private static final long serialVersionUID = 1L;
     private static final Logger LOG = LoggerFactory.getLogger(BatchedVersions.class);
     private static final int TOPIC = 2;
@@ -78,12 +89,17 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private static final int SEQ = 5;
     private static final long INPUT = 0L; // timer namespace: held input due at its ts
     private static final long VERSION = 1L; // timer namespace: the version's own timer
+    /** The moderation step's Python side, the handler when none is named. */
+    public static final String MODERATE_MODULE = "jobs.moderation_batch";
+    public static final String MODERATE_CLASS = "BatchedModerate";
     private static final MapStateDescriptor<String, String> BROADCAST = new MapStateDescriptor<>(
             "moderation_broadcast_batched", BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
 
     private final byte[] pickledConfig;
     private final String pythonExec;
     private final long flushIntervalMs;
+    private final String handlerModule;
+    private final String handlerClass;
 
     private transient PythonInterpreter interpreter;
     private transient String handler;
@@ -106,9 +122,17 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Map<String, long[]> gauges;
 
     public BatchedVersions(byte[] pickledConfig, String pythonExec, long flushIntervalMs) {
+        this(pickledConfig, pythonExec, flushIntervalMs, MODERATE_MODULE, MODERATE_CLASS);
+    }
+
+    public BatchedVersions(
+            byte[] pickledConfig, String pythonExec, long flushIntervalMs, String handlerModule,
+            String handlerClass) {
         this.pickledConfig = pickledConfig;
         this.pythonExec = pythonExec;
         this.flushIntervalMs = flushIntervalMs;
+        this.handlerModule = handlerModule;
+        this.handlerClass = handlerClass;
     }
 
     /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
@@ -118,14 +142,37 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
             String pythonExec, String uid, long flushIntervalMs) {
+        return apply(keyed, broadcast, pickledConfig, pythonExec, uid, flushIntervalMs,
+                "moderate (batched)", MODERATE_MODULE, MODERATE_CLASS, outputType());
+    }
+
+    /** {@code keyed} through this operator with the Python handler {@code handlerModule.
+     * handlerClass}, named {@code name}, its rows of type {@code type}; {@code broadcast} may be
+     * null (a one-input operator: the handler is never called with a broadcast record). */
+    public static DataStream<Row> apply(
+            KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
+            String pythonExec, String uid, long flushIntervalMs, String name,
+            String handlerModule, String handlerClass, TypeInformation<Row> type) {
+        BatchedVersions operator = new BatchedVersions(
+                pickledConfig, pythonExec, flushIntervalMs, handlerModule, handlerClass);
+        int parallelism = keyed.getExecutionEnvironment().getParallelism();
+        if (broadcast == null) {
+            OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
+                    keyed.getTransformation(), name, operator, type, parallelism);
+            transform.setStateKeySelector(keyed.getKeySelector());
+            transform.setStateKeyType(keyed.getKeyType());
+            transform.setUid(uid);
+            keyed.getExecutionEnvironment().addOperator(transform);
+            return new DataStream<>(keyed.getExecutionEnvironment(), transform);
+        }
         DataStream<Row> everywhere = broadcast.broadcast();
         TwoInputTransformation<Row, Row, Row> transform = new TwoInputTransformation<>(
                 keyed.getTransformation(),
                 everywhere.getTransformation(),
-                "moderate (batched)",
-                new BatchedVersions(pickledConfig, pythonExec, flushIntervalMs),
-                outputType(),
-                keyed.getExecutionEnvironment().getParallelism());
+                name,
+                operator,
+                type,
+                parallelism);
         transform.setStateKeySelectors(keyed.getKeySelector(), null);
         transform.setStateKeyType(keyed.getKeyType());
         transform.setUid(uid);
@@ -175,8 +222,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
         handler = "_modstream_batched_" + subtask + "_" + System.identityHashCode(this);
         interpreter.set(handler + "_config", pickledConfig);
-        interpreter.exec("import jobs.moderation_batch as _modstream_batch\n"
-                + handler + " = _modstream_batch.BatchedModerate(" + handler + "_config, " + subtask + ")");
+        interpreter.exec("import " + handlerModule + " as " + handler + "_module\n"
+                + handler + " = " + handler + "_module." + handlerClass + "(" + handler
+                + "_config, " + subtask + ")");
         // After a restore: what Python keeps of the policy and the banks, from broadcast state.
         MsgPack.Writer entries = new MsgPack.Writer();
         List<Map.Entry<String, String>> kept = new ArrayList<>();
@@ -193,6 +241,12 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private byte[] call(String method, byte[] payload) {
         pythonCalls.inc();
         return (byte[]) interpreter.invokeMethod(handler, method, payload);
+    }
+
+    /** Input 1 when there is no input 2. */
+    @Override
+    public void processElement(StreamRecord<Row> element) throws Exception {
+        processElement1(element);
     }
 
     @Override
@@ -402,8 +456,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         }
         StreamRecord<Row> record = new StreamRecord<>(null, timestamp);
         for (Object item : (List<Object>) parts.get(2)) {
-            List<Object> row = (List<Object>) item;
-            output.collect(record.replace(Row.of(row.get(0), row.get(1), row.get(2))));
+            output.collect(record.replace(Row.of(((List<Object>) item).toArray())));
         }
         for (Object item : (List<Object>) parts.get(3)) {
             metric((List<Object>) item);
@@ -459,8 +512,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     }
 
     private void logCounts() {
-        LOG.info("BatchedVersions {}: python_calls {} versions_batched {} records_in {}"
+        LOG.info("BatchedVersions {} {}: python_calls {} versions_batched {} records_in {}"
                         + " python_fire_ms {}",
+                handlerClass,
                 getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                 pythonCalls == null ? 0 : pythonCalls.getCount(),
                 versionsBatched == null ? 0 : versionsBatched.getCount(),

@@ -29,6 +29,11 @@ public final class PayloadTime implements SerializableTimestampAssigner<Row> {
 
     /** The top-level {@code ts} of a JSON object, or {@code fallback}. Reads no further than it. */
     public static long of(String value, long fallback) {
+        return of(value, "ts", fallback);
+    }
+
+    /** The top-level integer {@code field} (>= 0) of a JSON object, or {@code fallback}. */
+    public static long of(String value, String field, long fallback) {
         if (value == null) {
             return fallback;
         }
@@ -39,7 +44,7 @@ public final class PayloadTime implements SerializableTimestampAssigner<Row> {
             while (parser.nextToken() == JsonToken.FIELD_NAME) {
                 String name = parser.getCurrentName();
                 JsonToken token = parser.nextToken();
-                if ("ts".equals(name)) {
+                if (field.equals(name)) {
                     if (token == JsonToken.VALUE_NUMBER_INT) {
                         long ts = parser.getLongValue();
                         return ts >= 0 ? ts : fallback;
