@@ -10,8 +10,8 @@ state. Everything the job writes (decisions, actions, review tasks, shadow decis
 This module wires the job and runs it; its adapters are jobs/moderation_decode.py (admission),
 jobs/moderation_broadcast.py (policy and hash banks), jobs/moderation_reports.py (the report
 gate and combiner), jobs/moderation_moderate.py (the per-version step) and
-jobs/moderation_sanctions.py (strikes and sanctions); its configuration and row shapes are in
-jobs/moderation_config.py.
+jobs/moderation_sanctions.py (strikes and sanctions); the steps that run in Java are wired in
+jobs/moderation_java.py; its configuration and row shapes are in jobs/moderation_config.py.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
 import yaml
 from pyflink.common import WatermarkStrategy
-from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
+from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.java_gateway import get_gateway
 
 from jobs import hash_retro, restore, runtime
@@ -42,11 +41,19 @@ from jobs.moderation_config import (
     DLQ_ROUTE,
     ENGINE_BATCHED,
     ENGINES,
-    ORDERED_BATCH,
     OUTPUT_BATCH,
     ModerationConfig,
 )
 from jobs.moderation_decode import DecodeBatch
+from jobs.moderation_java import (
+    batched_sanctions,
+    batched_versions,
+    by_topic,
+    in_event_time_order,
+    projected,
+    unbatched,
+    validated_time,
+)
 from jobs.moderation_moderate import Moderate
 from jobs.moderation_reports import ReportCombine, ReportGate
 from jobs.moderation_sanctions import Sanctions
@@ -140,138 +147,6 @@ def decode(source: DataStream, config: ModerationConfig) -> DataStream:
         for stream in (batches, decoded, rows):
             stream.set_parallelism(config.pre_key_parallelism)
     return rows
-
-
-def projected(stream: DataStream, fields: tuple[int, ...]) -> DataStream:
-    """Row(...) -> Row(row[f] for f in fields), in Java (Project.java): here decoded DLQ rows
-    back to the sink's Row(topic, key, value)."""
-    gateway = get_gateway()
-    indexes = gateway.new_array(gateway.jvm.int, len(fields))
-    for position, index in enumerate(fields):
-        indexes[position] = index
-    j_rows = stream._j_data_stream.map(
-        gateway.jvm.io.modstream.flink.Project(indexes), runtime.SINK_ROW.get_java_type_info()
-    )
-    return DataStream(j_rows.name("dlq rows"))
-
-
-def in_event_time_order(stream: DataStream) -> KeyedStream:
-    """Decoded rows keyed by version, held in Java until the watermark passes them and handed
-    on in order, one batch per version and watermark (EventTimeOrder.java), keyed for the
-    Python operator that follows without a second shuffle."""
-    gateway = get_gateway()
-    flink = gateway.jvm.io.modstream.flink
-    j_batches = (
-        stream._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
-        .process(flink.EventTimeOrder(), flink.EventTimeOrder.outputType())
-        .name("event-time order")
-        .uid("moderation_event_time_order")
-    )
-    utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
-    j_keyed = utils.reinterpretAsKeyedStream(
-        j_batches, gateway.jvm.KeyByKeySelector(), flink.FieldKey.keyType()
-    )
-    return KeyedStream(j_keyed, ORDERED_BATCH, DataStream(j_batches))
-
-
-def batched_versions(
-    keyed: DataStream, broadcast: DataStream, config: ModerationConfig
-) -> DataStream:
-    """Decoded rows keyed by version through BatchedVersions.java: input order, the version's
-    stored value and its timers in Java, the per-version code in Python once per watermark for
-    every version it made ready (jobs/moderation_batch.py); policy and hash-bank rows from
-    `broadcast`. Out: sink rows Row(topic, key, value)."""
-    flink = get_gateway().jvm.io.modstream.flink
-    j_keyed = keyed._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
-    j_rows = flink.BatchedVersions.apply(
-        j_keyed,
-        broadcast._j_data_stream,
-        cloudpickle.dumps(config),
-        sys.executable,
-        "moderation_moderate_batched",
-        config.batch_interval_ms,
-    )
-    return DataStream(j_rows)
-
-
-def batched_sanctions(entries: DataStream, config: ModerationConfig) -> DataStream:
-    """The version operator's `_sanctions` rows keyed by author through BatchedVersions.java
-    (jobs/sanctions_batch.py), held in Java until the watermark passes `at`, the time they
-    were emitted (KeyedAt.java); no broadcast input. Out: sink rows Row(topic, key, value)."""
-    flink = get_gateway().jvm.io.modstream.flink
-    j_entries = entries._j_data_stream.map(flink.KeyedAt("at"), flink.KeyedAt.outputType()).name(
-        "sanctions input"
-    )
-    j_keyed = j_entries.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
-    j_rows = flink.BatchedVersions.apply(
-        j_keyed,
-        None,
-        cloudpickle.dumps(config),
-        sys.executable,
-        "moderation_sanctions_batched",
-        config.batch_interval_ms,
-        "sanctions (batched)",
-        "jobs.sanctions_batch",
-        "BatchedSanctions",
-        flink.BatchedVersions.outputType(),
-    )
-    return DataStream(j_rows)
-
-
-def unbatched(stream: DataStream) -> DataStream:
-    """Row(topics, keys, values) batches as one Row(topic, key, value) each (Unbatch.java)."""
-    flink = get_gateway().jvm.io.modstream.flink
-    j_rows = stream._j_data_stream.flatMap(flink.Unbatch(), runtime.SINK_ROW.get_java_type_info())
-    return DataStream(j_rows.name("unbatch"))
-
-
-def by_topic(
-    stream: DataStream, topic: str, *, keep: bool, config: ModerationConfig | None = None
-) -> DataStream:
-    """The rows of `stream` whose first field is (keep) or is not `topic`, filtered in Java;
-    before key_by at the configured pre-key parallelism."""
-    jvm = get_gateway().jvm
-    filtered = stream._j_data_stream.filter(jvm.io.modstream.flink.TopicFilter(topic, keep))
-    if config is not None and config.pre_key_parallelism:
-        filtered.setParallelism(config.pre_key_parallelism)
-    return DataStream(filtered)
-
-
-def _java_strings(values: tuple[str, ...]) -> Any:
-    gateway = get_gateway()
-    array = gateway.new_array(gateway.jvm.String, len(values))
-    for index, value in enumerate(values):
-        array[index] = value
-    return array
-
-
-def validated_time(decoded: DataStream, config: ModerationConfig) -> DataStream:
-    """Timestamps and watermarks from admitted records only, per lane (ValidatedTime.java)."""
-    gateway = get_gateway()
-    jvm = gateway.jvm
-    lanes = _java_strings(config.expected_lanes)
-    strategy = jvm.io.modstream.flink.ValidatedTime(
-        config.out_of_orderness_ms,
-        config.idleness_ms,
-        config.backfill_idleness_ms,
-        config.live_window_ms,
-        config.wall_clock,
-        lanes,
-        config.drained_after_ms,
-        *config.end_offsets,
-        _java_strings(config.end_offsets_properties),
-    )
-    # Flink's timestamps-and-watermarks operator, with the generator's lanes and last watermark
-    # kept in operator state (ValidatedTimeOperator.java): a restore resumes event time.
-    timed = decoded._j_data_stream.transform(
-        "validated event time",
-        decoded._j_data_stream.getType(),
-        jvm.io.modstream.flink.ValidatedTimeOperator.Factory(strategy),
-    )
-    timed.uid("moderation_validated_time")
-    if config.pre_key_parallelism:
-        timed.setParallelism(config.pre_key_parallelism)
-    return DataStream(timed)
 
 
 def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
@@ -397,13 +272,8 @@ def refuse_empty_state(job: runtime.JobConfig, args: argparse.Namespace) -> None
         LOG.warning(line)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
-    args = options().parse_args(argv)
-    settings = Settings.from_env()
-    logs.configure_job("moderation", settings)
-    job = runtime.job_config("moderation", args, settings, state_schema=state_schema.STATE_SCHEMA)
-    refuse_empty_state(job, args)
+def configured(args: argparse.Namespace, job: runtime.JobConfig) -> ModerationConfig:
+    """The job's configuration from its options, the environment and the broker's partitions."""
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
     config = ModerationConfig(
         policy_id=args.policy_id,
@@ -429,6 +299,17 @@ def main(argv: list[str] | None = None) -> int:
         end_offsets=(job.bootstrap_servers, job.group_id),
         end_offsets_properties=tuple(f"{k}={v}" for k, v in job.kafka_properties.items()),
     )
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
+    args = options().parse_args(argv)
+    settings = Settings.from_env()
+    logs.configure_job("moderation", settings)
+    job = runtime.job_config("moderation", args, settings, state_schema=state_schema.STATE_SCHEMA)
+    refuse_empty_state(job, args)
+    config = configured(args, job)
     env = runtime.create_env(job, settings)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.
