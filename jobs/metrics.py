@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from modstream import redaction
+from operators.quality import SLICE as _QUALITY_SLICE
 
 LOG = logging.getLogger("modstream.metrics")
 
@@ -114,6 +115,37 @@ METRICS: dict[str, Metric] = {
     ),
     "open_discrepancies": Metric(
         "gauge", (), "reconciler", "content items whose visibility disagrees with the action"
+    ),
+    # Quality of decisions (issue 29, item 3; operators/quality.py): the rates are recording
+    # rules over these (deploy/prometheus/alerts.yaml, group modstream-quality).
+    "appealable_decisions": Metric(
+        "counter",
+        _QUALITY_SLICE,
+        "moderation",
+        "BLOCK or RESTRICT decisions the author was told about and may appeal",
+    ),
+    "appeals": Metric("counter", _QUALITY_SLICE, "moderation", "appeals opened (appeal tasks)"),
+    "appeal_outcomes": Metric(
+        "counter",
+        ("result", *_QUALITY_SLICE),
+        "moderation",
+        "appeals decided: upheld (the appealed outcome kept) or overturned",
+    ),
+    "human_reviews": Metric(
+        "counter",
+        ("agreement", *_QUALITY_SLICE),
+        "moderation",
+        "human reviews of a model's decision: agree (same outcome) or disagree",
+    ),
+    # Review wait (issue 29, item 3; jobs/review_wait.py), set every 10 s per queue.
+    "oldest_review_wait_ms": Metric(
+        "gauge",
+        ("queue",),
+        "reconciler",
+        "how long the queue's oldest open review task has waited, ms (0: none open)",
+    ),
+    "review_wait_target_ms": Metric(
+        "gauge", ("queue",), "reconciler", "the queue's target for that wait, ms"
     ),
 }
 

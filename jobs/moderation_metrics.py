@@ -12,6 +12,9 @@ their timers), so the pending gauges undercount until then (docs/OPERATIONS.md).
 index is the same kind: version key -> (the event time its waiting rule decides at, the
 processing time it was first seen waiting), from `timers.overdue_since` after each firing;
 after a restore it is rebuilt as the waiting versions' timers fire.
+The quality counters (operators/quality.py: appeals, their results, human reviews against the
+model) need no index: what a firing adds to them is in its outputs, and the decision in force
+before it is read from the stored state, only for a review or appeal decision.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.metrics import OperatorMetrics
+from operators import quality, state_schema
 from operators.timers import overdue_since
 from operators.version_state import Content, Output, VersionState
 
@@ -51,10 +55,12 @@ class ModerationMetrics:
         state: VersionState | None,
         outputs: list[Output],
         fired_at: int | None = None,
+        earlier: Callable[[], quality.InForce | None] = lambda: None,
     ) -> None:
         """Count a firing's outputs and move the version in or out of the pending and overdue
         indexes. `fired_at`: the firing's event time (an input's or a timer's ts); the newest
-        seen stands for the operator's event time, without a call into Java to ask for it."""
+        seen stands for the operator's event time, without a call into Java to ask for it.
+        `earlier`: the decision in force before the firing (`in_force` of the stored state)."""
         if fired_at is not None and (self.event_time is None or fired_at > self.event_time):
             self.event_time = fired_at
         self._overdue(key, state)
@@ -64,6 +70,9 @@ class ModerationMetrics:
                 self._decision(key, content, record)
             elif topic == "review.tasks":
                 self.metrics.inc("review_tasks", queue=str(record.get("queue")))
+        if outputs:
+            for name, labels in quality.counted(outputs, quality_slice(state), earlier):
+                self.metrics.inc(name, 1, **labels)
         if state is None or state.deleted or state.retired:
             self.pending.pop(key, None)
         self.refresh()
@@ -115,3 +124,22 @@ class ModerationMetrics:
         behind = 0 if event is None or self.event_time is None else self.event_time - event
         self.metrics.set("overdue_oldest_event_ms", max(0, behind))
         self.metrics.set("overdue_oldest_processing_ms", max(0, now - seen))
+
+
+def quality_slice(state: VersionState | None) -> quality.Slice:
+    """The version's surface, region and evidence models (`unknown` where not read yet)."""
+    content = state.content if state is not None else None
+    evidence = state.evidence.values() if state is not None else ()
+    return quality.Slice(
+        surface=content.surface if content is not None else "unknown",
+        region=content.region if content is not None else "unknown",
+        model_version=quality.models((item.detector, item.model_version) for item in evidence),
+    )
+
+
+def in_force(raw_state: str | bytes | None) -> quality.InForce | None:
+    """The decision in force in a stored version state (None: never decided)."""
+    state = state_schema.load_version(raw_state)
+    if state is None or state.last_decision is None:
+        return None
+    return quality.InForce(outcome=state.last_decision.outcome, human=state.human is not None)

@@ -21,7 +21,7 @@ from jobs import metrics, python_calls
 from jobs.moderation_broadcast import PolicyAware
 from jobs.moderation_config import REPORT_BATCH, ModerationConfig
 from jobs.moderation_letters import HANDLER_FAILURES, TIMERS, failure_letter, schema_letters
-from jobs.moderation_metrics import ModerationMetrics
+from jobs.moderation_metrics import ModerationMetrics, in_force
 from operators import jsonio, moderation, state_schema
 from operators.hashbank import HashBanks
 from operators.moderation import RETRO
@@ -173,7 +173,8 @@ class Moderate(PolicyAware):
             rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
             return raw_state
         state, outputs, timers, letters = run
-        self.reported.decided(key, state, outputs, timestamp)
+        stored = raw_state
+        self.reported.decided(key, state, outputs, timestamp, earlier=lambda: in_force(stored))
         for timer in set(timers):
             if due is None:  # stored before issue 14: its timers are Flink's alone
                 ctx.timer_service().register_event_time_timer(timer)

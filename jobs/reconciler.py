@@ -15,6 +15,9 @@ region) and moderation.decisions (restrictive revisions, trigger) read as well, 
 shown and then restricted gives one `enforcement.exposure` record and an `exposure_ms` sample;
 its state (`exposure`) is apart from reconciliation's, and a failing exposure step is logged and
 never disturbs reconciliation.
+The review wait (jobs/review_wait.py, operators/review_wait.py): with review.tasks and
+review.decisions read as well, the oldest open review task's wait per queue, in two keyed steps
+of their own (by task, then by queue) beside reconciliation.
 
 One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
 validate goes to the DLQ as `schema`; a valid one whose handling fails unexpectedly goes as
@@ -40,6 +43,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from jobs import metrics, runtime
 from jobs.options import job_parser
+from jobs.review_wait import REVIEW_TOPICS, build_review_wait
 from modstream import logs
 from modstream.config import Settings
 from modstream.content_service import ContentService
@@ -90,6 +94,8 @@ class Reconcile(KeyedProcessFunction):
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         physical, key, raw, record_ts = value[0], value[1], value[2], value[3] or 0
         topic = self.config.contract(physical)
+        if topic in REVIEW_TOPICS:  # the review-wait branch's (jobs/review_wait.py)
+            return
         if topic == "content.versions":
             yield from self._upload_facts(raw, ctx)
             return
@@ -350,7 +356,9 @@ def build(
         .name("reconcile")
         .uid("reconcile")
     )
-    sink(reconciled)
+    # The review-wait gauges (jobs/review_wait.py): their own keyed steps, nothing to write.
+    waits = build_review_wait(source, config.contract, config.clock)
+    sink(reconciled.union(waits))
 
 
 def options() -> argparse.ArgumentParser:
@@ -385,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     return runtime.run_on_kafka(
         job,
         settings,
-        [*INPUT_TOPICS, *EXPOSURE_TOPICS],
+        [*INPUT_TOPICS, *EXPOSURE_TOPICS, *REVIEW_TOPICS],
         lambda env, source, sink: build(env, source, sink, config),
         detached=args.detached,
     )

@@ -253,13 +253,18 @@ def cmd_dlq(args: argparse.Namespace, settings: Settings) -> int:
 
     servers = args.bootstrap_servers or settings.bootstrap_servers
     topic = args.topic or topics.physical("moderation.dlq", args.prefix)
+    client = redis.Redis.from_url(settings.redis_url)
     if args.action == "list":
-        letters = dlq.list_letters(servers, topic, args.error_class)
-        for letter in letters:
-            print(json.dumps(letter, ensure_ascii=False))
+        # By owner: each owner's counts per class on stderr, then its records (JSON lines).
+        letters = dlq.list_letters(servers, topic, args.error_class, client)
+        for owner, per_class in dlq.by_owner(letters).items():
+            classes = ", ".join(f"{name} {count}" for name, count in per_class.items())
+            print(f"dlq: owner {owner}: {sum(per_class.values())} ({classes})", file=sys.stderr)
+            for letter in letters:
+                if dlq.owner(letter) == owner:
+                    print(json.dumps(letter, ensure_ascii=False))
         print(f"dlq: {len(letters)} records on {topic}", file=sys.stderr)
         return 0
-    client = redis.Redis.from_url(settings.redis_url)
     counts = dlq.replay(
         servers, topic, client, error_class=args.error_class, prefix=args.prefix, say=print
     )

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from modstream import demo_checks, kafkaio
+from modstream import demo_checks, kafkaio, quality
 from modstream.config import Settings
 from modstream.content_service import ContentService
 from operators.moderation import VISIBILITY
@@ -150,6 +150,11 @@ class Results:
     applied: int  # actions the Action Service finished
     lags: list[float]  # LagWatch.lags_ms
     exposures: list[dict[str, Any]]  # enforcement.exposure: the reconciler's exposure windows
+    # Quality of decisions and review wait (issue 29, item 3): review.decisions of this run, and
+    # when each review task was written to review.tasks (Kafka timestamp, ms).
+    reviews: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    tasks_written: dict[str, int] = dataclasses.field(default_factory=dict)
+    collected_at: int = 0  # wall clock (ms) when the outputs were read back
 
 
 def collect(
@@ -180,6 +185,8 @@ def collect(
     sanctions = mine(settings, names["account.actions"], run_id)
     notices = mine(settings, names["user.notifications"], run_id)
     exposures = mine(settings, names["enforcement.exposure"], run_id)
+    reviews = mine(settings, names["review.decisions"], run_id)
+    tasks_written = quality.written_at(settings, names["review.tasks"], run_id)
     decided = {(d["content_id"], d["content_version"]) for d in decisions}
     saved = scan_calls_saved(settings, names, run_id, lines, decided, policy)
     latest = _latest_revisions(decisions)
@@ -202,6 +209,9 @@ def collect(
         applied=applied,
         lags=watch.lags_ms(),
         exposures=exposures,
+        reviews=reviews,
+        tasks_written=tasks_written,
+        collected_at=int(time.time() * 1000),
     )
 
 
@@ -268,6 +278,10 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "duplicate_revisions": sum(n - 1 for n in revisions.values()),
         "enforcement_lag_ms": lag_summary,
         "exposure_ms": exposure_summary(results.exposures),
+        "quality": quality.quality_summary(results.decisions, results.notices, results.tasks),
+        "review_wait": quality.review_wait_summary(
+            results.tasks, results.reviews, results.tasks_written, results.collected_at
+        ),
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -351,6 +365,8 @@ def print_summary(
         f"({exposure['measured']} versions shown, then restricted)"
     )
     _row("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in results.tasks))
+    for line in quality.summary_lines(summary):
+        print(line)
     print(f"  shadow decisions (policy v{shadow_version})   {len(results.shadows)}")
     _row("account actions", Counter(s["sanction"] for s in results.sanctions))
     print(f"  notifications                 {len(results.notices)}")

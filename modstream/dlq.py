@@ -11,6 +11,15 @@ Replay writes only to the contract's input topics (of this deployment's prefix):
 whose `source_topic` is anything else (an output such as moderation.actions, another
 deployment's topic) is refused and named, never produced. A record whose signature does not
 pass the deployment's keyring is not replayed either: the job would refuse it again.
+
+Attempt history. A replayed input that fails again gets a new DLQ record from the job that
+refused it, and that job cannot know the input was replayed (a job reads only the record).
+So replay remembers, in the Redis hash `dlq:history`, per input (`identity`: the sha256 of its
+source topic, key and raw, exactly what a job's new record for the same input repeats), the
+records it sent back, oldest first. `list_letters` and `replay` give each record read the
+history of the records of its input replayed before it (`with_history`): an exact match on
+the input, never a guess by content id or time. A `stale` note replay writes itself carries it
+in the record (`history`, `attempts`).
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ from modstream.progress import Progress
 from operators import signing
 from operators.signing import Keyring
 from schemas import INPUT_TOPICS, SchemaError, dead_letter, parse
-from schemas.dlq import is_redacted
+from schemas.dlq import HISTORY_LIMIT, DlqRecord, is_redacted, with_attempt
 
 REPLAYED_KEY = "dlq:replayed"
+HISTORY_KEY = "dlq:history"
 
 
 @dataclass(frozen=True)
@@ -89,13 +99,74 @@ def recheck(
     return Verdict(True, "current")
 
 
+def identity(letter: dict[str, Any]) -> str:
+    """The input a DLQ record is about: what a job's record for the same input repeats."""
+    fields = [letter.get("source_topic"), letter.get("key"), letter.get("raw")]
+    return hashlib.sha256(json.dumps(fields).encode("utf-8")).hexdigest()
+
+
+def _replayed_before(client: Any, letter: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entries `dlq:history` keeps for the letter's input: {digest, attempt} a replay."""
+    kept = client.hget(HISTORY_KEY, identity(letter)) if client is not None else None
+    return list(json.loads(kept)) if kept else []
+
+
+def with_history(letter: dict[str, Any], client: Any) -> dict[str, Any]:
+    """`letter` with the attempts replayed before it prepended to its own `history`, and
+    `attempts` counting them; the entries up to its own when it was itself replayed."""
+    entries = _replayed_before(client, letter)
+    own = digest(letter)
+    digests = [entry["digest"] for entry in entries]
+    earlier = entries[: digests.index(own)] if own in digests else entries
+    if not earlier:
+        return letter
+    history = [entry["attempt"] for entry in earlier] + list(letter.get("history") or [])
+    return {
+        **letter,
+        "history": history[-HISTORY_LIMIT:],
+        "attempts": int(letter.get("attempts") or 1) + len(earlier),
+    }
+
+
+def _remember_replayed(client: Any, letter: dict[str, Any]) -> None:
+    """Add `letter` to its input's entries in `dlq:history` (the newest HISTORY_LIMIT kept)."""
+    entries = _replayed_before(client, letter)
+    record = DlqRecord.model_validate(letter)
+    entry = {"digest": digest(letter), "attempt": record.attempt().model_dump()}
+    client.hset(HISTORY_KEY, identity(letter), json.dumps([*entries, entry][-HISTORY_LIMIT:]))
+
+
 def list_letters(
-    bootstrap_servers: str, topic: str, error_class: str | None = None
+    bootstrap_servers: str, topic: str, error_class: str | None = None, client: Any = None
 ) -> list[dict[str, Any]]:
-    """The DLQ records of `topic` (of `error_class` when given); a malformed one is skipped
-    with a warning (kafkaio.read_values), never the end of the listing."""
+    """The DLQ records of `topic` (of `error_class` when given), each with its input's
+    attempt history when `client` (Redis) is given; a malformed one is skipped with a warning
+    (kafkaio.read_values), never the end of the listing."""
     letters = kafkaio.read_values(bootstrap_servers, topic, schema="moderation.dlq")
-    return [letter for letter in letters if error_class in (None, letter.get("error_class"))]
+    return [
+        with_history(letter, client)
+        for letter in letters
+        if error_class in (None, letter.get("error_class"))
+    ]
+
+
+def by_owner(letters: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per owner (a record written before owners: derived from its class and topic), its
+    records' count per error class; owners and classes sorted."""
+    counts: dict[str, dict[str, int]] = {}
+    for letter in letters:
+        per_class = counts.setdefault(owner(letter), {})
+        error_class = str(letter.get("error_class"))
+        per_class[error_class] = per_class.get(error_class, 0) + 1
+    return {name: dict(sorted(counts[name].items())) for name in sorted(counts)}
+
+
+def owner(letter: dict[str, Any]) -> str:
+    """A record's owner (derived from its class and topic when written before owners)."""
+    try:
+        return DlqRecord.model_validate(letter).owner
+    except ValueError:
+        return str(letter.get("owner") or "unknown")
 
 
 def replay(
@@ -141,8 +212,9 @@ def replay(
                     letter["source_topic"],
                     [(letter.get("key"), (letter.get("raw") or "").encode("utf-8"))],
                 )
+                _remember_replayed(client, letter)
             elif verdict.reason not in ("still_invalid", "bad_signature"):
-                stale.append(_stale_note(letter, verdict.reason))
+                stale.append(_stale_note(with_history(letter, client), verdict.reason))
             if verdict.reason not in ("still_invalid", "bad_signature"):
                 client.sadd(REPLAYED_KEY, key)
     if stale:
@@ -161,15 +233,19 @@ def _refusal(letter: dict[str, Any], prefix: str) -> str:
 
 
 def _stale_note(letter: dict[str, Any], reason: str) -> tuple[str | None, bytes]:
-    """A `stale` dead letter saying why `letter` was not replayed (never replayed itself)."""
+    """A `stale` dead letter saying why `letter` was not replayed (never replayed itself): the
+    same input, owner and history, and `letter` as its newest earlier attempt."""
+    earlier = DlqRecord.model_validate(letter)
     note = dead_letter(
-        letter["source_topic"],
-        letter.get("key"),
-        letter.get("raw"),
+        earlier.source_topic,
+        earlier.key,
+        earlier.raw,
         f"dlq replay: not replayed ({reason})",
-        ts=int(letter.get("ts") or 0),
+        ts=earlier.ts,
         error_class="stale",
-        attempts=int(letter.get("attempts") or 1) + 1,
+        attempts=earlier.attempts + 1,
         operator="dlq-replay",
+        history=with_attempt(earlier.history, earlier.attempt()),
+        owner=earlier.owner,
     )
-    return letter.get("key"), note.model_dump_json().encode("utf-8")
+    return earlier.key, note.model_dump_json().encode("utf-8")

@@ -18,10 +18,12 @@ from typing import Any
 import duckdb
 from matplotlib.figure import Figure
 
-from modstream import analytics, report_plots
+from modstream import analytics, quality, report_plots
 from modstream.archive_schema import TABLES
 from modstream.config import Settings
 
+# Every plot of the page, in its order (issue 29's quality plots after the others).
+PLOTS = report_plots.PLOTS + quality.PLOTS
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 60em; color: #222; }
 h1 { font-size: 1.5em; } h2 { font-size: 1.15em; margin-top: 2em; }
@@ -75,7 +77,7 @@ def render(con: duckdb.DuckDBPyConnection, *, title: str, source: Path) -> str:
         "<h2>Latest outcome per content version</h2>",
         _table(["outcome", "content versions"], latest_outcomes(con)),
     ]
-    for heading, plot, caption in report_plots.PLOTS:
+    for heading, plot, caption in PLOTS:
         try:
             image = png(plot(con))
         except duckdb.Error as error:  # a query the archive cannot answer: say so, go on

@@ -13,15 +13,22 @@ content text (docs/retention.md):
   is kept only as `sha256:<hex>` of the bytes received; the message gives its size.
 An input or message holding one of the deployment's secret values (modstream/redaction.py)
 keeps neither: the message shows the secret masked, `raw` only the input's digest.
+
+Every record names its `owner`, the team that fixes what it says is wrong (`owner_of`: the one
+map from error class, source topic and producing job to a team; docs/OPERATIONS.md, "DLQ"),
+the `job` that wrote it, and its `history`: the earlier attempts at the same input (a letter
+`dlq replay` sent back and that failed again; modstream/dlq.py), oldest first, at most
+`HISTORY_LIMIT`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from modstream import redaction
 from modstream.limits import Limits
@@ -75,9 +82,76 @@ REDACTED_MARKER = "_modstream_redacted"
 _LIMITS = Limits()
 _LONG_MAX = 2**63 - 1
 
+# The teams a DLQ record can be assigned to (docs/OPERATIONS.md, "DLQ": who they are).
+Owner = Literal[
+    "security",
+    "policy-authors",
+    "review-ops",
+    "hash-banks",
+    "enforcement",
+    "detection",
+    "ingest",
+    "moderation",
+    "platform",
+]
+# Who owns a record, first match wins: its class says more than its topic, its topic more than
+# the job that refused it. A class or topic names what must be fixed (a key, a policy, a
+# reviewer's tooling); otherwise the job that could not handle the input owns it.
+OWNER_BY_CLASS: dict[str, Owner] = {"signature": "security", "policy": "policy-authors"}
+OWNER_BY_TOPIC: dict[str, Owner] = {
+    "policy.rules": "policy-authors",
+    "review.decisions": "review-ops",
+    "review.grants": "review-ops",
+    "review.leases": "review-ops",
+    "moderation.appeals": "review-ops",
+    "hash.bank": "hash-banks",
+}
+OWNER_BY_JOB: dict[str, Owner] = {
+    "enforce": "enforcement",
+    "reconciler": "enforcement",
+    "scan": "detection",
+    "ingest": "ingest",
+    "ingest_check": "ingest",
+    "moderation": "moderation",
+    "policy_store": "moderation",
+}
+DEFAULT_OWNER: Owner = "platform"
+# Earlier attempts a record carries; older ones are dropped (the count stays in `attempts`).
+HISTORY_LIMIT = 8
+
+
+def _contract_topic(source_topic: str, names: Iterable[str]) -> str | None:
+    """The one of `names` that `source_topic` is, with or without a deployment prefix."""
+    for name in names:
+        if source_topic == name or source_topic.endswith("." + name):
+            return name
+    return None
+
+
+def owner_of(source_topic: str, error_class: str, job: str) -> Owner:
+    """The team that owns a DLQ record (OWNER_BY_CLASS, then _BY_TOPIC, then _BY_JOB)."""
+    if error_class in OWNER_BY_CLASS:
+        return OWNER_BY_CLASS[error_class]
+    topic = _contract_topic(source_topic, OWNER_BY_TOPIC)
+    if topic is not None:
+        return OWNER_BY_TOPIC[topic]
+    return OWNER_BY_JOB.get(job, DEFAULT_OWNER)
+
+
+class DlqAttempt(OutputRecord):
+    """An earlier attempt at the same input: the record it left (its ts, class, message) and
+    the job that wrote it."""
+
+    ts: EventTime
+    error_class: ErrorClass
+    message: Annotated[str, Field(max_length=MESSAGE_LIMIT_CHARS)]
+    job: Id
+
 
 class DlqRecord(OutputRecord):
-    """A rejected input and why it was rejected."""
+    """A rejected input and why it was rejected. `owner`, `job` and `history` are modstream's
+    additions (docs/contract-notes.md); a record written before them reads with its owner
+    derived from its class and topic, job `unknown` and no history."""
 
     source_topic: Id
     key: str | None
@@ -90,6 +164,32 @@ class DlqRecord(OutputRecord):
         "object with content fields replaced by sha256:<hex>, or sha256:<hex> of the whole input"
     )
     ts: EventTime
+    owner: Owner
+    job: Id
+    history: list[DlqAttempt] = Field(default_factory=list, max_length=HISTORY_LIMIT)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _written_before_owners(cls, data: Any) -> Any:
+        """A record written before `owner` and `job` existed: derived, never refused."""
+        if isinstance(data, dict) and ("owner" not in data or "job" not in data):
+            data = {"job": "unknown", **data}
+            if "owner" not in data:
+                topic, error_class = data.get("source_topic"), data.get("error_class")
+                if isinstance(topic, str) and isinstance(error_class, str):
+                    data["owner"] = owner_of(topic, error_class, str(data["job"]))
+        return data
+
+    def attempt(self) -> DlqAttempt:
+        """This record as an earlier attempt of the next record for the same input."""
+        return DlqAttempt(
+            ts=self.ts, error_class=self.error_class, message=self.message, job=self.job
+        )
+
+
+def with_attempt(history: list[DlqAttempt], earlier: DlqAttempt) -> list[DlqAttempt]:
+    """`history` and then `earlier`, the newest HISTORY_LIMIT kept."""
+    return [*history, earlier][-HISTORY_LIMIT:]
 
 
 def cap_utf8(text: str, limit_bytes: int) -> tuple[str, int]:
@@ -237,11 +337,14 @@ def dead_letter(
     error_class: ErrorClass = "schema",
     attempts: int = 1,
     operator: str = "ingest",
+    history: list[DlqAttempt] | None = None,
+    owner: Owner | None = None,
 ) -> DlqRecord:
     """Build the DLQ record for an input that `operator` rejected.
 
     `ts` is the input's event time when it has one, else the Kafka record's timestamp, so a
-    replay of the same input writes the same DLQ record.
+    replay of the same input writes the same DLQ record. `owner` defaults to `owner_of`'s;
+    `history`: the earlier attempts at this input, oldest first.
     """
     raw_text, note = kept_raw(source_topic, raw)
     redactor = redaction.current()
@@ -267,4 +370,7 @@ def dead_letter(
         workflow_version=WORKFLOW_VERSION,
         raw=raw_text,
         ts=min(max(0, ts), _LONG_MAX),
+        owner=owner or owner_of(source_topic, error_class, operator),
+        job=operator,
+        history=list(history or [])[-HISTORY_LIMIT:],
     )

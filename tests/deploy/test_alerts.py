@@ -52,7 +52,7 @@ def test_every_alert_has_a_case_where_it_fires_and_one_where_it_stays_quiet() ->
     for path in ALERT_TESTS:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert document["rule_files"] == [ALERTS.name], path.name
-        cases += [case for test in document["tests"] for case in test["alert_rule_test"]]
+        cases += [case for test in document["tests"] for case in test.get("alert_rule_test", [])]
     seen: dict[str, set[bool]] = defaultdict(set)
     for case in cases:
         seen[case["alertname"]].add(bool(case.get("exp_alerts")))
@@ -72,3 +72,17 @@ def _assert_firing_cases_name_the_rules_labels(
         for alert in case.get("exp_alerts") or []:
             assert rule["labels"].items() <= alert["exp_labels"].items(), rule["alert"]
             assert set(alert["exp_annotations"]) == set(rule["annotations"]), rule["alert"]
+
+
+def test_every_recording_rule_has_a_case_that_computes_it() -> None:
+    """The quality rates (group modstream-quality) are proven by promql_expr_test cases."""
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    recorded = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
+    assert recorded >= {"modstream:appeal_rate:1h", "modstream:overturn_rate:1h"}
+    computed = {
+        case["expr"]
+        for path in ALERT_TESTS
+        for test in yaml.safe_load(path.read_text(encoding="utf-8"))["tests"]
+        for case in test.get("promql_expr_test", [])
+    }
+    assert recorded <= computed

@@ -21,6 +21,7 @@ import pytest
 from jobs.metrics import prometheus_name
 from modstream import analytics, deployments, endpoints
 from modstream.config import PROJECT_ROOT, Settings
+from operators.review_wait import target_ms
 from schemas.common import Outcome, Trigger
 from schemas.dlq import ErrorClass
 from tests.integration import processes
@@ -109,6 +110,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
+    _assert_quality(samples, summary)
     _assert_analytics(stack, summary)
 
 
@@ -159,6 +161,38 @@ def _assert_analytics(stack: Settings, summary: dict[str, Any]) -> None:
     assert all(result["rows"] for result in results), [
         (result.get("source"), len(result["rows"])) for result in results
     ]
+
+
+def _assert_quality(samples: list[endpoints.Sample], summary: dict[str, Any]) -> None:
+    """Quality of decisions and review wait (issue 29, item 3; docs/OPERATIONS.md): the demo's
+    appeal is opened and decided; the summary counts it from the topics as the moderation job's
+    counters count it, and the reconciler measures the wait of every queue that has tasks."""
+    quality = summary["quality"]
+    assert quality["appealable"] >= 1 and quality["appeals"] >= 1, quality
+    assert (
+        quality["appeals_decided"] >= 1 and 0 <= quality["overturned"] <= quality["appeals_decided"]
+    )
+    assert 0 < quality["appeal_rate"] <= 1 and 0 <= quality["overturn_rate"] <= 1
+    slice_labels = {"surface", "region", "model_version", "policy_version"}
+    for name, floor in (("appealable_decisions", 1), ("appeals", 1), ("appeal_outcomes", 1)):
+        values = _values(samples, prometheus_name(name))
+        assert sum(value for _, value in values) >= floor, name
+        assert all(slice_labels <= set(labels) for labels, _ in values), name
+        assert all(labels["policy_version"].isdigit() for labels, _ in values), name
+    outcomes = _values(samples, prometheus_name("appeal_outcomes"))
+    assert {labels["result"] for labels, _ in outcomes} <= {"upheld", "overturned"}
+    reviews = _values(samples, prometheus_name("human_reviews"))
+    assert {labels["agreement"] for labels, _ in reviews} <= {"agree", "disagree"}
+    if quality["human_reviews"]:  # the workload's reviews are drawn by chance
+        assert sum(value for _, value in reviews) >= 1
+    queues = summary["review_wait"]
+    assert queues and sum(queue["tasks"] for queue in queues.values()) <= summary["review_tasks"]
+    waits = _values(samples, prometheus_name("oldest_review_wait_ms"))
+    targets = {labels["queue"]: value for labels, value in _values(
+        samples, prometheus_name("review_wait_target_ms"))}  # fmt: skip
+    assert waits and {labels["queue"] for labels, _ in waits} <= set(queues)
+    assert all(value >= 0 for _, value in waits)
+    assert {queue: target_ms(queue) for queue in targets} == targets
 
 
 def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:

@@ -193,9 +193,24 @@ def test_a_dlq_replay_of_a_stale_item_changes_nothing(
     assert [r["content_id"] for r in replayed] == [fresh]
     verdicts = [v for v in kafka.values(topics["moderation.dlq"]) if v["error_class"] == "stale"]
     assert len(verdicts) == 1 and verdicts[0]["key"] == blocked
+    # The note carries the record it answers as its earlier attempt, and keeps its owner.
+    earlier = json.loads(letters[0][1])
+    assert verdicts[0]["attempts"] == 2 and verdicts[0]["owner"] == earlier["owner"]
+    assert verdicts[0]["history"] == [
+        {key: earlier[key] for key in ("ts", "error_class", "message", "job")}
+    ]
     again = dlq.replay(stack.bootstrap_servers, topics["moderation.dlq"], client, prefix=prefix)
     assert again == {"already_replayed": 2}
     assert len(kafka.values(topics["detector.results"])) == 1  # nothing twice
+    # The replayed input refused again: listed with the record replay sent back as its history.
+    refused = dead_letter(topics["detector.results"], fresh, json.loads(
+        letters[1][1])["raw"], "y", ts=T0, error_class="conflict")  # fmt: skip
+    kafka.produce(topics["moderation.dlq"], [(fresh, refused.model_dump_json().encode())])
+    listed = dlq.list_letters(stack.bootstrap_servers, topics["moderation.dlq"], client=client)
+    [again_refused] = [letter for letter in listed if letter["error_class"] == "conflict"]
+    assert again_refused["attempts"] == 2
+    assert [entry["error_class"] for entry in again_refused["history"]] == ["transient_exhausted"]
+    assert dlq.by_owner(listed) == {"ingest": {"conflict": 1, "stale": 1, "transient_exhausted": 2}}
 
 
 def evidence_for(content_id: str) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from jobs.metrics import (
 from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
+from operators import quality
 from operators.scan_batch import Handled
 from operators.version_state import Content, VersionState
 
@@ -93,7 +94,8 @@ def _registered_in_code() -> set[str]:
                 and isinstance(node.args[0].value, str)
             ):
                 found.add(node.args[0].value)
-    return found
+    # Counted by name through operators/quality.py (ModerationMetrics.decided).
+    return found | set(quality.COUNTERS)
 
 
 def test_every_metric_in_the_table_is_registered_by_a_job_and_no_other() -> None:
@@ -351,3 +353,28 @@ def test_the_scan_operator_reports_batches_results_retries_and_letters() -> None
     assert made["modstream/error_class=permanent/dlq"].count == 1
     assert made["modstream/retries"].count == 1
     assert detector_of("offensive_text") == "offensive_text"
+
+
+def test_an_overturned_appeal_is_counted_from_the_stored_state_before_it() -> None:
+    """The decision in force comes from the state as stored before the firing (one decode,
+    only for a human decision); the slice from the version's content and evidence."""
+    from jobs.moderation_metrics import in_force
+    from operators import state_schema
+    from operators.quality import InForce
+    from operators.version_state import Evidence, LastDecision, new_state
+
+    before = version(0)
+    assert before.content is not None
+    before.content.region = "BR"
+    before.evidence = {"e": Evidence("offensive_text", "v3", 0, "ok", {"toxicity": 0.9})}
+    before.last_decision = LastDecision("BLOCK", None, "blocked", "hidden")
+    stored = state_schema.dump_version(before)
+    assert in_force(stored) == InForce("BLOCK", human=False)
+    assert in_force(None) is None and in_force(state_schema.dump_version(new_state("c", 1))) is None
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: 0)
+    appeal = _decision("ALLOW", "appeal", "approved", 9_000)
+    appeal[2]["policy_version"] = 4
+    reported.decided("c1\x1f1", before, [appeal], earlier=lambda: in_force(stored))
+    labels = "surface=comment/region=BR/model_version=offensive_text@v3/policy_version=4"
+    assert context.group.made[f"modstream/result=overturned/{labels}/appeal_outcomes"].count == 1

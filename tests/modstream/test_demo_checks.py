@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from modstream import demo_checks, demo_summary
+from modstream import demo_checks, demo_summary, quality
 
 POLICY = {
     "detectors": {
@@ -166,3 +166,57 @@ def test_the_printed_summary_has_the_exposure_window_row(
     assert "exposure window               p50 1500 ms, p99 1500 ms (1 versions" in (
         capsys.readouterr().out
     )
+
+
+def test_the_summary_counts_appeals_overturns_and_disagreements_as_the_job_does() -> None:
+    def revision(content_id: str, number: int, outcome: str, trigger: str) -> dict[str, Any]:
+        return {"content_id": content_id, "content_version": 1, "decision_revision": number,
+                "outcome": outcome, "trigger": trigger}  # fmt: skip
+
+    decisions = [
+        revision("a", 1, "BLOCK", "fast_gate"),
+        revision("a", 2, "ALLOW", "appeal"),  # overturned
+        revision("b", 1, "BLOCK", "evidence"),
+        revision("b", 2, "BLOCK", "appeal"),  # upheld
+        revision("c", 1, "ALLOW", "fast_gate"),
+        revision("c", 2, "BLOCK", "review"),  # disagrees with the model
+        revision("c", 3, "ALLOW", "review"),  # a human reviewed again: not counted
+        revision("d", 2, "ALLOW", "review"),  # nothing before it in this run: not counted
+    ]
+    notices = [{"notification_id": f"n-{n}", "appeal_allowed": n < 4} for n in range(6)] + [
+        {"notification_id": "n-0", "appeal_allowed": True}
+    ]  # seen twice: once
+    tasks = [{"task_id": "t-a", "kind": "appeal", "queue": "appeals"},
+             {"task_id": "t-b", "kind": "appeal", "queue": "appeals"},
+             {"task_id": "t-r", "kind": "review", "queue": "text"}]  # fmt: skip
+    counted = quality.quality_summary(decisions, notices, tasks)
+    assert counted == {
+        "appealable": 4,
+        "appeals": 2,
+        "appeals_decided": 2,
+        "overturned": 1,
+        "human_reviews": 1,
+        "disagreed": 1,
+        "appeal_rate": 0.5,
+        "overturn_rate": 0.5,
+        "disagreement_rate": 1.0,
+    }
+    assert quality.quality_summary([], [], [])["appeal_rate"] is None
+
+
+def test_the_summary_gives_each_queues_open_tasks_and_the_oldest_wait() -> None:
+    tasks = [{"task_id": "t-1", "kind": "appeal", "queue": "appeals"},
+             {"task_id": "t-2", "kind": "appeal", "queue": "appeals"},
+             {"task_id": "t-3", "kind": "review", "queue": "text"},
+             {"task_id": "t-3", "kind": "review", "queue": "text"}]  # fmt: skip
+    reviews = [{"task_id": "t-1"}, {"task_id": "t-3"}]
+    written = {"t-1": 1_000, "t-2": 4_000, "t-3": 2_000}
+    assert quality.review_wait_summary(tasks, reviews, written, 10_000) == {
+        "appeals": {"tasks": 2, "open": 1, "oldest_wait_ms": 6_000},
+        "text": {"tasks": 1, "open": 0, "oldest_wait_ms": 0},
+    }
+    summary = demo_summary.summarize(results(tasks=tasks, reviews=reviews), started=0.0)
+    assert summary["review_wait"]["appeals"]["open"] == 1 and "quality" in summary
+    lines = quality.summary_lines(summary)
+    assert "appeals / appealable          2 / 0 (n/a)" in lines[0]
+    assert lines[2].endswith("appeals 1/2 0 ms, text 0/1 0 ms")  # no write times given

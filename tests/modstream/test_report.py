@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream import analytics, report, report_plots
+from modstream import analytics, quality, report, report_plots
 from tests.modstream import archive_data
 
 IMAGE = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
@@ -29,14 +29,14 @@ def test_the_report_is_one_html_file_with_every_plot_embedded(root: Path, tmp_pa
     out = report.write(None, "demo123abc", tmp_path / "deep" / "report.html", root=root)
     page = out.read_text(encoding="utf-8")
     images = IMAGE.findall(page)
-    assert len(images) == len(report_plots.PLOTS) >= 5
+    assert len(images) == len(report.PLOTS) >= 5
     assert all(len(image) > 2_000 for image in images)  # PNGs, not empty placeholders
     assert not re.search(r'(src|href)="(?!data:)', page)  # nothing to fetch from anywhere
     assert "<h1>modstream report: demo123abc</h1>" in page
     assert f"<td>decisions</td><td>{len(archive_data.records()['moderation.decisions'])}</td>" in (
         page
     )
-    for title, _, caption in report_plots.PLOTS:
+    for title, _, caption in report.PLOTS:
         assert f"<h2>{title}</h2>" in page
         assert caption.replace("'", "&#x27;") in page
 
@@ -44,16 +44,16 @@ def test_the_report_is_one_html_file_with_every_plot_embedded(root: Path, tmp_pa
 def test_a_report_of_an_empty_archive_is_written_with_no_data_plots(tmp_path: Path) -> None:
     out = report.write(None, None, tmp_path / "report.html", root=tmp_path / "empty")
     page = out.read_text(encoding="utf-8")
-    assert len(IMAGE.findall(page)) == len(report_plots.PLOTS)
+    assert len(IMAGE.findall(page)) == len(report.PLOTS)
     assert "<p>no data</p>" in page
     con = analytics.connect(root=tmp_path / "empty")
-    for _, plot, _ in report_plots.PLOTS:
+    for _, plot, _ in report.PLOTS:
         assert any(text.startswith("no data") for text in _said(plot(con))), plot.__name__
 
 
 def test_the_plots_with_data_draw_and_say_no_no_data(root: Path) -> None:
     con = analytics.connect(root=root)
-    for _, plot, _ in report_plots.PLOTS:
+    for _, plot, _ in report.PLOTS:
         figure = plot(con)
         assert not any(text.startswith("no data") for text in _said(figure)), plot.__name__
         assert figure.axes[0].patches or figure.axes[0].lines, plot.__name__
@@ -83,3 +83,39 @@ def test_the_exposure_window_is_read_once_per_version_from_the_exposure_table(
         float(e["exposure_ms"]) for e in expected
     )
     assert {w["trigger"] for w in windows} == {e["trigger"] for e in expected}
+
+
+def test_the_quality_figures_count_what_the_moderation_job_counts(root: Path) -> None:
+    """The archive's appealable decisions, appeals and overturns, computed again from the
+    records: BLOCK or RESTRICT revisions with an action (not an appeal's outcome, not a delete),
+    appeal tasks, and appeal decisions whose outcome differs from the revision before."""
+    found = archive_data.records()
+    acted = {
+        (a["content_id"], a["content_version"], a["decision_revision"])
+        for a in found["moderation.actions"]
+    }
+    decisions = {
+        (d["content_id"], d["content_version"], d["decision_revision"]): d
+        for d in found["moderation.decisions"]
+    }
+    appealable = sum(
+        1
+        for key, d in decisions.items()
+        if d["outcome"] in ("BLOCK", "RESTRICT")
+        and d["trigger"] not in ("appeal", "delete")
+        and key in acted
+    )
+    appeals = [d for d in decisions.values() if d["trigger"] == "appeal"]
+    overturned = sum(
+        1
+        for d in appeals
+        if decisions[(d["content_id"], d["content_version"], d["decision_revision"] - 1)]["outcome"]
+        != d["outcome"]
+    )
+    tasks = {t["task_id"] for t in found["review.tasks"] if t["kind"] == "appeal"}
+    (version,) = quality.quality_by_version(analytics.connect(root=root))
+    assert (version["appealable"], version["appeals"]) == (appealable, len(tasks))
+    assert (version["appealed"], version["overturned"]) == (len(appeals), overturned) == (1, 1)
+    assert version["appeal_rate"] == len(tasks) / appealable
+    waits = {row["queue"]: row for row in quality.review_waits(analytics.connect(root=root))}
+    assert waits["appeals"]["waits"] and waits["appeals"]["oldest_open"] is None

@@ -206,3 +206,86 @@ def test_a_redacted_or_digest_only_raw_says_it_is_not_replayable() -> None:
     kept = dead_letter("detector.results", None, json.dumps(evidence()), "bad", ts=T0)
     assert is_redacted(hashed.raw) and is_redacted(digest.raw)
     assert not is_redacted(kept.raw) and not is_redacted("")
+
+
+@pytest.mark.parametrize(
+    ("source_topic", "error_class", "job", "owner"),
+    [
+        ("p.detector.results", "signature", "moderation", "security"),  # class before topic
+        ("p.policy.rules", "signature", "policy_store", "security"),
+        ("p.policy.rules", "schema", "policy_store", "policy-authors"),  # topic before job
+        ("content.versions", "policy", "moderation", "policy-authors"),
+        ("p.review.decisions", "stale", "moderation", "review-ops"),
+        ("p.review.leases", "conflict", "moderation", "review-ops"),
+        ("moderation.appeals", "stale", "moderation", "review-ops"),
+        ("p.hash.bank", "schema", "moderation", "hash-banks"),
+        ("p.moderation.actions", "transient_exhausted", "enforce", "enforcement"),
+        ("p.content.visibility", "schema", "reconciler", "enforcement"),
+        ("p.scan.requests.image", "permanent", "scan", "detection"),
+        ("p.content.versions", "schema", "ingest_check", "ingest"),
+        ("p.detector.results", "schema", "moderation", "moderation"),
+        ("p.moderation.timers", "permanent", "moderation", "moderation"),
+        ("p.detector.results", "stale", "dlq-replay", "platform"),  # no rule: the default
+        ("p.xhash.bank", "schema", "moderation", "moderation"),  # a suffix, not a topic
+    ],
+)
+def test_every_record_has_the_owner_the_one_map_gives(
+    source_topic: str, error_class: str, job: str, owner: str
+) -> None:
+    from schemas.dlq import owner_of
+
+    assert owner_of(source_topic, error_class, job) == owner
+    letter = dead_letter(
+        source_topic, "c-1", "{}", "bad", ts=T0, error_class=error_class, operator=job
+    )  # type: ignore[arg-type]
+    assert (letter.owner, letter.job, letter.history) == (owner, job, [])
+
+
+def test_a_record_written_before_owners_reads_with_its_derived_owner() -> None:
+    letter = dead_letter("p.review.decisions", "c-1", "{}", "bad", ts=T0, error_class="stale")
+    before = json.loads(letter.model_dump_json())
+    for field in ("owner", "job", "history"):
+        del before[field]
+    read = DlqRecord.model_validate_json(json.dumps(before))
+    assert (read.owner, read.job, read.history) == ("review-ops", "unknown", [])
+    with pytest.raises(ValueError):  # a written owner must be one of the teams
+        DlqRecord.model_validate_json(json.dumps({**before, "owner": "nobody", "job": "x"}))
+
+
+def test_history_is_bounded_to_the_newest_attempts() -> None:
+    from schemas.dlq import HISTORY_LIMIT, with_attempt
+
+    first = dead_letter("detector.results", "c-1", "{}", "first", ts=T0)
+    history = []
+    for number in range(HISTORY_LIMIT + 3):
+        earlier = first.attempt().model_copy(update={"message": f"attempt {number}"})
+        history = with_attempt(history, earlier)
+    assert len(history) == HISTORY_LIMIT
+    assert history[-1].message == f"attempt {HISTORY_LIMIT + 2}"
+    letter = dead_letter("detector.results", "c-1", "{}", "again", ts=T0, history=history)
+    assert DlqRecord.model_validate_json(letter.model_dump_json()).history == history
+    too_long = json.loads(letter.model_dump_json())
+    too_long["history"].append(too_long["history"][0])
+    with pytest.raises(ValueError):
+        DlqRecord.model_validate_json(json.dumps(too_long))
+
+
+def test_every_dead_letter_in_shipped_code_names_a_job_the_owner_map_knows() -> None:
+    """A producer that left `operator` out would file its records under `ingest`."""
+    import ast
+    from pathlib import Path
+
+    from schemas.dlq import OWNER_BY_JOB
+
+    root = Path(__file__).resolve().parents[2]
+    jobs: dict[str, str] = {}
+    for package in ("jobs", "operators", "modstream", "udfs"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "dead_letter":
+                    named = {k.arg: k.value for k in node.keywords}
+                    job = named.get("operator")
+                    assert isinstance(job, ast.Constant), f"{path.name}:{node.lineno}"
+                    jobs[f"{path.name}:{node.lineno}"] = job.value
+    assert len(jobs) >= 10  # every producer of the tree, found
+    assert set(jobs.values()) <= {*OWNER_BY_JOB, "dlq-replay"}, jobs
