@@ -115,6 +115,13 @@ METRICS: dict[str, Metric] = {
     "open_discrepancies": Metric(
         "gauge", (), "reconciler", "content items whose visibility disagrees with the action"
     ),
+    # Score drift (issue 29 item 4; operators/drift.py, jobs/drift_metrics.py).
+    "detector_scores": Metric(
+        "counter",
+        ("detector", "model_version", "label", "bucket"),
+        "moderation",
+        "admitted ok results' scores by bucket of [0, 1] (bucket: its lower bound), for PSI",
+    ),
 }
 
 # Metrics the Java extension (deploy/flink-ext) registers itself, in the same group and naming:
