@@ -166,3 +166,38 @@ def test_the_printed_summary_has_the_exposure_window_row(
     assert "exposure window               p50 1500 ms, p99 1500 ms (1 versions" in (
         capsys.readouterr().out
     )
+
+
+def test_the_summary_gives_score_drift_and_cost_per_workflow_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 29 items 4 and 5: PSI of each detector's scores, the run's last window against
+    the ones before it (here a shift to high scores in its last quarter), and the cost per
+    decision by policy and workflow version."""
+    evidence = [
+        {"event_id": f"e{n}", "content_id": f"c-{n}", "content_version": 1,
+         "detector": "offensive_text", "model_version": "m1", "status": "ok", "ts": T0 + n,
+         "scores": {"offensive": 0.05 if n < 75 else 0.95}, "inference_ms": 4}
+        for n in range(100)
+    ]  # fmt: skip
+    decisions = [{**decision(f"c-{n}", "approved"), "content_version": 1, "decision_revision": 1,
+                  "trigger": "evidence", "policy_version": 3, "workflow_version": 2}
+                 for n in range(100)]  # fmt: skip
+    run = results(evidence=evidence, decisions=decisions, latest={})
+    summary = demo_summary.summarize(run, started=0.0)
+    assert list(summary["score_drift"]) == ["offensive_text offensive m1"]
+    drifted = summary["score_drift"]["offensive_text offensive m1"]
+    assert drifted["psi"] > 0.2 and drifted["scores"] == 25
+    assert drifted["noise"] == pytest.approx(9 * (1 / 75 + 1 / 25), abs=1e-4)
+    [row] = summary["cost_per_decision"]
+    assert (row["policy_version"], row["workflow_version"], row["decisions"]) == (3, 2, 100)
+    assert row["per_decision"] == {
+        "detector_calls": 1, "inference_ms": 4, "review_minutes": 0, "reevaluations": 0,
+    }  # fmt: skip
+    demo_summary.print_summary(
+        run, summary, run_id="demo1-", seed=7, shadow_version=2, retro_bank=None, started=0.0
+    )
+    printed = capsys.readouterr().out
+    assert "score drift (PSI, last window) offensive_text offensive m1 " in printed
+    assert "(chance 0.480)" in printed
+    assert "cost per decision (policy v3, workflow v2) 100 decisions: 1.0 detector calls" in printed
