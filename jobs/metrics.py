@@ -147,6 +147,13 @@ METRICS: dict[str, Metric] = {
     "review_wait_target_ms": Metric(
         "gauge", ("queue",), "reconciler", "the queue's target for that wait, ms"
     ),
+    # Score drift (issue 29 item 4; operators/drift.py, jobs/drift_metrics.py).
+    "detector_scores": Metric(
+        "counter",
+        ("detector", "model_version", "label", "bucket"),
+        "moderation",
+        "admitted ok results' scores by bucket of [0, 1] (bucket: its lower bound), for PSI",
+    ),
 }
 
 # Metrics the Java extension (deploy/flink-ext) registers itself, in the same group and naming:

@@ -14,6 +14,7 @@ from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import ProcessFunction, RuntimeContext
 
 from jobs import python_calls
+from jobs.drift_metrics import ScoreCounts
 from jobs.hash_retro import fan_out
 from jobs.metrics import NO_METRICS, OperatorMetrics
 from jobs.moderation_config import DLQ_ROUTE, ENGINE_BATCHED, HASH_ROUTE, ModerationConfig
@@ -22,6 +23,7 @@ from operators import admission, signing
 from operators.admission import Refused, time_lane
 from operators.moderation import KEYED_TOPICS
 from schemas import dead_letter
+from schemas.detector import DetectorResult
 from schemas.signals import HashBankEntry, hash_bank_key, hash_bank_key_problem
 
 # A null value on hash.bank: on a compacted topic, a tombstone would erase the (bank, hash)'s
@@ -55,12 +57,14 @@ class Decode(ProcessFunction):
     Only what `operators.admission` admits carries a lane, so only that moves event time."""
 
     metrics = NO_METRICS  # until open (unit tests call `decode` without it)
+    scores = ScoreCounts(NO_METRICS)
 
     def __init__(self, config: ModerationConfig) -> None:
         self.config = config
 
     def open(self, runtime_context: RuntimeContext) -> None:
         self.metrics = OperatorMetrics(runtime_context, "decode")
+        self.scores = ScoreCounts(self.metrics)
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Any]:
         lane = (value[4] or "") if len(value) > 4 else ""
@@ -104,6 +108,8 @@ class Decode(ProcessFunction):
             return Row(
                 "report", reporter, topic, record.model_dump_json(), ts, seq, time_lane(topic, lane)
             )
+        if isinstance(record, DetectorResult):  # its scores' buckets, for score drift
+            self.scores.count(record.detector, record.model_version, record.status, record.scores)
         version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
         # Only uploads and evidence hold event time (operators/admission.py, time_lane).
         return Row(

@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from modstream import deployments
+from modstream import cost, deployments
 from modstream.archive_schema import TABLES, Table
 from modstream.config import Settings
 
@@ -66,19 +66,23 @@ def connect(
     where = root_of(settings, prefix, root)
     con = duckdb.connect()
     for spec in TABLES.values():
+        con.register(f"_empty_{spec.name}", spec.read_schema.empty_table())
+        source = f"_empty_{spec.name}"
         if _files(where, spec):
             types = ", ".join(
                 f"{_quoted(f.name)}: {'DATE' if f.name == 'date' else 'BIGINT'}"
                 for f in spec.partitions
             )
+            # By name after the table's own empty schema: a column added to a model since older
+            # files were written (workflow_version) reads as null there instead of missing.
             source = (
+                f"(SELECT * FROM {source} UNION ALL BY NAME SELECT * FROM "
                 f"read_parquet({_quoted(str(where / spec.name) + '/**/*.parquet')}, "
-                f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true)"
+                f"hive_partitioning = true, hive_types = {{{types}}}, union_by_name = true))"
             )
-        else:
-            con.register(f"_empty_{spec.name}", spec.read_schema.empty_table())
-            source = f"_empty_{spec.name}"
         con.execute(f'CREATE VIEW "{spec.name}" AS SELECT * FROM {source}')
+    # Derived from the tables: cost per decision by policy and workflow version (issue 29 item 5).
+    con.execute(f'CREATE VIEW "cost_per_decision" AS {cost.VIEW}')
     return con
 
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 from pydantic import BaseModel
 
 from schemas.content import ContentDelete, ContentUpsert
+from schemas.detector import DetectorResult
 from schemas.dlq import DlqRecord
 from schemas.outputs import (
     Action,
@@ -49,6 +50,10 @@ POLICY_VERSION = pa.field("policy_version", pa.int64())
 CONTENT_FACTS = (
     "event_id", "type", "content_id", "content_version", "author_id", "modality", "surface",
     "region", "audience", "account_risk", "size_bytes", "mime_type", "segments", "ts",
+)  # fmt: skip
+DETECTOR_RESULT_FACTS = (
+    "event_id", "content_id", "content_version", "detector", "model_version", "status", "ts",
+    "segment_id", "scores", "inference_ms",
 )  # fmt: skip
 
 
@@ -111,6 +116,15 @@ TABLES: dict[str, Table] = {
         Table("visibility", "content.visibility", (ContentVisibility,), by_version=False),
         # modstream's own topic: the reconciler's exposure windows (operators/exposure.py).
         Table("exposure", "enforcement.exposure", (Exposure,), by_version=False),
+        # Evidence, for score drift and cost per decision (issue 29 items 4 and 5): scores and
+        # model time, never the media reference or the signature.
+        Table(
+            "detector_results",
+            "detector.results",
+            (DetectorResult,),
+            by_version=False,
+            columns=DETECTOR_RESULT_FACTS,
+        ),
     )
 }
 

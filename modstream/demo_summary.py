@@ -15,9 +15,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from modstream import demo_checks, kafkaio, quality
+from modstream import cost, demo_checks, kafkaio, quality
 from modstream.config import Settings
 from modstream.content_service import ContentService
+from operators import drift
 from operators.moderation import VISIBILITY
 
 DONE = (b"COMPLETED", b"STALE")  # intents the Action Service has finished
@@ -150,11 +151,14 @@ class Results:
     applied: int  # actions the Action Service finished
     lags: list[float]  # LagWatch.lags_ms
     exposures: list[dict[str, Any]]  # enforcement.exposure: the reconciler's exposure windows
-    # Quality of decisions and review wait (issue 29, item 3): review.decisions of this run, and
-    # when each review task was written to review.tasks (Kafka timestamp, ms).
+    # Quality of decisions, review wait, cost per decision (issue 29, items 3 and 5):
+    # review.decisions of this run, and when each review task was written to review.tasks
+    # (Kafka timestamp, ms).
     reviews: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     tasks_written: dict[str, int] = dataclasses.field(default_factory=dict)
     collected_at: int = 0  # wall clock (ms) when the outputs were read back
+    # Score drift and cost per decision (issue 29 items 4 and 5): this run's detector.results.
+    evidence: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 def collect(
@@ -212,6 +216,7 @@ def collect(
         reviews=reviews,
         tasks_written=tasks_written,
         collected_at=int(time.time() * 1000),
+        evidence=mine(settings, names["detector.results"], run_id),
     )
 
 
@@ -282,6 +287,8 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "review_wait": quality.review_wait_summary(
             results.tasks, results.reviews, results.tasks_written, results.collected_at
         ),
+        "score_drift": drift_summary(results.evidence),
+        "cost_per_decision": cost_summary(results),
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -297,6 +304,30 @@ def exposure_summary(exposures: list[dict[str, Any]]) -> dict[str, Any]:
         "measured": len(values),
         "by_trigger": dict(sorted(Counter(e["trigger"] for e in windows.values()).items())),
     }
+
+
+def drift_summary(evidence: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """PSI of each detector's scores ("detector label model_version"): the run's last window
+    against the windows before it (operators/drift.py `drift_points`: a run is a young archive,
+    cut in four windows), with the PSI chance alone gives at its counts (`noise`: a demo's few
+    dozen scores a window give PSI well above 0.2 by chance); series with too few scores are
+    left out."""
+    latest: dict[str, dict[str, float]] = {}
+    for point in drift.drift_points(evidence):  # in time order per series
+        latest[f"{point.detector} {point.label} {point.model_version}"] = {
+            "psi": round(point.psi, 4),
+            "noise": round(point.noise, 4),
+            "scores": point.results,
+        }
+    return dict(sorted(latest.items()))
+
+
+def cost_summary(results: Results) -> list[dict[str, Any]]:
+    """Cost per decision by policy and workflow version (modstream/cost.py)."""
+    found = cost.cost_per_decision(
+        results.decisions, results.evidence, results.tasks, results.reviews
+    )
+    return [{**dataclasses.asdict(row), "per_decision": row.per_decision()} for row in found]
 
 
 def succeeded(results: Results, summary: dict[str, Any]) -> bool:
@@ -322,6 +353,28 @@ def _first(versions: list[tuple[str, int]], shown: int = 3) -> str:
 
 def _row(title: str, counts: Counter[str]) -> None:
     print(f"  {title:<28} " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())))
+
+
+def _print_drift_and_cost(summary: dict[str, Any]) -> None:
+    """Score drift per detector and cost per decision per workflow version (issue 29)."""
+    drifted = summary["score_drift"]
+    print(
+        "  score drift (PSI, last window) "
+        + (
+            ", ".join(
+                f"{name} {d['psi']:.3f} (chance {d['noise']:.3f})" for name, d in drifted.items()
+            )
+            or "too few scores"
+        )
+    )
+    for row in summary["cost_per_decision"]:
+        each = row["per_decision"]
+        print(
+            f"  cost per decision (policy v{row['policy_version']}, workflow "
+            f"v{row['workflow_version'] or '-'}) {row['decisions']} decisions: "
+            f"{each['detector_calls']} detector calls, {each['inference_ms']} inference ms, "
+            f"{each['review_minutes']} review minutes, {each['reevaluations']} re-evaluations"
+        )
 
 
 def print_summary(
@@ -364,6 +417,7 @@ def print_summary(
         f"  exposure window               p50 {exposure['p50']} ms, p99 {exposure['p99']} ms "
         f"({exposure['measured']} versions shown, then restricted)"
     )
+    _print_drift_and_cost(summary)
     _row("review tasks by queue", Counter(f"{t['kind']}:{t['queue']}" for t in results.tasks))
     for line in quality.summary_lines(summary):
         print(line)

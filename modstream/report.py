@@ -76,6 +76,9 @@ def render(con: duckdb.DuckDBPyConnection, *, title: str, source: Path) -> str:
         _table(["table", "rows"], [[name, n] for name, n in totals(con).items()]),
         "<h2>Latest outcome per content version</h2>",
         _table(["outcome", "content versions"], latest_outcomes(con)),
+        "<h2>Cost per decision by policy and workflow version</h2>",
+        _table(COST_COLUMNS, cost_per_decision(con)),
+        f'<p class="meta">{html.escape(COST_NOTE)}</p>',
     ]
     for heading, plot, caption in PLOTS:
         try:
@@ -108,6 +111,29 @@ def latest_outcomes(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
         "FROM decisions GROUP BY content_id, content_version) GROUP BY ALL ORDER BY 2 DESC"
     ).fetchall()
     return [[outcome, n] for outcome, n in found]
+
+
+COST_COLUMNS = [
+    "policy version", "workflow version", "decisions", "detector calls / decision",
+    "inference ms / decision", "review minutes / decision", "re-evaluations / decision",
+]  # fmt: skip
+COST_NOTE = (
+    "Per content version decided, by its latest revision's policy and workflow version "
+    "(modstream/cost.py, the archive's cost_per_decision view): detector.results answered, "
+    "their inference_ms (the scan job's share of each model call), minutes from each review "
+    "task to its first review decision (queue wait included), revisions by reevaluation or "
+    "policy_change."
+)
+
+
+def cost_per_decision(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
+    """The archive's cost_per_decision view, per decision."""
+    found = con.sql(
+        "SELECT policy_version, workflow_version, decisions, detector_calls_per_decision, "
+        "inference_ms_per_decision, review_minutes_per_decision, reevaluations_per_decision "
+        "FROM cost_per_decision"
+    ).fetchall()
+    return [["-" if cell is None else cell for cell in row] for row in found]
 
 
 def _table(header: list[str], body: list[list[Any]]) -> str:

@@ -15,7 +15,11 @@ Definitions (the captions repeat them):
   the `ts` of content.visibility records (the archive's `exposure` table, written by the
   reconciler: docs/enforcement.md, "Exposure window");
 - unknown rate: of the latest decisions that name a detector (in `evidence` or in
-  `completeness.unknown`), the share that name it unknown.
+  `completeness.unknown`), the share that name it unknown;
+- score drift: the population-stability index of each detector's `ok` scores per model
+  version and score label, ten fixed buckets of [0, 1], each window against the windows before
+  it (operators/drift.py: an hour against the day before, as the alert, once the archive holds
+  more than a day; a younger one in four windows, each against all before it).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 import duckdb
 from matplotlib.figure import Figure
 
+from operators import drift
 from schemas.common import OUTCOME_SEVERITY
 
 Plot = Callable[[duckdb.DuckDBPyConnection], Figure]
@@ -249,6 +254,44 @@ def unknown_rate_by_detector(con: duckdb.DuckDBPyConnection) -> Figure:
     return figure
 
 
+def score_results(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The archive's ok detector results as operators/drift.py reads them (scores a dict)."""
+    found = rows(
+        con,
+        "SELECT DISTINCT ON (event_id) detector, model_version, status, ts, scores "
+        "FROM detector_results WHERE status = 'ok' AND scores IS NOT NULL",
+    )
+    return [{**row, "scores": dict(row["scores"])} for row in found]
+
+
+def score_drift(con: duckdb.DuckDBPyConnection) -> Figure:
+    """PSI per detector, score label and model version over time, the alert's 0.2 marked."""
+    figure, axes = new_figure()
+    points = drift.drift_points(score_results(con))
+    if not points:
+        no_data(axes, "no data (too few scores for two windows)")
+        return figure
+    series: dict[drift.Series, list[drift.DriftPoint]] = {}
+    for point in points:
+        series.setdefault((point.detector, point.model_version, point.label), []).append(point)
+    for (detector, model_version, label), found in sorted(series.items()):
+        axes.plot(
+            [_utc(point.start_ts) for point in found],
+            [point.psi for point in found],
+            marker="o",
+            label=f"{detector} {label} ({model_version})",
+        )
+    axes.axhline(drift.DRIFTED, color="#c0392b", linestyle="--", linewidth=1, label="alert: 0.2")
+    axes.set_ylabel("PSI against the windows before")
+    axes.set_xlabel("window start (UTC)")
+    axes.legend(fontsize=7)
+    return figure
+
+
+def _utc(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
 def review_backlog(con: duckdb.DuckDBPyConnection) -> Figure:
     figure, axes = new_figure()
     found = rows(
@@ -366,4 +409,14 @@ PLOTS: tuple[tuple[str, Plot, str], ...] = (
         "the changed outcomes, as a share of the versions compared.",
     ),
     ("Dead letters by error class", dlq_by_class, "moderation.dlq records by error_class."),
+    (
+        "Score drift",
+        score_drift,
+        "Population-stability index of each detector's ok scores (per model version and score "
+        "label; ten buckets of [0, 1]) in each window against the windows before it: an hour "
+        "against the day before, as ModstreamScoreDrift, once the archive holds more than a day; "
+        "a younger archive in four windows, each against all before it. Above 0.2: a shift, "
+        "once the windows hold hundreds of scores: by chance alone PSI is about "
+        "9 × (1/n_before + 1/n_now), well above 0.2 on a few dozen.",
+    ),
 )

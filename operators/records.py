@@ -16,6 +16,7 @@ from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 from operators.scan_plan import sha256_hex
 from operators.verdict import Evaluation
 from operators.version_state import SANCTIONS, Output, State, uploaded
+from schemas.workflow import WORKFLOW_VERSION
 
 # What the author is told when the policy has no notice for the decision's reason.
 DEFAULT_NOTICES = {
@@ -56,6 +57,7 @@ def decision_record(
         "trigger": trigger,
         "state": name,
         "ts": ts,
+        "workflow_version": WORKFLOW_VERSION,  # where cost is attributed (issue 29 item 5)
     }
     if verdict.restriction:
         record["restriction"] = verdict.restriction

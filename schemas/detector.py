@@ -25,6 +25,9 @@ class DetectorResult(InputRecord):
     scores: dict[Annotated[str, Field(min_length=1, max_length=128)], Probability] | None = None
     evidence_ref: Annotated[str, Field(max_length=2048)] | None = None
     signature: Annotated[str, Field(max_length=1024)] | None = None
+    # modstream's scan job adds its share of the batch's model call, ms (docs/contract-notes.md,
+    # "Workflow version and cost"); other producers may leave it out.
+    inference_ms: Annotated[int, Field(ge=0)] | None = None
 
     @model_validator(mode="after")
     def _scores_when_ok(self) -> Self:

@@ -33,6 +33,7 @@ from pydantic import Field, ValidationError, model_validator
 from modstream import redaction
 from modstream.limits import Limits
 from schemas.common import EventTime, Id, OutputRecord
+from schemas.workflow import WORKFLOW_VERSION
 
 ErrorClass = Literal[
     "schema",
@@ -44,8 +45,6 @@ ErrorClass = Literal[
     "stale",
 ]
 
-# Bumped when a job's decision logic or state layout changes in a way a replay must know about.
-WORKFLOW_VERSION = 1
 RAW_LIMIT_BYTES = 4096
 MESSAGE_LIMIT_CHARS = 1024
 _MAX_LISTED_ERRORS = 5

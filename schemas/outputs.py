@@ -56,6 +56,9 @@ class Decision(OutputRecord):
     trigger: Trigger
     state: WorkflowState
     ts: EventTime
+    # modstream's addition (docs/contract-notes.md, "Workflow version"): the workflow that made
+    # the revision (schemas/workflow.py); absent on revisions written before it was carried.
+    workflow_version: Annotated[int, Field(ge=1)] | None = None
 
 
 class ShadowDecision(Decision):

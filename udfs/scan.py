@@ -61,10 +61,12 @@ def started_at(request: dict[str, Any], now: int) -> int:
 def result_record(
     request: dict[str, Any], model_version: str, status: str, now: int,
     scores: dict[str, float] | None = None, *, started: int | None = None,
+    inference_ms: int | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The answer made at processing time `now` to a request started at `started` (default:
     its first attempt, else `now`): its event time is the upload's `ts` plus the scanner's own
-    time on it."""
+    time on it. `inference_ms`: its share of its batch's model call (the cost per decision,
+    issue 29 item 5; docs/contract-notes.md)."""
     begun = started if started is not None else started_at(request, now)
     record: dict[str, Any] = {
         "event_id": f"scan-{request['request_id']}-{model_version}-{status}",
@@ -78,6 +80,8 @@ def result_record(
     }
     if scores is not None:
         record["scores"] = scores
+    if inference_ms is not None:
+        record["inference_ms"] = inference_ms
     if request.get("media_ref"):
         record["evidence_ref"] = request["media_ref"]
     return record
@@ -118,8 +122,10 @@ def scan_batch(
         except Exception as error:  # hostile input the loader did not foresee
             _permanent(outcome, detector, request, f"media does not load ({_kind(error)})", now)
     if items:
+        called = clock() if clock is not None else now
         scores = detect_each(detector, items)
         answered = clock() if clock is not None else now
+        share_ms = round(max(0, answered - called) / len(items))  # each item's share of the call
         for request, scored in zip(loaded, scores, strict=True):
             begun = started_at(request, now)
             if isinstance(scored, MediaError):
@@ -127,7 +133,13 @@ def scan_batch(
             else:
                 outcome.results.append(
                     result_record(
-                        request, detector.model_version, "ok", answered, scored, started=begun
+                        request,
+                        detector.model_version,
+                        "ok",
+                        answered,
+                        scored,
+                        started=begun,
+                        inference_ms=share_ms,
                     )
                 )
     return outcome

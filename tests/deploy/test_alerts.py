@@ -6,6 +6,7 @@ the day before) that cross it and stays quiet on those that just miss its thresh
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections import defaultdict
@@ -46,8 +47,25 @@ def test_every_alert_fires_and_stays_quiet_as_its_cases_say() -> None:
     assert tested.returncode == 0, tested.stdout + tested.stderr
 
 
+def alert_rules() -> list[dict[str, Any]]:
+    """The alerting rules of every group (the recording rules they read are not alerts)."""
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    return [rule for group in groups for rule in group["rules"] if "alert" in rule]
+
+
+def test_recording_rules_live_in_groups_of_their_own() -> None:
+    """Alerts in `modstream`, recording rules (score drift) in their own groups, so an alert
+    reads what a recording group wrote at its last evaluation, never half of one."""
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    assert groups[0]["name"] == "modstream"
+    assert all("alert" in rule for rule in groups[0]["rules"])
+    recorded = [rule["record"] for group in groups[1:] for rule in group["rules"]]
+    assert "modstream:detector_score_psi:1h" in recorded
+    assert all("alert" not in rule for group in groups[1:] for rule in group["rules"])
+
+
 def test_every_alert_has_a_case_where_it_fires_and_one_where_it_stays_quiet() -> None:
-    rules = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"][0]["rules"]
+    rules = alert_rules()
     cases: list[dict[str, Any]] = []
     for path in ALERT_TESTS:
         document = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -75,14 +93,39 @@ def _assert_firing_cases_name_the_rules_labels(
 
 
 def test_every_recording_rule_has_a_case_that_computes_it() -> None:
-    """The quality rates (group modstream-quality) are proven by promql_expr_test cases."""
+    """The quality rates (group modstream-quality) and the score drift's PSI (group
+    modstream-score-drift) are proven by promql_expr_test cases: each recording rule is read by
+    a case's expression, or by a recording rule that is (the PSI's case proves the shares and
+    bucket counts it is computed from)."""
     groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
-    recorded = {rule["record"] for group in groups for rule in group["rules"] if "record" in rule}
-    assert recorded >= {"modstream:appeal_rate:1h", "modstream:overturn_rate:1h"}
-    computed = {
+    rules = {
+        rule["record"]: rule["expr"]
+        for group in groups
+        for rule in group["rules"]
+        if "record" in rule
+    }
+    recorded = set(rules)
+    assert recorded >= {
+        "modstream:appeal_rate:1h",
+        "modstream:overturn_rate:1h",
+        "modstream:detector_score_psi:1h",
+    }
+    exprs = [
         case["expr"]
         for path in ALERT_TESTS
         for test in yaml.safe_load(path.read_text(encoding="utf-8"))["tests"]
         for case in test.get("promql_expr_test", [])
-    }
-    assert recorded <= computed
+    ]
+    covered = {name for name in recorded if any(_reads(expr, name) for expr in exprs)}
+    while grown := {
+        name
+        for name in recorded - covered
+        if any(_reads(rules[reader], name) for reader in covered)
+    }:
+        covered |= grown
+    assert recorded <= covered, sorted(recorded - covered)
+
+
+def _reads(expr: str, name: str) -> bool:
+    """Whether the PromQL `expr` reads the series `name` (not one whose name extends it)."""
+    return re.search(rf"{re.escape(name)}(?![\w:])", expr) is not None

@@ -21,9 +21,11 @@ import pytest
 from jobs.metrics import prometheus_name
 from modstream import analytics, deployments, endpoints
 from modstream.config import PROJECT_ROOT, Settings
+from operators import drift
 from operators.review_wait import target_ms
 from schemas.common import Outcome, Trigger
 from schemas.dlq import ErrorClass
+from schemas.workflow import WORKFLOW_VERSION
 from tests.integration import processes
 
 pytestmark = pytest.mark.integration
@@ -107,6 +109,16 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     assert exposure["measured"] >= 1 and sum(exposure["by_trigger"].values()) >= 1
     assert 0 <= exposure["p50"] <= exposure["p99"]
     assert summary["archive"]["exposure"] >= exposure["measured"]
+    # Score drift and cost per decision (issue 29 items 4 and 5): PSI of the run's last window
+    # of scores against the ones before it, per detector; the cost of every version decided,
+    # all under this tree's workflow version, with the detector calls the evidence made.
+    drifted = summary["score_drift"].values()
+    assert drifted and all(d["psi"] >= 0 and d["noise"] > 0 and d["scores"] > 0 for d in drifted)
+    costs = summary["cost_per_decision"]
+    assert {row["workflow_version"] for row in costs} == {WORKFLOW_VERSION}
+    assert sum(row["decisions"] for row in costs) == summary["content_versions"]
+    assert all(row["per_decision"]["detector_calls"] > 0 for row in costs)
+    assert summary["archive"]["detector_results"] > 0
     assert set(summary["metrics"]) == {"moderation", "enforce", "reconciler"}
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
@@ -157,7 +169,7 @@ def _assert_analytics(stack: Settings, summary: dict[str, Any]) -> None:
     queries = sorted(str(path) for path in (PROJECT_ROOT / "deploy/sql/queries").glob("*.sql"))
     answered = _modstream("sql", "--prefix", prefix, "--format", "json", "--file", *queries)
     results = [json.loads(line) for line in answered.stdout.splitlines() if line.startswith("{")]
-    assert len(results) == len(queries) >= 8
+    assert len(results) == len(queries) >= 9
     assert all(result["rows"] for result in results), [
         (result.get("source"), len(result["rows"])) for result in results
     ]
@@ -217,6 +229,14 @@ def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
     exposure = _values(samples, prometheus_name("exposure_ms"))
     assert {labels.get("quantile") for labels, _ in exposure} >= {"0.5", "0.99"}
     assert all(value >= 0 for _, value in exposure)
+    # Score drift: every admitted ok result's scores by bucket, a series' ten buckets all served.
+    scores = _values(samples, prometheus_name("detector_scores"))
+    assert scores and sum(value for _, value in scores) >= 100, names
+    buckets: dict[tuple[str, str, str], set[str]] = {}
+    for labels, _ in scores:
+        series = (labels["detector"], labels["model_version"], labels["label"])
+        buckets.setdefault(series, set()).add(labels["bucket"])
+    assert all(found == set(drift.BUCKETS) for found in buckets.values()), buckets
     for gauge in ("oldest_pending_age_ms", "versions_pending", "open_discrepancies"):
         values = _values(samples, prometheus_name(gauge))
         assert values and all(value >= 0 for _, value in values), gauge

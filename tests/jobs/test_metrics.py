@@ -153,6 +153,18 @@ def test_alerts_reference_documented_metrics_and_the_runbook() -> None:
     assert {prometheus_name("watermark_lag_ms"), *overdue, LSO_STALLED_MS} <= alerted
 
 
+def test_the_recording_rules_read_documented_metrics_and_score_drift_is_alerted() -> None:
+    """Score drift (issue 29 item 4) and the quality rates (item 3): the recording groups read
+    the moderation job's detector_scores and quality counters, and the alert reads the PSI."""
+    groups = yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]
+    recorded = [rule for group in groups[1:] for rule in group["rules"]]
+    read = {name for rule in recorded for name in NAME.findall(rule["expr"])}
+    assert read == {prometheus_name(name) for name in ("detector_scores", *quality.COUNTERS)}
+    drift = next(r for r in groups[0]["rules"] if r["alert"] == "ModstreamScoreDrift")
+    assert "modstream:detector_score_psi:1h" in drift["expr"]
+    assert {rule["record"] for rule in recorded} >= {"modstream:detector_score_psi:1h"}
+
+
 def test_the_dashboard_references_documented_metrics_only() -> None:
     dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]

@@ -21,7 +21,7 @@ from operators import exposure as exposure_window
 from tests.golden import GOLDEN
 
 PARTITIONS = 2
-INPUT_TOPICS = ("content.versions", "review.decisions", "moderation.appeals")
+INPUT_TOPICS = ("content.versions", "review.decisions", "moderation.appeals", "detector.results")
 OUTPUT_TOPICS = ("moderation.decisions", "moderation.shadow", "moderation.actions", "review.tasks",
                  "moderation.dlq")  # fmt: skip
 WRITTEN_AFTER_MS = 1_000

@@ -209,7 +209,7 @@ def test_the_summary_gives_each_queues_open_tasks_and_the_oldest_wait() -> None:
              {"task_id": "t-2", "kind": "appeal", "queue": "appeals"},
              {"task_id": "t-3", "kind": "review", "queue": "text"},
              {"task_id": "t-3", "kind": "review", "queue": "text"}]  # fmt: skip
-    reviews = [{"task_id": "t-1"}, {"task_id": "t-3"}]
+    reviews = [{"task_id": "t-1", "ts": 5_000}, {"task_id": "t-3", "ts": 6_000}]
     written = {"t-1": 1_000, "t-2": 4_000, "t-3": 2_000}
     assert quality.review_wait_summary(tasks, reviews, written, 10_000) == {
         "appeals": {"tasks": 2, "open": 1, "oldest_wait_ms": 6_000},
@@ -220,3 +220,38 @@ def test_the_summary_gives_each_queues_open_tasks_and_the_oldest_wait() -> None:
     lines = quality.summary_lines(summary)
     assert "appeals / appealable          2 / 0 (n/a)" in lines[0]
     assert lines[2].endswith("appeals 1/2 0 ms, text 0/1 0 ms")  # no write times given
+
+
+def test_the_summary_gives_score_drift_and_cost_per_workflow_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 29 items 4 and 5: PSI of each detector's scores, the run's last window against
+    the ones before it (here a shift to high scores in its last quarter), and the cost per
+    decision by policy and workflow version."""
+    evidence = [
+        {"event_id": f"e{n}", "content_id": f"c-{n}", "content_version": 1,
+         "detector": "offensive_text", "model_version": "m1", "status": "ok", "ts": T0 + n,
+         "scores": {"offensive": 0.05 if n < 75 else 0.95}, "inference_ms": 4}
+        for n in range(100)
+    ]  # fmt: skip
+    decisions = [{**decision(f"c-{n}", "approved"), "content_version": 1, "decision_revision": 1,
+                  "trigger": "evidence", "policy_version": 3, "workflow_version": 2}
+                 for n in range(100)]  # fmt: skip
+    run = results(evidence=evidence, decisions=decisions, latest={})
+    summary = demo_summary.summarize(run, started=0.0)
+    assert list(summary["score_drift"]) == ["offensive_text offensive m1"]
+    drifted = summary["score_drift"]["offensive_text offensive m1"]
+    assert drifted["psi"] > 0.2 and drifted["scores"] == 25
+    assert drifted["noise"] == pytest.approx(9 * (1 / 75 + 1 / 25), abs=1e-4)
+    [row] = summary["cost_per_decision"]
+    assert (row["policy_version"], row["workflow_version"], row["decisions"]) == (3, 2, 100)
+    assert row["per_decision"] == {
+        "detector_calls": 1, "inference_ms": 4, "review_minutes": 0, "reevaluations": 0,
+    }  # fmt: skip
+    demo_summary.print_summary(
+        run, summary, run_id="demo1-", seed=7, shadow_version=2, retro_bank=None, started=0.0
+    )
+    printed = capsys.readouterr().out
+    assert "score drift (PSI, last window) offensive_text offensive m1 " in printed
+    assert "(chance 0.480)" in printed
+    assert "cost per decision (policy v3, workflow v2) 100 decisions: 1.0 detector calls" in printed

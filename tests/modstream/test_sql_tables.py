@@ -69,6 +69,7 @@ def test_decision_columns_follow_the_model() -> None:
         Column("trigger", "STRING"),
         Column("state", "STRING"),
         Column("ts", "BIGINT"),
+        Column("workflow_version", "BIGINT"),
     ]
 
 

@@ -91,9 +91,23 @@ def continuation(version: Version) -> None:
     version.fire_until(T0 + 900 * ONE_DAY)
 
 
+# Fields output records gained after commit b6840d2, where the fixture was recorded: left out
+# of what is compared (the schema 4 job never wrote them). `workflow_version`: issue 29 item 5.
+ADDED_SINCE_FIXTURE = ("workflow_version",)
+
+
 def observed(version: Version) -> list[Any]:
-    """What a continuation emitted, as JSON text (compared as written)."""
-    return [json.dumps(version.outputs, sort_keys=True), sorted(version.dead_letters)]
+    """What a continuation emitted, as JSON text (compared as written), without the fields
+    added since the fixture was recorded, at any depth (a review task holds its decision)."""
+    return [json.dumps(_recorded(version.outputs), sort_keys=True), sorted(version.dead_letters)]
+
+
+def _recorded(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _recorded(v) for k, v in value.items() if k not in ADDED_SINCE_FIXTURE}
+    if isinstance(value, list | tuple):
+        return [_recorded(item) for item in value]
+    return value
 
 
 def as_schema_4(state: Any) -> dict[str, Any]:

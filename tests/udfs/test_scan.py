@@ -169,3 +169,17 @@ def test_a_batch_is_grouped_by_each_requests_own_detector_and_bad_rows_are_dead_
     assert set(letters) == {"c-x", "c-u"}
     assert letters["c-u"]["error_class"] == "permanent" and "speech" in letters["c-u"]["message"]
     assert letters["c-x"]["source_topic"] == "p.text" and not handled.retries
+
+
+def test_an_ok_result_carries_its_share_of_the_batchs_model_call() -> None:
+    """Cost per decision (issue 29 item 5): a batch of two whose model call took 30 ms gives
+    each result 15 ms; the clock is read before and after the call."""
+    times = iter([T0 + 10, T0 + 40])
+    outcome = scan_batch(
+        Counting(),
+        [request("a", "fine"), request("b", "fine")],
+        loader,
+        T0,
+        clock=lambda: next(times),
+    )
+    assert [result["inference_ms"] for result in outcome.results] == [15, 15]

@@ -1,0 +1,19 @@
+"""The workflow version: which moderation workflow (the jobs' operator graphs and the detectors
+they call) made a record, so cost and outcomes can be compared across workflows as they are
+across policy versions (issue 29 item 5; docs/contract-notes.md, "Workflow version").
+
+`WORKFLOW_FINGERPRINTS` maps each version to the fingerprint of what defined it
+(modstream/workflow.py: the moderation and scan jobs' operator uids, the detectors' names,
+modalities, labels and adapter versions, the pinned model packages and rules). A change to any
+of them changes the fingerprint, and tests/modstream/test_workflow.py fails until a new version
+is added here with it: a workflow change cannot keep the old number. Version 1 predates the
+fingerprint (the DLQ's constant).
+"""
+
+from __future__ import annotations
+
+WORKFLOW_FINGERPRINTS: dict[int, str | None] = {
+    1: None,
+    2: "eb320b2b5f5fdfe8e5ca49fc3c2b2eee14e0c72f81a213d658c2c2e3155c4309",
+}
+WORKFLOW_VERSION = max(WORKFLOW_FINGERPRINTS)

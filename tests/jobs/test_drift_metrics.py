@@ -1,0 +1,52 @@
+"""jobs/drift_metrics.py through the moderation job's Decode: every admitted ok result's scores
+counted by bucket, a new series' buckets registered at 0, the series bounded. No JVM."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pyflink.common import Row
+
+from jobs import drift_metrics
+from jobs.drift_metrics import ScoreCounts
+from jobs.metrics import OperatorMetrics
+from jobs.moderation_config import ModerationConfig
+from jobs.moderation_decode import Decode
+from operators import drift
+from tests.conftest import NOTHING_REQUIRED, T0, evidence
+from tests.jobs.test_metrics import FakeContext
+
+SERIES = "modstream/detector=offensive_text/model_version=alt-profanity-check-1.6/label=offensive"
+
+
+def _decode(records: list[dict[str, Any]]) -> dict[str, Any]:
+    decode = Decode(ModerationConfig(keyring=NOTHING_REQUIRED))
+    context = FakeContext()
+    decode.open(context)  # type: ignore[arg-type]
+    for record in records:
+        raw = json.dumps(record)
+        list(decode.process_element(Row("detector.results", record["content_id"], raw, T0), None))
+    return context.group.made
+
+
+def test_decode_counts_each_ok_results_scores_by_bucket() -> None:
+    made = _decode([
+        evidence("c1", scores={"offensive": 0.93}),
+        evidence("c2", scores={"offensive": 0.97}),
+        evidence("c3", scores={"offensive": 0.02}),
+        evidence("c4", status="timeout", scores=None),  # no score: not counted
+        {**evidence("c5"), "scores": {"offensive": 7}},  # refused to the DLQ: not counted
+    ])  # fmt: skip
+    counted = {bucket: made[f"{SERIES}/bucket={bucket}/detector_scores"].count
+               for bucket in drift.BUCKETS}  # fmt: skip
+    assert counted == {**dict.fromkeys(drift.BUCKETS, 0), "0": 1, "90": 2}
+
+
+def test_the_series_a_subtask_counts_are_bounded() -> None:
+    context = FakeContext()
+    counts = ScoreCounts(OperatorMetrics(context, "test"))
+    for number in range(drift_metrics.MAX_SERIES + 5):
+        counts.count(f"d{number}", "m", "ok", {"x": 0.5})
+    assert len(counts.seen) == drift_metrics.MAX_SERIES
+    assert len(context.group.made) == drift_metrics.MAX_SERIES * len(drift.BUCKETS)
