@@ -79,6 +79,7 @@ class OcrText:
 
     def _image(self, data: bytes) -> list[Reading]:
         """The lines of an image's frames (an animation: at most `max_ocr_frames`, evenly)."""
+        media.pillow_limit(self.limits)  # before the header is read for the frame count
         step = -(-_frame_count(data) // self.limits.max_ocr_frames)
         lines: list[Reading] = []
         for index, frame in enumerate(media.image_frames(data, self.limits)):

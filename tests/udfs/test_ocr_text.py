@@ -4,11 +4,18 @@ scores them, the findings say where (box, frame time) and how sure the reader wa
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
+from jobs.scan import ScanConfig
 from modstream.limits import Limits
+from operators import signing
+from operators.scan_batch import handle_batch
+from tests.conftest import T0, TEST_KEYRING
+from tests.udfs.test_scan import request
 from udfs import video
 from udfs.detector import Evidence, Item, MediaError
 from udfs.ocr_text import OcrText
@@ -119,3 +126,30 @@ def test_an_animation_is_read_on_at_most_max_ocr_frames_frames(ocr: OcrText) -> 
     [result] = bounded.detect([Item(data=gif, mime_type="image/gif")])
     assert seen == [0, 4, 8]  # evenly over the ten frames, not the first three
     assert evidence(result).scores["offensive"] < 0.5  # frame 9 is the price of the bound
+
+
+def test_a_scan_request_for_ocr_text_becomes_a_signed_result_with_findings(
+    ocr: OcrText, tmp_path: Path
+) -> None:
+    """The scan job's batch path (operators/scan_batch.py) with the registry's detector: the
+    media read from the media root, the findings in the result, the signature over them."""
+    image = encoded(card(OFFENSIVE))
+    (tmp_path / "caption.png").write_bytes(image)
+    config = ScanConfig(
+        topics={"scan.requests.image": "p.image", "detector.results": "p.results"},
+        media_root=str(tmp_path),
+        keyring=TEST_KEYRING,
+    )
+    ask = request(
+        "ocr-1", None, detector="ocr_text", modality="image", mime_type="image/png",
+        media_ref=(tmp_path / "caption.png").as_uri(), size_bytes=len(image),
+    )  # fmt: skip
+    handled = handle_batch(config, [("p.image", "c-ocr-1", json.dumps(ask))], T0, detector)
+    [(topic, value)] = zip(handled.topics, handled.values, strict=True)
+    result = json.loads(value)
+    assert topic == "p.results" and result["status"] == "ok"
+    assert result["model_version"] == ocr.model_version
+    assert result["scores"]["offensive"] >= 0.85 and result["findings"][0]["box"]
+    assert signing.check("detector.results", result, TEST_KEYRING) is None
+    result["findings"][0]["box"] = [0, 0, 1, 1]  # the findings are signed too
+    assert signing.check("detector.results", result, TEST_KEYRING) is not None
