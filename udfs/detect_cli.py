@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.limits import Limits
-from udfs.detector import Item, MediaError
+from udfs.detector import Evidence, Item, MediaError
 from udfs.media import read_media
 from udfs.registry import detector
 
@@ -87,6 +87,11 @@ def _record(
     }
     if isinstance(result, MediaError):
         record["status"] = "error"
+    elif isinstance(result, Evidence):
+        record["status"] = "ok"
+        record["scores"] = result.scores
+        if result.findings:
+            record["findings"] = list(result.findings)
     else:
         record["status"] = "ok"
         record["scores"] = result

@@ -56,13 +56,27 @@ def clip(value: float) -> float:
     return value if math.isnan(value) else min(1.0, max(0.0, value))
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """Scores with the findings behind them: where in the media a reader found what it scored
+    (a text box and its frame, a stretch of speech) and how sure it was. The findings go
+    into the result as its extra field `findings` (docs/contract-notes.md), for a reviewer."""
+
+    scores: dict[str, float]
+    findings: tuple[dict[str, Any], ...] = ()
+
+
+# One item's answer: scores, scores with findings, or why the item cannot be scanned.
+Scored = dict[str, float] | Evidence | MediaError
+
+
 class Detector(Protocol):
     name: str
     model_version: str
     modalities: tuple[str, ...]
     labels: tuple[str, ...]
 
-    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+    def detect(self, items: Sequence[Item]) -> Sequence[Scored]:
         """Scores per item, or the MediaError that makes it unscannable; one model call for
         the whole batch."""
 

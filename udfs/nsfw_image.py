@@ -78,7 +78,7 @@ class NsfwImage:
         self.model_version = f"open_nsfw-{file_digest(path)[:12]}-{ADAPTER.version}"
         self.limits = limits or Limits()
         self.sample_every = max(1, int(os.environ.get("MODSTREAM_VIDEO_SAMPLE_EVERY") or 1))
-        self.videos = video.OncePerVideo()
+        self.videos: video.OncePerVideo[list[float]] = video.OncePerVideo()
 
     def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
         results: list[dict[str, float] | MediaError] = [MediaError("not scored")] * len(items)

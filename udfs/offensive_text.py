@@ -38,6 +38,11 @@ class OffensiveText:
         batch = np.array(list(texts), dtype=object).reshape(-1, 1)
         return np.asarray(self.session.run([self.output], {self.input_name: batch})[0])
 
+    def offensive(self, texts: Sequence[str]) -> list[float]:
+        """P(offensive) of each text, one model call: how the readers of text in media
+        (udfs/text_in_media.py) hand what they read to this detector."""
+        return [ADAPTER([float(v) for v in row])["offensive"] for row in self.scores(texts)]
+
     def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
         texts: list[str] = []
         results: list[dict[str, float] | MediaError] = []

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from modstream.limits import Limits
 from udfs.detector import Detector
+
+if TYPE_CHECKING:
+    from udfs.offensive_text import OffensiveText
 
 
 def _nsfw(threads: int | None, limits: Limits) -> Detector:
@@ -22,6 +25,28 @@ def _text(threads: int | None, _limits: Limits) -> Detector:
     return OffensiveText(intra_op_threads=threads)
 
 
+def _ocr(threads: int | None, limits: Limits) -> Detector:
+    """OCR hands what it reads to the text detector (the same one text uploads get)."""
+    from udfs.ocr_text import OcrText
+
+    text = _text_detector(threads, limits)
+    return OcrText(text.offensive, text.model_version, intra_op_threads=threads, limits=limits)
+
+
+def _speech(threads: int | None, limits: Limits) -> Detector:
+    from udfs.speech_text import SpeechText
+
+    text = _text_detector(threads, limits)
+    return SpeechText(text.offensive, text.model_version, limits=limits)
+
+
+def _text_detector(threads: int | None, limits: Limits) -> OffensiveText:
+    """The registry's offensive_text (one session for text uploads and text read in media)."""
+    return cast(
+        "OffensiveText", detector("offensive_text", intra_op_threads=threads, limits=limits)
+    )
+
+
 def _media(_threads: int | None, limits: Limits) -> Detector:
     from udfs.media_check import MediaCheck
 
@@ -33,9 +58,11 @@ FACTORIES: dict[str, Callable[[int | None, Limits], Any]] = {
     "nsfw_image": _nsfw,
     "offensive_text": _text,
     "media_check": _media,
+    "ocr_text": _ocr,
+    "speech_text": _speech,
 }
 _built: dict[tuple[str, int | None, Limits], Detector] = {}
-_building = threading.Lock()
+_building = threading.RLock()  # re-entered: OCR and speech build the text detector
 
 
 def detector(

@@ -28,7 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from udfs.detector import Detector, Item, MediaError
+from udfs.detector import Detector, Evidence, Item, MediaError, Scored
 
 LOG = logging.getLogger("modstream.udfs")
 MAX_ATTEMPTS = 4
@@ -62,11 +62,13 @@ def result_record(
     request: dict[str, Any], model_version: str, status: str, now: int,
     scores: dict[str, float] | None = None, *, started: int | None = None,
     inference_ms: int | None = None,
+    findings: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:  # fmt: skip
     """The answer made at processing time `now` to a request started at `started` (default:
     its first attempt, else `now`): its event time is the upload's `ts` plus the scanner's own
     time on it. `inference_ms`: its share of its batch's model call (the cost per decision,
-    issue 29 item 5; docs/contract-notes.md)."""
+    issue 29 item 5; docs/contract-notes.md). `findings` (readers of text in media) is an extra
+    field, absent when empty."""
     begun = started if started is not None else started_at(request, now)
     record: dict[str, Any] = {
         "event_id": f"scan-{request['request_id']}-{model_version}-{status}",
@@ -82,6 +84,8 @@ def result_record(
         record["scores"] = scores
     if inference_ms is not None:
         record["inference_ms"] = inference_ms
+    if findings:
+        record["findings"] = list(findings)
     if request.get("media_ref"):
         record["evidence_ref"] = request["media_ref"]
     return record
@@ -130,18 +134,20 @@ def scan_batch(
             begun = started_at(request, now)
             if isinstance(scored, MediaError):
                 _permanent(outcome, detector, request, str(scored), answered, begun)
-            else:
-                outcome.results.append(
-                    result_record(
-                        request,
-                        detector.model_version,
-                        "ok",
-                        answered,
-                        scored,
-                        started=begun,
-                        inference_ms=share_ms,
-                    )
+                continue
+            evidence = scored if isinstance(scored, Evidence) else Evidence(scored)
+            outcome.results.append(
+                result_record(
+                    request,
+                    detector.model_version,
+                    "ok",
+                    answered,
+                    evidence.scores,
+                    started=begun,
+                    inference_ms=share_ms,
+                    findings=evidence.findings,
                 )
+            )
     return outcome
 
 
@@ -151,11 +157,11 @@ def _budget(request: dict[str, Any]) -> int:
     return int(deadline) - int(request["ts"]) if deadline is not None else 1 << 62
 
 
-def detect_each(detector: Detector, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+def detect_each(detector: Detector, items: Sequence[Item]) -> list[Scored]:
     """One model call for the batch; if it throws, each item alone, so an item that breaks the
     detector (a decoder bug, a NaN score, memory) fails itself and not its batch."""
     try:
-        scored = detector.detect(items)
+        scored = list(detector.detect(items))
         if len(scored) == len(items):
             return scored
         failure = f"{len(scored)} results for {len(items)} items"
@@ -166,8 +172,9 @@ def detect_each(detector: Detector, items: Sequence[Item]) -> list[dict[str, flo
     )
     if len(items) == 1:
         return [MediaError(f"{detector.name} failed on this item ({failure})")]
-    results: list[dict[str, float] | MediaError] = []
+    results: list[Scored] = []
     for item in items:
+        one: Scored
         try:
             [one] = detector.detect([item])
         except Exception as error:

@@ -21,7 +21,7 @@ import io
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import av
 from PIL import Image
@@ -46,6 +46,7 @@ VIDEO_FORMATS = {
 }
 CHUNK = 32  # frames per scorer call: bounds memory whatever the video's length
 ScoreFrames = Callable[[Sequence[Image.Image]], list[float]]
+T = TypeVar("T")  # what OncePerVideo keeps per file: segment scores, segment readings
 
 
 def sample(count: int, segments: int, segment: int, sample_every: int) -> list[int]:
@@ -166,7 +167,7 @@ def segment_scores(
     return best
 
 
-class OncePerVideo:
+class OncePerVideo(Generic[T]):
     """Segment scores of recently scanned videos, by content: a version's segment requests,
     in one batch or in batches close together, decode the file once. Bounded (least recently
     used out), shared by the model workers: a second worker asking for a video being decoded
@@ -174,13 +175,11 @@ class OncePerVideo:
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
-        self._done: OrderedDict[Hashable, list[float] | MediaError] = OrderedDict()
+        self._done: OrderedDict[Hashable, T | MediaError] = OrderedDict()
         self._running: dict[Hashable, threading.Event] = {}
         self._lock = threading.Lock()
 
-    def get(
-        self, key: Hashable, compute: Callable[[], list[float]]
-    ) -> list[float] | MediaError:  # fmt: skip
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T | MediaError:
         while True:
             with self._lock:
                 if key in self._done:
@@ -192,7 +191,7 @@ class OncePerVideo:
             if running is None:
                 break
             running.wait()  # then look again: the first one may have failed
-        value: list[float] | MediaError
+        value: T | MediaError
         try:
             value = compute()
         except MediaError as error:

@@ -205,10 +205,12 @@ def test_the_summary_counts_appeals_overturns_and_disagreements_as_the_job_does(
 
 
 def test_the_summary_gives_each_queues_open_tasks_and_the_oldest_wait() -> None:
-    tasks = [{"task_id": "t-1", "kind": "appeal", "queue": "appeals"},
-             {"task_id": "t-2", "kind": "appeal", "queue": "appeals"},
-             {"task_id": "t-3", "kind": "review", "queue": "text"},
-             {"task_id": "t-3", "kind": "review", "queue": "text"}]  # fmt: skip
+    tasks = [{"task_id": "t-1", "kind": "appeal", "queue": "appeals", "content_id": "c-1"},
+             {"task_id": "t-2", "kind": "appeal", "queue": "appeals", "content_id": "c-2"},
+             {"task_id": "t-3", "kind": "review", "queue": "text", "content_id": "c-3"},
+             {"task_id": "t-3", "kind": "review", "queue": "text", "content_id": "c-3"}]  # fmt: skip
+    for task in tasks:  # the fields the cost summary reads too (contract: review.tasks)
+        task.update(content_version=1, ts=1_000)
     reviews = [{"task_id": "t-1", "ts": 5_000}, {"task_id": "t-3", "ts": 6_000}]
     written = {"t-1": 1_000, "t-2": 4_000, "t-3": 2_000}
     assert quality.review_wait_summary(tasks, reviews, written, 10_000) == {

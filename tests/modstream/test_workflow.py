@@ -17,6 +17,7 @@ from schemas.workflow import WORKFLOW_FINGERPRINTS, WORKFLOW_VERSION
 # The versions released so far: an entry may be added to schemas/workflow.py, never changed.
 RELEASED = {
     2: "eb320b2b5f5fdfe8e5ca49fc3c2b2eee14e0c72f81a213d658c2c2e3155c4309",
+    3: "39f4a25117e85414e0fc133db0b5c4cd3b6362f637e00c53346b7df86f6b9a89",
 }
 
 
@@ -68,9 +69,16 @@ def test_the_definition_reads_the_jobs_operators_and_every_registered_detector()
         described["operator_uids"]["moderation"]
     )
     assert "scan" in described["operator_uids"]["scan"]
-    assert set(described["detectors"]) == {"nsfw_image", "offensive_text", "media_check"}
+    assert set(described["detectors"]) == {
+        "nsfw_image",
+        "offensive_text",
+        "media_check",
+        "ocr_text",
+        "speech_text",
+    }
+    assert ("pocketsphinx", "5.1.1") in described["model_pins"]
 
 
 def test_dead_letters_carry_the_current_workflow_version() -> None:
     letter = dead_letter("content.versions", "k", "{}", "schema", ts=1, error_class="schema")
-    assert letter.workflow_version == WORKFLOW_VERSION == 2
+    assert letter.workflow_version == WORKFLOW_VERSION == 3

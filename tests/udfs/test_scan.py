@@ -12,8 +12,9 @@ import pytest
 from jobs.scan import ScanConfig
 from modstream.limits import Limits
 from operators.scan_batch import handle_batch, load_media
+from schemas.detector import DetectorResult
 from tests.conftest import T0
-from udfs.detector import Item, MediaError
+from udfs.detector import Evidence, Item, MediaError
 from udfs.scan import order, scan_batch
 
 
@@ -183,3 +184,19 @@ def test_an_ok_result_carries_its_share_of_the_batchs_model_call() -> None:
         clock=lambda: next(times),
     )
     assert [result["inference_ms"] for result in outcome.results] == [15, 15]
+
+
+class Reading(Counting):
+    """A reader of text in media: scores with findings (udfs/detector.py: Evidence)."""
+
+    def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:  # type: ignore[override]
+        return [Evidence({"offensive": 0.9}, ({"box": [1, 2, 3, 4], "confidence": 0.8},))]
+
+
+def test_findings_are_an_extra_field_of_the_result_and_absent_without_them() -> None:
+    [found] = scan_batch(Reading(), [request("a", "fine")], loader, T0).results
+    assert found["scores"] == {"offensive": 0.9}
+    assert found["findings"] == [{"box": [1, 2, 3, 4], "confidence": 0.8}]
+    [plain] = scan_batch(Counting(), [request("b", "fine")], loader, T0).results
+    assert "findings" not in plain
+    DetectorResult.model_validate(found)  # consumers read it (inputs ignore extra fields)
