@@ -208,7 +208,8 @@ def test_the_summary_gives_each_queues_open_tasks_and_the_oldest_wait() -> None:
     tasks = [{"task_id": "t-1", "kind": "appeal", "queue": "appeals", "content_id": "c-1"},
              {"task_id": "t-2", "kind": "appeal", "queue": "appeals", "content_id": "c-2"},
              {"task_id": "t-3", "kind": "review", "queue": "text", "content_id": "c-3"},
-             {"task_id": "t-3", "kind": "review", "queue": "text", "content_id": "c-3"}]  # fmt: skip
+             {"task_id": "t-3", "kind": "review", "queue": "text",
+              "content_id": "c-3"}]  # fmt: skip
     for task in tasks:  # the fields the cost summary reads too (contract: review.tasks)
         task.update(content_version=1, ts=1_000)
     reviews = [{"task_id": "t-1", "ts": 5_000}, {"task_id": "t-3", "ts": 6_000}]
