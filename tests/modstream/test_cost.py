@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from modstream import analytics, cost
+from schemas.workflow import WORKFLOW_VERSION
 from tests.conftest import T0, evidence
 from tests.modstream import archive_data
 
@@ -74,7 +75,8 @@ def test_the_archives_view_is_what_the_records_give(root: Path) -> None:
     expected = cost.cost_per_decision(
         valid("moderation.decisions"), results, valid("review.tasks"), valid("review.decisions")
     )
-    assert [c.workflow_version for c in expected] and all(c.workflow_version == 2 for c in expected)
+    assert [c.workflow_version for c in expected]
+    assert all(c.workflow_version == WORKFLOW_VERSION for c in expected)
     assert sum(c.detector_calls for c in expected) > 0
     con = analytics.connect(root=root)
     view = con.sql(
