@@ -36,6 +36,7 @@ from pyflink.datastream.connectors.kafka import (
 from pyflink.java_gateway import get_gateway
 
 from jobs import restore
+from modstream import topics
 from modstream.config import Settings
 from modstream.endpoints import PROMETHEUS_FACTORY
 from modstream.package import SUBMIT_PACKAGE_ENV
@@ -353,10 +354,24 @@ def run_on_kafka(
     detached: bool = False,
 ) -> int:
     """The common main of a processing-time job: one Kafka source over `input_topics`
-    (contract names), `wire(env, source, sink)` in between, one exactly-once sink, run."""
+    (contract names), `wire(env, source, sink)` in between, one exactly-once sink, run.
+    Refuses to start (2) while an input topic is missing on the broker: Flink's Kafka source
+    over a list with a missing topic reads none of them (the reconciler, given review.tasks
+    and review.decisions as inputs, reported no discrepancy at all)."""
+    names = [job.topic(name) for name in input_topics]
+    present = topics.partition_counts(job.bootstrap_servers, names)
+    missing = [name for name in names if not present.get(name)]
+    if missing:
+        print(
+            f"{job.name}: input topics missing on the broker: {', '.join(missing)}; create "
+            "them first (`modstream topics create`, docs/OPERATIONS.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 2
     env = create_env(job, settings)
     source: DataStream = env.from_source(
-        kafka_source(job, [job.topic(name) for name in input_topics]),
+        kafka_source(job, names),
         WatermarkStrategy.no_watermarks(),
         f"{job.name} inputs",
         type_info=SOURCE_ROW,

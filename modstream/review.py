@@ -19,6 +19,7 @@ not hold (operators/signing.py).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -31,6 +32,7 @@ import yaml
 from kafka.errors import KafkaError
 
 from operators.signing import PERSON_KEYS_VARIABLE, person_keys_path, read_person_keys, sign
+from schemas.common import MAX_ID_CHARS
 
 GROUP = "reviewers"
 ACCESS_LOG = "review:access"
@@ -96,12 +98,23 @@ class Reviewer:
         return {**body, "signature": sign(body, self.key)}
 
 
+def event_id(kind: str, *parts: object) -> str:
+    """`kind-part-...`, the event id of a record a person makes here; past the longest id a
+    record may carry (schemas/common.py `MAX_ID_CHARS`), `kind-` and the sha256 of that: a
+    reviewer or task id of any allowed length still makes a valid record (the fuzz suite's
+    256-character reviewer id made a grant the job refused as `schema`)."""
+    joined = "-".join([kind, *(str(part) for part in parts)])
+    if len(joined) <= MAX_ID_CHARS:
+        return joined
+    return f"{kind}-{hashlib.sha256(joined.encode('utf-8')).hexdigest()}"
+
+
 def grant_record(reviewer_id: str, queues: list[str], granted_by: str, ts: int) -> dict[str, Any]:
     """A review.grants record (unsigned: the lead `granted_by` signs it): `reviewer_id` may
     claim and decide `queues` from `ts` on (`*`: every queue; none: revoked). The moderation
     job applies a review only under such a grant (operators/review_access.py)."""
     return {
-        "event_id": f"grant-{reviewer_id}-{ts}",
+        "event_id": event_id("grant", reviewer_id, ts),
         "reviewer_id": reviewer_id,
         "queues": sorted(queues),
         "granted_by": granted_by,
@@ -115,7 +128,7 @@ def lease_record(
     """A review.leases record (unsigned: the reviewer signs it): `reviewer_id` holds the task
     from `ts` for `lease_ms`; the job applies only the lease holder's decision."""
     return {
-        "event_id": f"lease-{task['task_id']}-{reviewer_id}-{ts}",
+        "event_id": event_id("lease", task["task_id"], reviewer_id, ts),
         "task_id": task["task_id"],
         "queue": task["queue"],
         "content_id": task["content_id"],
@@ -131,7 +144,7 @@ def decision_record(
 ) -> dict[str, Any]:
     """The review.decisions record of `reviewer_id`'s decision on `task` (unsigned)."""
     return {
-        "event_id": f"review-{task['task_id']}-{reviewer_id}-{ts}",
+        "event_id": event_id("review", task["task_id"], reviewer_id, ts),
         "task_id": task["task_id"],
         "content_id": task["content_id"],
         "content_version": task["content_version"],

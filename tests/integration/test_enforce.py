@@ -226,7 +226,10 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
 ) -> None:
     topics, args = _deployment(kafka, stack, tmp_path)
     prefix = topics["moderation.actions"].rsplit(".", 2)[0]
-    # The reconciler's own output and what it reads for the exposure window.
+    # The reconciler's own output, what it reads for the exposure window and for the review
+    # wait (review.tasks, review.decisions: jobs/review_wait.py). Without the review topics on
+    # the broker its Kafka source read nothing at all (0 discrepancies in 120 s on an idle
+    # machine).
     extra = {
         name: f"{prefix}.{name}"
         for name in (
@@ -234,6 +237,8 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
             "content.versions",
             "moderation.decisions",
             "enforcement.exposure",
+            "review.tasks",
+            "review.decisions",
         )
     }
     discrepancies = extra["moderation.discrepancies"]
@@ -343,3 +348,21 @@ def test_purges_failing_at_random_heal_in_the_job(
     assert any(v["visibility"] == "public" for v in seen)
     assert list((tmp_path / "media" / "public").iterdir()) == []
     assert all(not client.hexists(service.key(cid), "purge") for cid in items)
+
+
+def test_a_job_refuses_to_start_while_an_input_topic_is_missing(
+    kafka: Kafka, stack: Settings, tmp_path: Path, start_job: Any
+) -> None:
+    """The reconciler reads review.tasks and review.decisions as well (the review wait): given
+    a deployment without them, Flink's Kafka source read none of its topics and the job ran
+    on, reporting nothing. It now exits at once, naming what is missing."""
+    topics, _ = _deployment(kafka, stack, tmp_path)
+    prefix = topics["moderation.actions"].rsplit(".", 2)[0]
+    missing = f"{prefix}.review.tasks"
+    args = ["--bootstrap-servers", stack.bootstrap_servers, "--checkpoint-dir", str(tmp_path)]
+    for name, physical in {**topics, "review.tasks": missing}.items():
+        args += ["--topic", f"{name}={physical}"]
+    job = start_job("reconciler", *args)
+    assert job.process.wait(timeout=120) == 2, job.output()[-3000:]
+    said = job.output()
+    assert "reconciler: input topics missing on the broker: " in said and missing in said

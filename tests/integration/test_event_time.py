@@ -108,7 +108,7 @@ def test_back_dated_reports_every_2s_never_hold_the_uploads_decisions(
     assert job.alive(), job.output()[-3000:]
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 def test_one_back_dated_report_leaves_a_quiet_jobs_deadline_on_time(
     kafka: Kafka, start_job: Any, moderation_deployment: ModerationDeployment, watch: Watch
 ) -> None:
@@ -119,7 +119,9 @@ def test_one_back_dated_report_leaves_a_quiet_jobs_deadline_on_time(
     job = live_job(start_job, moderation_deployment, "--metrics-port", str(port))
     produce(kafka, topics, "content.versions", comment("warm", now_ms()))
     produce(kafka, topics, "detector.results", evidence("warm", at=now_ms()))
-    watch.wait("warm", lambda d: d["trigger"] == "evidence", timeout_s=60)  # the job reads
+    # The job reads: a warm-up, not what is measured (a clean-clone CI run at load 15-25 saw
+    # no decision of it within 60 s).
+    watch.wait("warm", lambda d: d["trigger"] == "evidence", timeout_s=120)
     time.sleep(2)  # quiet
     produce(kafka, topics, "moderation.reports", back_dated_report(0, now_ms() - 3_600_000))
     time.sleep(2)
