@@ -111,6 +111,12 @@ def lease_refusal(state: State, lease: Any, grants: ReviewGrants) -> tuple[str, 
         return "signature", f"{where}: reviewer {lease.reviewer_id} holds no grant of queue " + (
             f"{lease.queue!r} at ts {lease.ts}"
         )
+    wait = state.second
+    if wait is not None and wait.task_id == lease.task_id and wait.reviewer_id == lease.reviewer_id:
+        return "conflict", (
+            f"{where} is the second review of {lease.reviewer_id}'s own review: two distinct "
+            "reviewers are required"
+        )
     held = state.leases.get(lease.task_id)
     if held is not None and held.reviewer_id != lease.reviewer_id and held.expires_ts > lease.ts:
         return "conflict", f"{where} is leased to another reviewer until {held.expires_ts}"

@@ -203,7 +203,7 @@ def test_second_review_tasks_match_the_output_schema() -> None:
         parse(topic, json.dumps(record))
 
 
-def test_the_second_review_queue_takes_leases_and_reviews_under_its_grant() -> None:
+def test_the_second_review_queue_takes_leases_and_reviews_under_its_grant_not_the_firsts() -> None:
     table = ReviewGrants()
     table.apply("r1", ["adult"], T0)
     table.apply("r2", ["second_review"], T0)
@@ -224,6 +224,12 @@ def test_the_second_review_queue_takes_leases_and_reviews_under_its_grant() -> N
     version.send("review.leases", lease("r1", first_task(version), "adult", T0 + 50))
     version.send("review.decisions", by("r1", first_task(version), "BLOCK", T0 + 100))
     task_id = second_task(version)["task_id"]
+    table.apply("r1", ["adult", "second_review"], T0 + 120)
+    version.send("review.leases", lease("r1", task_id, "second_review", T0 + 130))
+    [(error_class, message)] = version.dead_letters
+    assert error_class == "conflict" and "two distinct reviewers" in message
+    assert version.state is not None and task_id not in version.state.leases
+    version.dead_letters.clear()
     version.send("review.leases", lease("r2", task_id, "second_review", T0 + 150))
     version.send("review.decisions", by("r2", task_id, "BLOCK", T0 + 200))
     assert version.dead_letters == []
