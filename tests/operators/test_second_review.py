@@ -13,7 +13,7 @@ from operators.policy import load_policy
 from operators.policy_document import PolicyError
 from operators.review_access import ReviewGrants
 from operators.second_review import _sampled
-from operators.version_state import Agreement
+from operators.version_state import Agreement, from_document, to_document
 from schemas import parse
 from tests.conftest import T0
 from tests.operators.policy_builders import global_document
@@ -253,3 +253,12 @@ def test_the_policy_refuses_a_bad_second_review_or_escalation(
     with pytest.raises(PolicyError) as error:
         load_policy(document)
     assert found in str(error.value)
+
+
+def test_a_waiting_second_review_survives_the_named_document_round_trip() -> None:
+    """The JSON fallback of the stored state (`version_state.to_document` / `from_document`)
+    keeps the wait and the tracked tasks typed."""
+    version = adult_review({"sample": 1.0})
+    version.send("review.decisions", by("r1", first_task(version), "ALLOW", T0 + 100))
+    assert version.state is not None and version.state.second is not None
+    assert from_document(to_document(version.state)) == version.state
