@@ -17,7 +17,14 @@ from operators.version_state import Agreement, from_document, to_document
 from schemas import parse
 from tests.conftest import T0
 from tests.operators.policy_builders import global_document
-from tests.operators.test_moderation import Version, context, image, image_evidence, review
+from tests.operators.test_moderation import (
+    Version,
+    appeal,
+    context,
+    image,
+    image_evidence,
+    review,
+)
 
 SECOND = {"outcomes": ["BLOCK"], "queue": "second_review", "priority": 1}
 ADULT_TASK_AT = T0 + 1
@@ -262,3 +269,22 @@ def test_a_waiting_second_review_survives_the_named_document_round_trip() -> Non
     version.send("review.decisions", by("r1", first_task(version), "ALLOW", T0 + 100))
     assert version.state is not None and version.state.second is not None
     assert from_document(to_document(version.state)) == version.state
+
+
+def test_an_upheld_appeal_needs_two_reviewers_and_decides_as_the_appeal() -> None:
+    """The appeal's reviewer upholds a BLOCK: it waits for a second reviewer, whose BLOCK
+    decides as the appeal's answer and closes the appeal."""
+    version = Version(context(second_review=SECOND))
+    version.upload(**image(surface="public_post"))
+    for record in image_evidence("c-1", T0 + 1, nsfw=0.99):
+        version.send("detector.results", record)
+    assert version.last["outcome"] == "BLOCK"
+    version.send("moderation.appeals", appeal("a-1", at=T0 + 100))
+    version.send("review.decisions", by("r1", "appeal-a-1", "BLOCK", T0 + 200))
+    assert version.state is not None and version.state.appeal_id == "a-1"
+    assert second_task(version)["second_review"]["of_task"] == "appeal-a-1"
+    assert version.state.human is None
+    version.send("review.decisions", by("r2", second_task(version)["task_id"], "BLOCK", T0 + 300))
+    # Upheld: the same outcome and state, so no new revision; the appeal is closed.
+    assert version.state is not None and version.state.appeal_id is None
+    assert version.state.human is not None and version.state.human.outcome == "BLOCK"
