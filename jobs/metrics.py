@@ -137,6 +137,14 @@ METRICS: dict[str, Metric] = {
         "moderation",
         "human reviews of a model's decision: agree (same outcome) or disagree",
     ),
+    # Second review (issue 29 item 2; operators/second_review.py, operators/agreement.py):
+    # Cohen's kappa per queue and pair is computed from these counts (`modstream eval`).
+    "second_reviews": Metric(
+        "counter",
+        ("queue", "pair", "outcome_a", "outcome_b", "sampled"),
+        "moderation",
+        "second reviews compared with the first: the pair `a,b` (a < b) and each one's outcome",
+    ),
     # Review wait (issue 29, item 3; jobs/review_wait.py), set every 10 s per queue.
     "oldest_review_wait_ms": Metric(
         "gauge",

@@ -14,7 +14,9 @@ processing time it was first seen waiting), from `timers.overdue_since` after ea
 after a restore it is rebuilt as the waiting versions' timers fire.
 The quality counters (operators/quality.py: appeals, their results, human reviews against the
 model) need no index: what a firing adds to them is in its outputs, and the decision in force
-before it is read from the stored state, only for a review or appeal decision.
+before it is read from the stored state, only for a review or appeal decision. Second reviews
+compared (operators/second_review.py) come with the step's result, not its outputs
+(`compared`).
 """
 
 from __future__ import annotations
@@ -23,9 +25,9 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.metrics import OperatorMetrics
-from operators import quality, state_schema
+from operators import agreement, quality, state_schema
 from operators.timers import overdue_since
-from operators.version_state import Content, Output, VersionState
+from operators.version_state import Agreement, Content, Output, VersionState
 
 # Decision states while evidence is still outstanding (contract: `state`).
 INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifying"})
@@ -76,6 +78,26 @@ class ModerationMetrics:
         if state is None or state.deleted or state.retired:
             self.pending.pop(key, None)
         self.refresh()
+
+    def compared(self, agreements: list[Agreement]) -> None:
+        """Count each second review against its first, per queue and reviewer pair and both
+        outcomes (operators/agreement.py turns these counts into Cohen's kappa)."""
+        for compared in agreements:
+            named, outcome_a, outcome_b = agreement.pair(
+                compared.first_reviewer,
+                compared.second_reviewer,
+                compared.first_outcome,
+                compared.second_outcome,
+            )
+            self.metrics.inc(
+                "second_reviews",
+                1,
+                queue=compared.queue,
+                pair=named,
+                outcome_a=outcome_a,
+                outcome_b=outcome_b,
+                sampled=str(compared.sampled).lower(),
+            )
 
     def _decision(self, key: str, content: Content | None, record: dict[str, Any]) -> None:
         self.metrics.inc(

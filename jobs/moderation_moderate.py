@@ -29,7 +29,7 @@ from operators.policy_store import PolicyStore
 from operators.reports import ReportWeight
 from operators.retro import RetroRecord
 from operators.review_access import ReviewGrants
-from operators.version_state import Content, VersionState
+from operators.version_state import Agreement, Content, VersionState
 from schemas import dead_letter
 from schemas.registry import parse_own
 
@@ -63,6 +63,9 @@ class Moderate(PolicyAware):
         super().__init__(config, report_rejections=True)
         # The last Context made, by what it was made of: most inputs share one.
         self._made: tuple[tuple[Any, ...], moderation.Context] | None = None
+        # The second reviews compared by the last `apply` (operators/second_review.py): counted
+        # by the metrics, never written.
+        self.agreements: list[Agreement] = []
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -175,6 +178,7 @@ class Moderate(PolicyAware):
         state, outputs, timers, letters = run
         stored = raw_state
         self.reported.decided(key, state, outputs, timestamp, earlier=lambda: in_force(stored))
+        self.reported.compared(self.agreements)
         for timer in set(timers):
             if due is None:  # stored before issue 14: its timers are Flink's alone
                 ctx.timer_service().register_event_time_timer(timer)
@@ -226,6 +230,7 @@ class Moderate(PolicyAware):
         it too."""
         set_aside: dict[int, BaseException] = {}
         while True:
+            self.agreements = []  # a run again without a failed input compares again
             try:
                 return self._run(raw_state, inputs, set_aside, timestamp, store, banks), set_aside
             except _InputFailed as failed:
@@ -256,6 +261,7 @@ class Moderate(PolicyAware):
             state = result.state
             outputs += result.outputs
             timers += result.timers
+            self.agreements += result.agreements
             letters += [
                 (topic, content_id, error_class, message, raw, ts)
                 for error_class, message in result.dead_letters

@@ -287,6 +287,7 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "review_wait": quality.review_wait_summary(
             results.tasks, results.reviews, results.tasks_written, results.collected_at
         ),
+        "second_reviews": quality.second_review_summary(results.tasks, results.reviews),
         "score_drift": drift_summary(results.evidence),
         "cost_per_decision": cost_summary(results),
         "elapsed_s": round(time.monotonic() - started, 1),

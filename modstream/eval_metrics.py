@@ -147,6 +147,8 @@ class EvalResult:
     notes: tuple[str, ...] = field(default=())
     source: str = ""  # what was graded against what, for the table's first line
     id_prefix: str = ""  # put before the labels' ids: the table shows ids without it
+    # second reviews per queue and reviewer pair: queue, pair, items, agreed, kappa
+    agreement: tuple[dict[str, Any], ...] = field(default=())
 
     @property
     def block_rate(self) -> float | None:
@@ -174,6 +176,7 @@ class EvalResult:
             "review_rate": self.review_rate,
             "slices": slices,
             "coverage": asdict(self.coverage),
+            "second_reviews": list(self.agreement),
             "notes": list(self.notes),
         }
 

@@ -6,6 +6,8 @@ Undefined figures (a precision with no positive prediction, a rate over no versi
 
 from __future__ import annotations
 
+from typing import Any
+
 from modstream.eval_metrics import DIMENSIONS, EvalResult, ReasonRow, SliceRow
 from modstream.labels import Version
 
@@ -38,9 +40,22 @@ def format_table(result: EvalResult) -> str:
         _reasons(result.reasons),
         _mistakes(result.reasons, result.id_prefix),
         _slices(result.slices),
+        _agreement(result.agreement),
         *result.notes,
     ]
     return "\n\n".join(part for part in parts if part) + "\n"
+
+
+def _agreement(rows: tuple[dict[str, Any], ...]) -> str:
+    """Second reviews against the first, per queue and reviewer pair, with Cohen's kappa."""
+    if not rows:
+        return ""
+    lines = ["second reviews: queue, pair, agreed/compared, Cohen's kappa"]
+    lines += [
+        f"  {row['queue']}  {row['pair']}  {row['agreed']}/{row['items']}  {number(row['kappa'])}"
+        for row in rows
+    ]
+    return "\n".join(lines)
 
 
 def _coverage(result: EvalResult) -> str:

@@ -37,6 +37,9 @@ COLUMNS = {
     "dlq": "source_topic, raw",
 }
 Rows = list[dict[str, Any]]
+# What the agreement of second reviews reads (`second_reviews`).
+SECOND_REVIEW_TASKS = "content_id, task_id, queue, second_review"
+SECOND_REVIEW_DECISIONS = "event_id, content_id, task_id, reviewer_id, outcome, ts"
 
 
 class EvaluationError(RuntimeError):
@@ -115,4 +118,39 @@ def run(
             f" (label ids prefixed with {id_prefix!r}; see --id-prefix)"
         )
     source = f"{labels_path} against the archive of {prefix or 'the default deployment'} ({root})"
-    return replace(result, notes=tuple(notes), source=source, id_prefix=id_prefix)
+    agreement = tuple(second_reviews(settings, prefix)) if reviews else ()
+    return replace(
+        result, notes=tuple(notes), source=source, id_prefix=id_prefix, agreement=agreement
+    )
+
+
+def second_reviews(settings: Settings, prefix: str | None) -> Rows:
+    """Agreement of second reviews per queue and reviewer pair, with Cohen's kappa
+    (modstream/quality.py `second_review_summary`), from the archived review tasks and the
+    review decisions the job did not refuse; none from an archive written before review tasks
+    carried `second_review`."""
+    from modstream.quality import second_review_summary
+
+    try:
+        tasks = _select(settings, prefix, "review_tasks", SECOND_REVIEW_TASKS)
+    except EvaluationError:
+        return []  # archived before the column existed: no second reviews in it
+    refused = refused_event_ids(read_archive(settings, prefix, "dlq"))
+    reviewed = _select(settings, prefix, "review_decisions", SECOND_REVIEW_DECISIONS)
+    kept = [row for row in reviewed if row["event_id"] not in refused]
+    return second_review_summary(tasks, kept)
+
+
+def _select(settings: Settings, prefix: str | None, table: str, columns: str) -> Rows:
+    import duckdb
+
+    from modstream import analytics
+
+    try:
+        with analytics.connect(settings, prefix) as connection:
+            rows: Rows = (
+                connection.sql(f'SELECT {columns} FROM "{table}"').to_arrow_table().to_pylist()
+            )
+    except duckdb.Error as error:
+        raise EvaluationError(f"cannot read the archived {table}: {error}") from None
+    return rows

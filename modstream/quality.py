@@ -12,7 +12,9 @@ Definitions (the captions repeat them):
   disagreement = review decisions, with no human decision before on the version, whose outcome
   differs from the revision before / such reviews; by the decision's policy version;
 - review wait: per queue, from a task's `ts` to the `ts` of the first review decision naming
-  it (decided tasks), and the age of the oldest task still open at the newest review record.
+  it (decided tasks), and the age of the oldest task still open at the newest review record;
+- second reviews (issue 29 item 2): per queue and reviewer pair, items compared, agreed, and
+  Cohen's kappa (operators/agreement.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from matplotlib.figure import Figure
 from modstream import kafkaio
 from modstream.config import Settings
 from modstream.report_plots import Plot, new_figure, no_data, rows
+from operators import agreement
 
 
 # The demo summary: this run's records.
@@ -113,6 +116,60 @@ def review_wait_summary(
     return dict(sorted(queues.items()))
 
 
+def second_review_summary(
+    tasks: list[dict[str, Any]], reviews: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Per queue and reviewer pair, as the moderation job's `second_reviews` counter counts them
+    (operators/second_review.py), read back from this run's records: each second-review task
+    (`second_review.round` second) pairs the first review of the task it names (`of_task`) with
+    the first review of its own task by another reviewer. Rows: queue (the first task's,
+    `external` for a review naming no task), pair, items, agreed, kappa (None when undefined)."""
+    seconds = {
+        (t["content_id"], t["task_id"]): t
+        for t in tasks
+        if (t.get("second_review") or {}).get("round") == "second"
+    }
+    if not seconds:
+        return []
+    queue_of = {(t["content_id"], t["task_id"]): t["queue"] for t in tasks}
+    earliest: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for review in sorted(reviews, key=lambda r: (r["ts"], r.get("event_id", ""))):
+        earliest.setdefault((review.get("content_id", ""), review["task_id"]), []).append(review)
+    counts: Counter[tuple[str, str, str, str]] = Counter()
+    for (content_id, task_id), task in seconds.items():
+        of_task = task["second_review"]["of_task"]
+        firsts = earliest.get((content_id, of_task), [])
+        if not firsts:
+            continue
+        first = firsts[0]
+        second = next(
+            (
+                r
+                for r in earliest.get((content_id, task_id), [])
+                if r["reviewer_id"] != first["reviewer_id"]
+            ),
+            None,
+        )
+        if second is None:
+            continue
+        named, outcome_a, outcome_b = agreement.pair(
+            first["reviewer_id"], second["reviewer_id"], first["outcome"], second["outcome"]
+        )
+        counts[(queue_of.get((content_id, of_task), "external"), named, outcome_a, outcome_b)] += 1
+    return [
+        {
+            "queue": row.queue,
+            "pair": row.pair,
+            "items": row.items,
+            "agreed": row.agreed,
+            "kappa": row.kappa,
+        }
+        for row in agreement.by_queue_and_pair(
+            (queue, named, a, b, count) for (queue, named, a, b), count in counts.items()
+        )
+    ]
+
+
 def summary_lines(summary: dict[str, Any]) -> list[str]:
     """The demo summary's rows for `quality` and `review_wait`."""
     counted, waits = summary["quality"], summary["review_wait"]
@@ -124,7 +181,14 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         f"  human reviews of the model    {counted['human_reviews']}, disagreeing "
         f"{counted['disagreed']} ({_percent(counted['disagreement_rate'])})",
         "  review wait (open/tasks, oldest) " + (", ".join(shown) or "no tasks"),
+        "  second reviews (agreed/compared, kappa) "
+        + (", ".join(_agreement(row) for row in summary.get("second_reviews", [])) or "none"),
     ]
+
+
+def _agreement(row: dict[str, Any]) -> str:
+    kappa = "n/a" if row["kappa"] is None else f"{row['kappa']:.2f}"
+    return f"{row['queue']} {row['pair']} {row['agreed']}/{row['items']} {kappa}"
 
 
 def _percent(rate: float | None) -> str:

@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from modstream import analytics, quality, report_plots
 from modstream.archive_schema import TABLES
 from modstream.config import Settings
+from modstream.labels import refused_event_ids
 
 # Every plot of the page, in its order (issue 29's quality plots after the others).
 PLOTS = report_plots.PLOTS + quality.PLOTS
@@ -79,6 +80,9 @@ def render(con: duckdb.DuckDBPyConnection, *, title: str, source: Path) -> str:
         "<h2>Cost per decision by policy and workflow version</h2>",
         _table(COST_COLUMNS, cost_per_decision(con)),
         f'<p class="meta">{html.escape(COST_NOTE)}</p>',
+        "<h2>Second reviews: agreement per queue and reviewer pair</h2>",
+        _table(AGREEMENT_COLUMNS, second_reviews(con)),
+        f'<p class="meta">{html.escape(AGREEMENT_NOTE)}</p>',
     ]
     for heading, plot, caption in PLOTS:
         try:
@@ -134,6 +138,51 @@ def cost_per_decision(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
         "FROM cost_per_decision"
     ).fetchall()
     return [["-" if cell is None else cell for cell in row] for row in found]
+
+
+AGREEMENT_COLUMNS = ["queue", "reviewer pair", "compared", "agreed", "Cohen's kappa"]
+AGREEMENT_NOTE = (
+    "Each second review (the policy's second_review: required or a sampled blind one) against "
+    "the first review of the task it names, per the first task's queue and the pair of "
+    "reviewers; refused reviews (in the DLQ) left out. Kappa = (p_o - p_e) / (1 - p_e), '-' "
+    "where undefined (both always gave one and the same outcome). The live counter: "
+    "second_reviews (docs/OPERATIONS.md)."
+)
+
+
+def second_reviews(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
+    """[queue, pair, compared, agreed, kappa] from the archived review tasks and decisions
+    (modstream/quality.py `second_review_summary`); none from an archive written before review
+    tasks carried `second_review`."""
+    try:
+        tasks = (
+            con.sql('SELECT content_id, task_id, queue, second_review FROM "review_tasks"')
+            .to_arrow_table()
+            .to_pylist()
+        )
+        reviews = (
+            con.sql(
+                "SELECT event_id, content_id, task_id, reviewer_id, outcome, ts "
+                'FROM "review_decisions"'
+            )
+            .to_arrow_table()
+            .to_pylist()
+        )
+        letters = con.sql('SELECT source_topic, raw FROM "dlq"').to_arrow_table().to_pylist()
+    except duckdb.Error:
+        return []
+    refused = refused_event_ids(letters)
+    kept = [review for review in reviews if review["event_id"] not in refused]
+    return [
+        [
+            row["queue"],
+            row["pair"],
+            row["items"],
+            row["agreed"],
+            "-" if row["kappa"] is None else f"{row['kappa']:.2f}",
+        ]
+        for row in quality.second_review_summary(tasks, kept)
+    ]
 
 
 def _table(header: list[str], body: list[list[Any]]) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from operators import escalation
 from operators.policy import CompiledPolicy
 from operators.records import (
     action,
@@ -50,7 +51,7 @@ def decide(
             task_id = f"review-{sha256_hex(cid, ver, ask.queue)[:20]}"
             if task_id not in state.tasks:
                 state.tasks.append(task_id)
-                state.open_tasks.append(task_id)
+                escalation.track(state, task_id, ask.queue, ask.priority, ts)
                 new_tasks.append((task_id, ask))
     name = state_name(state, verdict, evaluation.view, evaluation.expired)
     last = state.last_decision

@@ -14,9 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 from modstream.limits import Limits
-from operators import human, review_access, scan_plan
+from operators import escalation, human, review_access, scan_plan, second_review
 from operators.decide import decide
-from operators.records import appeal_task, task
+from operators.records import APPEAL_PRIORITY, appeal_task, task
 from operators.reports import ReportWeight
 from operators.scan_plan import required as _required
 from operators.scan_plan import segment as _segment
@@ -146,7 +146,7 @@ def on_appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     state.appeal_id = record.appeal_id
     task_id = f"appeal-{record.appeal_id}"
     state.tasks.append(task_id)
-    state.open_tasks.append(task_id)
+    escalation.track(state, task_id, review_access.APPEALS_QUEUE, APPEAL_PRIORITY, ts)
     result.outputs.append(appeal_task(state, task_id, ctx.resolution.decide, ts))
     return True
 
@@ -256,7 +256,7 @@ def _count_report(state: State, record: Any, ts: int, ctx: Context) -> list[Outp
         if task_id in state.tasks or state.content is None:
             return []
         state.tasks.append(task_id)
-        state.open_tasks.append(task_id)
+        escalation.track(state, task_id, "brigading", reports.priority, ts)
         outputs: list[Output] = [
             (
                 "review.tasks",
@@ -293,7 +293,8 @@ def on_report(state: State, record: Any, ts: int, ctx: Context, result: StepResu
 def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:
     """A sticky human outcome; it closes the open tasks, the active appeal's among them. A
     review stamped before the human decision in force changes nothing (`stale`): the newest
-    human decision wins whatever the arrival order (operators/human.py)."""
+    human decision wins whatever the arrival order (operators/human.py). The policy may want a
+    second reviewer first (operators/second_review.py)."""
     if ctx.grants is not None:
         refusal = review_access.review_refusal(state, record, ts, ctx.grants)
         if refusal is not None:
@@ -306,14 +307,8 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     if newer is not None:
         result.dead_letters.append(("stale", human.superseded_message(record, newer)))
         return False
-    appeal = state.appeal_id
-    trigger = "appeal" if appeal and record.task_id == f"appeal-{appeal}" else "review"
-    state.human = human.in_force(record, ts)
-    state.open_tasks = []
-    if trigger == "appeal":
-        state.appeal_id = None
-    result.outputs += decide(state, ctx, ts, trigger)
-    return True
+    # Decides, waits for a second reviewer, or is the second: operators/second_review.py.
+    return second_review.on_review(state, record, ts, ctx, result)
 
 
 def on_lease(state: State, record: Any, ts: int, ctx: Context, result: StepResult) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators import human
+from operators import escalation, human
 from operators.decide import VISIBILITY
 from operators.handlers import (
     BRIGADE_WINDOW_MS,
@@ -139,6 +139,7 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         human.remember(state, topic, record)
         ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
         result.timers += arm_expiry(state)
+        result.timers += escalation.arm(state, ctx.resolution.decide)
         result.timers += arm_ttl(state, ts, ttl)
     return result
 
@@ -170,8 +171,9 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
 
 
 def _fire_waits(state: State, ts: int, ctx: Context, result: StepResult) -> None:
-    """The deadline (waiting for the detectors while they have not had their time) and the
-    provisional expiry, if either is due at `ts`."""
+    """The deadline (waiting for the detectors while they have not had their time), the
+    provisional expiry and the escalation of tasks left open (operators/escalation.py), each if
+    due at `ts`."""
     pending = state.deadline_timer
     due = state.deadline is not None and not state.deleted
     if due and ((ts == state.deadline and pending is None) or ts == pending):
@@ -189,3 +191,8 @@ def _fire_waits(state: State, ts: int, ctx: Context, result: StepResult) -> None
         expiry = expire_provisional(state, ts, ctx)
         result.outputs += expiry.outputs
         result.timers += expiry.timers
+    escalating = state.escalation_timer
+    if escalating is not None and ts >= escalating:
+        escalated, rearmed = escalation.fire(state, ts, ctx)
+        result.outputs += escalated
+        result.timers += rearmed

@@ -124,6 +124,41 @@ class ReviewRequest(_Section):
     priority: Annotated[int, Field(ge=0)] = 3
 
 
+class SecondReview(_Section):
+    """Who must agree before a human decision counts, and which share of human decisions is
+    checked by a blind second review (issue 29 item 2; operators/second_review.py).
+
+    `outcomes` / `rules`: a review with one of these outcomes, or of a version one of these
+    rules matches (the model's verdict), decides only once a second, distinct reviewer gives the
+    same outcome in task queue `queue`; a different outcome opens a task in
+    `escalation_queue`. `sample`: the share of the other human decisions (chosen from the
+    review's event-id digest, so replay chooses the same) that decide at once and are then
+    reviewed again blind, for the agreement figures."""
+
+    outcomes: list[Outcome] = Field(default_factory=list)
+    rules: list[Name] = Field(default_factory=list)
+    sample: Annotated[float, Field(ge=0, le=1)] = 0.0
+    queue: Name = "second_review"
+    priority: Annotated[int, Field(ge=0)] = 1
+    escalation_queue: Name = "escalation"
+    escalation_priority: Annotated[int, Field(ge=0)] = 0
+
+
+class Escalation(_Section):
+    """A queue's escalation rule (operators/escalation.py): a task of the queue still open
+    `after_ms` after it opened gets priority `priority` and/or moves to queue `queue`."""
+
+    after_ms: Annotated[int, Field(gt=0)]
+    priority: Annotated[int, Field(ge=0)] | None = None
+    queue: Name | None = None
+
+    @model_validator(mode="after")
+    def _changes_something(self) -> Self:
+        if self.priority is None and self.queue is None:
+            raise ValueError("an escalation needs a priority, a queue or both")
+        return self
+
+
 class Rule(_Section):
     id: Name
     when: Annotated[str, Field(min_length=1, max_length=4000)]
@@ -164,6 +199,9 @@ class PolicyDocument(_Section):
     )
     rules: list[Rule]
     default: Outcome
+    second_review: SecondReview | None = None
+    # task queue -> what happens to its tasks left open too long
+    escalation: dict[Name, Escalation] = Field(default_factory=dict)
 
     @field_validator("phash_max_distance")
     @classmethod
@@ -176,6 +214,15 @@ class PolicyDocument(_Section):
                 "distance the hash-bank index matches without scanning the whole bank"
             )
         return distance
+
+    @model_validator(mode="after")
+    def _second_review_rules_exist(self) -> Self:
+        if self.second_review is not None:
+            ids = {rule.id for rule in self.rules}
+            unknown = [rule for rule in self.second_review.rules if rule not in ids]
+            if unknown:
+                raise ValueError(f"second_review.rules: no rule with id {', '.join(unknown)}")
+        return self
 
     @model_validator(mode="after")
     def _no_text_gate(self) -> Self:

@@ -18,6 +18,9 @@ from operators.verdict import Evaluation
 from operators.version_state import SANCTIONS, Output, State, uploaded
 from schemas.workflow import WORKFLOW_VERSION
 
+# The priority of an appeal's task (0 = most urgent).
+APPEAL_PRIORITY = 1
+
 # What the author is told when the policy has no notice for the decision's reason.
 DEFAULT_NOTICES = {
     "ALLOW": "Your content is visible.",
@@ -170,7 +173,9 @@ def appeal_task(state: State, task_id: str, policy: CompiledPolicy | None, ts: i
     last = state.last_decision
     reasons = (last.reasons if last else None) or ["appeal"]
     provenance = [{"evidence_ref": ref} for ref in (last.evidence_refs if last else None) or []]
-    record = task(state, task_id, "appeal", "appeals", 1, reasons, provenance, policy, ts)
+    record = task(
+        state, task_id, "appeal", "appeals", APPEAL_PRIORITY, reasons, provenance, policy, ts
+    )
     return ("review.tasks", state.content_id, record)
 
 

@@ -85,9 +85,14 @@ def state_entry(reviewer_id: str, queues: Iterable[str], ts: int) -> tuple[str, 
 def issued_queue(state: State, task_id: str, queue: str) -> bool:
     """Whether the job issued task `task_id` of this version in queue `queue`: the id of a
     policy-routed task is a digest of the version and its queue, so a lease cannot name
-    another queue for it (a queue its reviewer holds a grant for)."""
+    another queue for it (a queue its reviewer holds a grant for). An open task is also in
+    the queue the job keeps for it (`task_queues`: second review, escalation, an escalation
+    rule's move)."""
     if task_id not in state.tasks:
         return False
+    held = state.task_queues.get(task_id)
+    if held is not None and held.queue == queue:
+        return True  # its queue now: a second review's, an escalation's, or one it moved to
     if task_id.startswith("appeal-"):
         return queue == APPEALS_QUEUE
     if task_id.startswith("brigading-"):
@@ -105,6 +110,12 @@ def lease_refusal(state: State, lease: Any, grants: ReviewGrants) -> tuple[str, 
     if not grants.may(lease.reviewer_id, lease.queue, lease.ts):
         return "signature", f"{where}: reviewer {lease.reviewer_id} holds no grant of queue " + (
             f"{lease.queue!r} at ts {lease.ts}"
+        )
+    wait = state.second
+    if wait is not None and wait.task_id == lease.task_id and wait.reviewer_id == lease.reviewer_id:
+        return "conflict", (
+            f"{where} is the second review of {lease.reviewer_id}'s own review: two distinct "
+            "reviewers are required"
         )
     held = state.leases.get(lease.task_id)
     if held is not None and held.reviewer_id != lease.reviewer_id and held.expires_ts > lease.ts:

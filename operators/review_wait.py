@@ -61,6 +61,13 @@ def follow_task(
     state (`{"queue", "at"}` while open, `{"closed": at}` after) and the changes it makes."""
     task_id = str(record["task_id"])
     if topic == "review.tasks":
+        moved = str(record["queue"])
+        if state is not None and "queue" in state and state["queue"] != moved:
+            # Escalated to another queue (operators/escalation.py, `escalated_from`): it leaves
+            # its queue and waits in the new one since it was first seen.
+            at = int(state["at"])
+            left = Change("closed", str(state["queue"]), task_id)
+            return {"queue": moved, "at": at}, [left, Change("opened", moved, task_id, at)]
         if state is not None:  # open already (a record repeated), or decided first
             return state, []
         queue = str(record["queue"])

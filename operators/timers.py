@@ -190,7 +190,7 @@ def keep_only(state: State, kept: tuple[str, ...]) -> None:
 RETIRED_KEEPS = (
     "content_id", "content_version", "content", "evidence", "report_weight", "human", "human_ids",
     "appeal_id", "decision_revision", "last_decision", "tasks", "open_tasks",
-    "provisional_expired", "leases",
+    "provisional_expired", "leases", "task_queues", "second", "escalation_task",
 )  # fmt: skip
 
 

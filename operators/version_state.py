@@ -164,6 +164,33 @@ class BurstReport(msgspec.Struct, array_like=True):
     new_reporter: bool
 
 
+class OpenTask(msgspec.Struct, array_like=True):
+    """A task the job opened and no review closed yet: its queue and priority now, and the
+    event time it opened (or moved) at, which the escalation rule waits from
+    (operators/escalation.py). `escalated`: the rule applied once; it never applies again."""
+
+    queue: str
+    priority: int
+    ts: int
+    escalated: bool = False
+
+
+class SecondReviewWait(msgspec.Struct, array_like=True):
+    """A first review waiting for its second reviewer (operators/second_review.py): the
+    second-review task, the task the first review decided and its queue, the first reviewer and
+    outcome, and whether it was sampled (already in force) or required (not yet in force)."""
+
+    task_id: str
+    of_task: str
+    queue: str
+    reviewer_id: str
+    outcome: str
+    reason: str | None
+    ts: int
+    digest: str
+    sampled: bool
+
+
 class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     """One content version's state: full, a tombstone (`deleted`: `timers.compact_tombstone`)
     or a retired record (`retired`: `timers.retire`), each every field at its default but
@@ -214,6 +241,14 @@ class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     unasked: list[str] = []
     backfilled: list[str] = []
     scan_priority: str | None = None
+    # Second review and escalation (issue 29 items 2 and 3; after schema 5, defaults so a
+    # state stored before them loads): the open tasks the job tracks by id, the first review
+    # waiting for its second, the escalation task of a disagreement, and the one escalation
+    # timer armed.
+    task_queues: dict[str, OpenTask] = {}
+    second: SecondReviewWait | None = None
+    escalation_task: str | None = None
+    escalation_timer: int | None = None
 
 
 State = VersionState
@@ -250,6 +285,22 @@ class StepResult:
     outputs: list[Output] = field(default_factory=list)
     timers: list[int] = field(default_factory=list)
     dead_letters: list[tuple[str, str]] = field(default_factory=list)  # (error_class, message)
+    # Second reviews compared (operators/second_review.py): counted by the job's metrics,
+    # never written to Kafka (the review.tasks and review.decisions records show the same).
+    agreements: list[Agreement] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """One second review compared with the first: the first task's queue, both reviewers and
+    both outcomes, and whether it was a sampled (blind) or a required second review."""
+
+    queue: str
+    first_reviewer: str
+    second_reviewer: str
+    first_outcome: str
+    second_outcome: str
+    sampled: bool
 
 
 def event_digest(event_id: str) -> str:
@@ -285,6 +336,11 @@ def from_document(document: dict[str, Any]) -> State:
     state.shadow = {key: _typed(ShadowDecision, kept) for key, kept in state.shadow.items()}
     state.leases = {key: _typed(Lease, held) for key, held in state.leases.items()}
     state.burst = [_typed(BurstReport, seen) for seen in state.burst]
+    state.task_queues = {
+        key: _typed(OpenTask, held) for key, held in (state.task_queues or {}).items()
+    }
+    if state.second is not None:
+        state.second = _typed(SecondReviewWait, document["second"])
     state.events = dict(state.events or {})
     state.reporters = dict(state.reporters or {})
     for name in ("human_ids", "tasks", "open_tasks", "unasked", "backfilled"):

@@ -81,6 +81,17 @@ class Action(OutputRecord):
     ts: EventTime
 
 
+class SecondReviewNote(OutputRecord):
+    """modstream's addition to a second-review or escalation task (docs/contract-notes.md,
+    "Second review"): which round, the task reviewed first, whether it was sampled, and for an
+    escalation both reviewers' outcomes (a second review never shows the first's)."""
+
+    round: Literal["second", "escalation"]
+    of_task: Id
+    sampled: bool
+    outcomes: list[Outcome] | None = None
+
+
 class ReviewTask(OutputRecord):
     """review.tasks: work for a human reviewer."""
 
@@ -95,6 +106,9 @@ class ReviewTask(OutputRecord):
     reasons: list[Id]
     evidence: list[str]
     ts: EventTime
+    # modstream's additions (docs/contract-notes.md, "Second review" and "Escalation").
+    second_review: SecondReviewNote | None = None
+    escalated_from: Id | None = None
 
 
 class ContentVisibility(OutputRecord):

@@ -312,6 +312,8 @@ CREATE TABLE `review_tasks` (
   `reasons` ARRAY<STRING>,
   `evidence` ARRAY<STRING>,
   `ts` BIGINT,
+  `second_review` ROW<`round` STRING, `of_task` STRING, `sampled` BOOLEAN, `outcomes` ARRAY<STRING>>,
+  `escalated_from` STRING,
   `_partition` INT METADATA FROM 'partition' VIRTUAL,
   `_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
   `_timestamp` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL,

@@ -27,7 +27,7 @@ from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import endpoints
 from operators import quality
 from operators.scan_batch import Handled
-from operators.version_state import Content, VersionState
+from operators.version_state import Agreement, Content, VersionState
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -390,3 +390,20 @@ def test_an_overturned_appeal_is_counted_from_the_stored_state_before_it() -> No
     reported.decided("c1\x1f1", before, [appeal], earlier=lambda: in_force(stored))
     labels = "surface=comment/region=BR/model_version=offensive_text@v3/policy_version=4"
     assert context.group.made[f"modstream/result=overturned/{labels}/appeal_outcomes"].count == 1
+
+
+def test_second_reviews_are_counted_per_queue_and_pair_whoever_reviewed_first() -> None:
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: 0)
+    reported.compared(
+        [
+            Agreement("adult", "r2", "r1", "BLOCK", "ALLOW", sampled=False),
+            Agreement("adult", "r1", "r2", "ALLOW", "BLOCK", sampled=False),
+            Agreement("text", "r1", "r3", "ALLOW", "ALLOW", sampled=True),
+        ]
+    )
+    made = context.group.made
+    pair = "modstream/queue=adult/pair=r1,r2/outcome_a=ALLOW/outcome_b=BLOCK/sampled=false"
+    assert made[f"{pair}/second_reviews"].count == 2
+    agreed = "modstream/queue=text/pair=r1,r3/outcome_a=ALLOW/outcome_b=ALLOW/sampled=true"
+    assert made[f"{agreed}/second_reviews"].count == 1

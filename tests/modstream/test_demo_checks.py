@@ -258,3 +258,46 @@ def test_the_summary_gives_score_drift_and_cost_per_workflow_version(
     assert "score drift (PSI, last window) offensive_text offensive m1 " in printed
     assert "(chance 0.480)" in printed
     assert "cost per decision (policy v3, workflow v2) 100 decisions: 1.0 detector calls" in printed
+
+
+def test_the_summary_gives_second_review_agreement_per_queue_and_pair() -> None:
+    """Issue 29 item 2: each second-review task pairs the first review of the task it names
+    with its own first review by another reviewer (the first reviewer's own is not one)."""
+    tasks = [
+        {"task_id": "t-1", "queue": "adult", "content_id": "c-1"},
+        {"task_id": "s-1", "queue": "second_review", "content_id": "c-1",
+         "second_review": {"round": "second", "of_task": "t-1", "sampled": False}},
+        {"task_id": "t-2", "queue": "adult", "content_id": "c-2"},
+        {"task_id": "s-2", "queue": "second_review", "content_id": "c-2",
+         "second_review": {"round": "second", "of_task": "t-2", "sampled": True}},
+        {"task_id": "s-3", "queue": "second_review", "content_id": "c-3",
+         "second_review": {"round": "second", "of_task": "t-3", "sampled": True}},
+    ]  # fmt: skip
+    for task in tasks:  # the fields the other summaries read (contract: review.tasks)
+        task.update(kind="review", content_version=1, ts=1_000)
+
+    def review(content_id: str, task_id: str, reviewer: str, outcome: str, ts: int) -> dict:
+        return {
+            "event_id": f"{task_id}-{reviewer}",
+            "content_id": content_id,
+            "task_id": task_id,
+            "reviewer_id": reviewer,
+            "outcome": outcome,
+            "ts": ts,
+        }
+
+    reviews = [
+        review("c-1", "t-1", "r2", "BLOCK", 1),
+        review("c-1", "s-1", "r2", "BLOCK", 2),  # refused: the first reviewer again
+        review("c-1", "s-1", "r1", "BLOCK", 3),
+        review("c-2", "t-2", "r1", "ALLOW", 1),
+        review("c-2", "s-2", "r2", "BLOCK", 2),
+        review("c-3", "t-3", "r1", "ALLOW", 1),  # its second never came
+    ]
+    [row] = quality.second_review_summary(tasks, reviews)
+    # Pair r1,r2: (r1 BLOCK, r2 BLOCK) and (r1 ALLOW, r2 BLOCK): p_o 0.5, p_e 0.5, kappa 0.
+    assert row == {"queue": "adult", "pair": "r1,r2", "items": 2, "agreed": 1, "kappa": 0.0}
+    assert quality.second_review_summary(tasks[:1], reviews) == []
+    summary = demo_summary.summarize(results(tasks=tasks, reviews=reviews), started=0.0)
+    assert summary["second_reviews"] == [row]
+    assert quality.summary_lines(summary)[-1].endswith("adult r1,r2 1/2 0.00")

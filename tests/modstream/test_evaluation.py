@@ -199,3 +199,55 @@ def test_the_demo_labels_are_shipped(settings: Settings) -> None:
         "deploy/demo/labels.jsonl"
     )
     assert evaluation.demo_labels(settings, "real").is_file()
+
+
+def test_second_reviews_are_graded_per_queue_and_pair_from_the_archive(
+    settings: Settings,
+) -> None:
+    """Issue 29 item 2: a second-review task (its `second_review` struct) pairs the first review
+    of the task it names with its own review by another reviewer; a review the job refused
+    (here r3's, without the task's lease: in the DLQ) is not one."""
+    prefix = "demo0second"
+    root = deployments.archive_root(settings, prefix)
+    note = pa.struct(
+        [
+            ("round", pa.string()),
+            ("of_task", pa.string()),
+            ("sampled", pa.bool_()),
+            ("outcomes", pa.list_(pa.string())),
+        ]
+    )
+    tasks = pa.schema(
+        [
+            ("task_id", pa.string()),
+            ("content_id", pa.string()),
+            ("content_version", pa.int64()),
+            ("queue", pa.string()),
+            ("second_review", note),
+        ]
+    )
+    _write(root, f"review_tasks/{DAY}/policy_version=1", [
+        {"task_id": "t-1", "content_id": "c-1", "content_version": 1, "queue": "adult",
+         "second_review": None},
+        {"task_id": "s-1", "content_id": "c-1", "content_version": 1, "queue": "second_review",
+         "second_review": {"round": "second", "of_task": "t-1", "sampled": False,
+                           "outcomes": None}},
+    ], tasks)  # fmt: skip
+    reviews = [
+        {"event_id": "rv-1", "task_id": "t-1", "content_id": "c-1", "reviewer_id": "r2",
+         "outcome": "BLOCK", "ts": 1},
+        {"event_id": "rv-unleased", "task_id": "s-1", "content_id": "c-1", "reviewer_id": "r3",
+         "outcome": "ALLOW", "ts": 2},
+        {"event_id": "rv-2", "task_id": "s-1", "content_id": "c-1", "reviewer_id": "r1",
+         "outcome": "BLOCK", "ts": 3},
+    ]  # fmt: skip
+    _write(root, f"review_decisions/{DAY}", reviews)
+    _write(root, f"dlq/{DAY}", [
+        {"source_topic": f"{prefix}.review.decisions", "key": "c-1", "error_class": "conflict",
+         "raw": json.dumps(reviews[1]), "ts": 4, "_partition": 0, "_offset": 0},
+    ])  # fmt: skip
+    assert evaluation.second_reviews(settings, prefix) == [
+        {"queue": "adult", "pair": "r1,r2", "items": 1, "agreed": 1, "kappa": None}
+    ]
+    # An archive written before review tasks carried `second_review` has none.
+    assert evaluation.second_reviews(settings, PREFIX) == []

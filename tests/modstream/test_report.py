@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from modstream import analytics, quality, report, report_plots
+from modstream import analytics, archive_schema, quality, report, report_plots
 from tests.modstream import archive_data
 
 IMAGE = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
@@ -119,3 +120,47 @@ def test_the_quality_figures_count_what_the_moderation_job_counts(root: Path) ->
     assert version["appeal_rate"] == len(tasks) / appealable
     waits = {row["queue"]: row for row in quality.review_waits(analytics.connect(root=root))}
     assert waits["appeals"]["waits"] and waits["appeals"]["oldest_open"] is None
+
+
+def test_second_reviews_give_agreement_and_kappa_per_queue_and_pair(tmp_path: Path) -> None:
+    """Issue 29 item 2: two second-review tasks of queue adult, reviewed by the pair r1,r2 (one
+    agreeing, one not: kappa 0 by hand, p_o = p_e = 0.5), in the report's table."""
+    from modstream.archive_store import Archiver, load_manifest
+
+    def task(content_id: str, task_id: str, queue: str, of_task: str | None) -> dict[str, Any]:
+        record: dict[str, Any] = {
+            "task_id": task_id, "kind": "review", "content_id": content_id,
+            "content_version": 1, "decision_revision": 1, "policy_version": 1, "queue": queue,
+            "priority": 1, "reasons": ["x"], "evidence": [], "ts": 1_000,
+        }  # fmt: skip
+        if of_task is not None:
+            record["second_review"] = {"round": "second", "of_task": of_task, "sampled": True}
+        return record
+
+    def review(content_id: str, task_id: str, reviewer: str, outcome: str, ts: int) -> dict:
+        return {
+            "event_id": f"{content_id}-{task_id}-{reviewer}", "task_id": task_id,
+            "content_id": content_id, "content_version": 1, "reviewer_id": reviewer,
+            "outcome": outcome, "reason": "x", "ts": ts,
+        }  # fmt: skip
+
+    found = {
+        "review.tasks": [
+            task("c-1", "t-1", "adult", None), task("c-1", "s-1", "second_review", "t-1"),
+            task("c-2", "t-2", "adult", None), task("c-2", "s-2", "second_review", "t-2"),
+        ],
+        "review.decisions": [
+            review("c-1", "t-1", "r1", "BLOCK", 2_000), review("c-1", "s-1", "r2", "BLOCK", 3_000),
+            review("c-2", "t-2", "r2", "ALLOW", 2_000), review("c-2", "s-2", "r1", "BLOCK", 3_000),
+        ],
+    }  # fmt: skip
+    archiver = Archiver(tmp_path, load_manifest(tmp_path))
+    for topic, values in found.items():
+        offsets: dict[int, int] = {}
+        archive_data.feed(archiver, topic, values, offsets)
+        table = next(t for t in archive_schema.TABLES.values() if t.topic == topic)
+        archiver.flush({(table.name, p): offset for p, offset in offsets.items()})
+    con = analytics.connect(root=tmp_path)
+    # r1,r2: (BLOCK, BLOCK) and, named in order, (r1 BLOCK, r2 ALLOW): kappa 0.
+    assert report.second_reviews(con) == [["adult", "r1,r2", 2, 1, "0.00"]]
+    assert report.second_reviews(analytics.connect(root=tmp_path / "empty")) == []

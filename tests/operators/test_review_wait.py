@@ -30,6 +30,18 @@ def test_a_task_opens_once_and_its_decision_closes_it() -> None:
     assert follow_task(closed, "review.decisions", DECISION, 250) == (closed, [])
 
 
+def test_an_escalated_task_leaves_its_queue_and_waits_in_the_new_one_since_first_seen() -> None:
+    state, _ = follow_task(None, "review.tasks", TASK, 100)
+    moved = {**TASK, "queue": "senior", "escalated_from": TASK["queue"]}
+    state, changes = follow_task(state, "review.tasks", moved, 500)
+    assert changes == [
+        Change("closed", str(TASK["queue"]), str(TASK["task_id"])),
+        Change("opened", "senior", str(TASK["task_id"]), 100),
+    ]
+    _, changes = follow_task(state, "review.decisions", DECISION, 600)
+    assert changes == [Change("closed", "senior", str(TASK["task_id"]))]
+
+
 def test_a_decision_read_before_its_task_keeps_the_task_from_ever_opening() -> None:
     mark: Any
     mark, changes = follow_task(None, "review.decisions", DECISION, 100)
