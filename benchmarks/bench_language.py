@@ -12,8 +12,9 @@ Each identifier runs in a process of its own (its memory is its own) and prints 
 - per confidence floor: `named` (the share of labelled samples it names a language for, its
   confidence at or over the floor), `precision` (the share of those named right) and
   `undetermined_named` (how many of the samples that have no language it names one for);
-- `us_per_call`: the median over `--repeats` passes of the wall time of one call on one text,
-  the mean over the samples (one thread; the first pass, caches warming, left out).
+- `us_per_call`: the median over `--repeats` passes of the CPU time of one call on one text,
+  the mean over the samples (this process, all its threads: `time.process_time`, so a machine
+  shared with other work does not inflate it; the first pass, caches warming, left out).
 """
 
 from __future__ import annotations
@@ -112,10 +113,10 @@ def measure(name: str, repeats: int) -> dict[str, object]:
     texts = [text for text, _ in samples]
     passes = []
     for _ in range(repeats + 1):
-        started = time.perf_counter()
+        started = time.process_time()
         for text in texts:
             identify(text)
-        passes.append((time.perf_counter() - started) / len(texts) * 1e6)
+        passes.append((time.process_time() - started) / len(texts) * 1e6)
     wrong = [
         f"{language}->{code}"
         for (code, _), (_, language), ok in zip(found, samples, right, strict=True)
