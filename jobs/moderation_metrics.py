@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.metrics import OperatorMetrics
-from operators import quality, state_schema
+from operators import language, quality, state_schema
 from operators.timers import overdue_since
 from operators.version_state import Content, Output, VersionState
 
@@ -127,13 +127,15 @@ class ModerationMetrics:
 
 
 def quality_slice(state: VersionState | None) -> quality.Slice:
-    """The version's surface, region and evidence models (`unknown` where not read yet)."""
+    """The version's surface, region, language and evidence models (`unknown` where not read
+    yet)."""
     content = state.content if state is not None else None
     evidence = state.evidence.values() if state is not None else ()
     return quality.Slice(
         surface=content.surface if content is not None else "unknown",
         region=content.region if content is not None else "unknown",
         model_version=quality.models((item.detector, item.model_version) for item in evidence),
+        language=language.of_evidence(state.evidence) if state is not None else "unknown",
     )
 
 
