@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.metrics import OperatorMetrics
-from operators import agreement, quality, state_schema
+from operators import agreement, language, quality, state_schema
 from operators.timers import overdue_since
 from operators.version_state import Agreement, Content, Output, VersionState
 
@@ -149,13 +149,15 @@ class ModerationMetrics:
 
 
 def quality_slice(state: VersionState | None) -> quality.Slice:
-    """The version's surface, region and evidence models (`unknown` where not read yet)."""
+    """The version's surface, region, language and evidence models (`unknown` where not read
+    yet)."""
     content = state.content if state is not None else None
     evidence = state.evidence.values() if state is not None else ()
     return quality.Slice(
         surface=content.surface if content is not None else "unknown",
         region=content.region if content is not None else "unknown",
         model_version=quality.models((item.detector, item.model_version) for item in evidence),
+        language=language.of_evidence(state.evidence) if state is not None else "unknown",
     )
 
 

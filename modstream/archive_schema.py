@@ -53,7 +53,7 @@ CONTENT_FACTS = (
 )  # fmt: skip
 DETECTOR_RESULT_FACTS = (
     "event_id", "content_id", "content_version", "detector", "model_version", "status", "ts",
-    "segment_id", "scores", "inference_ms",
+    "segment_id", "scores", "inference_ms", "language", "language_confidence",
 )  # fmt: skip
 
 
@@ -116,8 +116,8 @@ TABLES: dict[str, Table] = {
         Table("visibility", "content.visibility", (ContentVisibility,), by_version=False),
         # modstream's own topic: the reconciler's exposure windows (operators/exposure.py).
         Table("exposure", "enforcement.exposure", (Exposure,), by_version=False),
-        # Evidence, for score drift and cost per decision (issue 29 items 4 and 5): scores and
-        # model time, never the media reference or the signature.
+        # Evidence, for score drift and cost per decision (issue 29 items 4 and 5): scores,
+        # model time and the language named, never the media reference or the signature.
         Table(
             "detector_results",
             "detector.results",

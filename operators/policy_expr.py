@@ -4,7 +4,7 @@ each becomes a small closure over constants.
 
 Grammar (docs/policy-language.md):  `and or not`, comparisons (chains allowed), `in` / `not in`
 over a literal tuple, numbers, strings, `true` / `false`; names `modality surface region audience
-account_risk size_bytes mime_type report_count`; functions `score(detector, label)`,
+mime_type language account_risk size_bytes report_count`; functions `score(detector, label)`,
 `unknown(detector)`, `hash_match(bank)` with string-literal arguments.
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
+from operators.language import UNDETERMINED
 from operators.policy_guards import Guard, guards_of, score_key
 
 MAX_EXPRESSION_CHARS = 4_000
@@ -31,6 +32,7 @@ FIELD_TYPES: dict[str, str] = {
     "region": STR,
     "audience": STR,
     "mime_type": STR,
+    "language": STR,
     "account_risk": NUM,
     "size_bytes": NUM,
     "report_count": NUM,
@@ -72,6 +74,7 @@ class EvalContext:
         "account_risk",
         "audience",
         "hash_matches",
+        "language",
         "mime_type",
         "modality",
         "region",
@@ -93,6 +96,7 @@ class EvalContext:
         account_risk: float = 0.0,
         size_bytes: int = 0,
         report_count: float = 0,
+        language: str = UNDETERMINED,
         scores: dict[tuple[str, str], float] | None = None,
         unknown: Collection[str] = frozenset(),
         hash_matches: Collection[str] = frozenset(),
@@ -105,6 +109,7 @@ class EvalContext:
         self.account_risk = account_risk
         self.size_bytes = size_bytes
         self.report_count = report_count
+        self.language = language
         self.scores = scores or {}
         self.unknown = unknown
         self.hash_matches = hash_matches

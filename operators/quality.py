@@ -10,9 +10,9 @@ these counters (deploy/prometheus/alerts.yaml, group `modstream-quality`):
   before) with another outcome / such reviews.
 "The decision appealed" and "the model's decision" are the version's decision in force before
 the firing (`InForce`, read from the stored state only when a human decision is in the
-outputs). Each is sliced by the content's surface and region, the models behind the version's
-evidence and the policy version the record names. Language is not known yet (issue 28 adds it):
-no label rather than a constant.
+outputs). Each is sliced by the content's surface, region and language (operators/language.py:
+`und` when no text result named one), the models behind the version's evidence and the policy
+version the record names.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from operators.language import UNDETERMINED
+
 if TYPE_CHECKING:  # jobs/metrics.py imports SLICE: keep this module light
     from operators.version_state import Output
 
 # Labels of every quality counter (jobs/metrics.py), in this order.
-SLICE = ("surface", "region", "model_version", "policy_version")
+SLICE = ("surface", "region", "language", "model_version", "policy_version")
 HUMAN_TRIGGERS = frozenset({"review", "appeal"})
 # The counters `counted` names (jobs/metrics.py registers them; the moderation job counts them).
 COUNTERS = ("appealable_decisions", "appeals", "appeal_outcomes", "human_reviews")
@@ -47,11 +49,13 @@ class Slice:
     surface: str
     region: str
     model_version: str  # `detector@model_version` of the version's evidence, sorted, by `,`
+    language: str = UNDETERMINED  # the version's (operators/language.py)
 
     def labels(self, policy_version: object) -> dict[str, str]:
         return {
             "surface": self.surface,
             "region": self.region,
+            "language": self.language,
             "model_version": self.model_version,
             "policy_version": str(policy_version if policy_version is not None else "unknown"),
         }

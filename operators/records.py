@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from operators import language
 from operators.policy import CompiledPolicy, Verdict
 from operators.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 from operators.scan_plan import sha256_hex
@@ -61,6 +62,7 @@ def decision_record(
         "state": name,
         "ts": ts,
         "workflow_version": WORKFLOW_VERSION,  # where cost is attributed (issue 29 item 5)
+        "language": language.of_evidence(state.evidence),  # the fact the rules read
     }
     if verdict.restriction:
         record["restriction"] = verdict.restriction
@@ -204,5 +206,6 @@ def index_entry(state: State, decision: dict[str, Any]) -> Output:
         "human": state.human is not None,
         "upload_ts": content.ts if content else None,
         "ts": decision["ts"],
+        "language": language.of_evidence(state.evidence) if content else None,
     }
     return ("moderation.index", index_key(state.content_id, state.content_version), record)

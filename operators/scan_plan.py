@@ -27,6 +27,7 @@ import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+from operators import language
 from operators.policy import SEVERITY_RANK, CompiledPolicy, ContentFacts, EvidenceView
 from operators.version_state import Evidence, Output, State, uploaded
 
@@ -71,6 +72,7 @@ def facts(state: State) -> ContentFacts:
         size_bytes=content.size_bytes,
         mime_type=content.mime_type,
         report_count=state.report_weight,
+        language=language.of_evidence(state.evidence),
     )
 
 

@@ -135,16 +135,20 @@ def _take_scores(
 
 
 def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:
-    """What a decision cites of the results it was made on, in evidence-key order."""
-    return [
-        {
+    """What a decision cites of the results it was made on, in evidence-key order, with the
+    language a result named (operators/language.py) where it named one."""
+    cited = []
+    for result in results:
+        entry: dict[str, Any] = {
             "detector": result.detector,
             "model_version": result.model_version,
             "segment_id": result.segment_id,
             "evidence_ref": result.evidence_ref,
         }
-        for result in results
-    ]
+        if result.language is not None:
+            entry["language"] = result.language
+        cited.append(entry)
+    return cited
 
 
 def _overwritten(state: State) -> Scores:

@@ -117,6 +117,10 @@ class Evidence(msgspec.Struct, array_like=True):
     scores: dict[str, Any] | None
     evidence_ref: str | None = None
     ts: int | None = None  # None: stored before issue 12
+    # The language of the text the detector read and its confidence (operators/language.py);
+    # None: it named none, or the result was stored before issue 28 item 3.
+    language: str | None = None
+    language_confidence: float | None = None
 
 
 class LastDecision(msgspec.Struct, array_like=True):

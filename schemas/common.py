@@ -26,6 +26,8 @@ EventTime = Annotated[int, Field(ge=0, description="event time, ms since the Uni
 ContentVersion = Annotated[int, Field(ge=1)]
 DecisionRevision = Annotated[int, Field(ge=1)]
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+# An ISO 639 code in lower case (`en`, `arz`), or `und` (issue 28 item 3: operators/language.py).
+LanguageCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}$")]
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]
 PHashHex = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{16}$")]
 

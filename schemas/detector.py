@@ -6,7 +6,14 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from schemas.common import ContentVersion, EventTime, Id, InputRecord, Probability
+from schemas.common import (
+    ContentVersion,
+    EventTime,
+    Id,
+    InputRecord,
+    LanguageCode,
+    Probability,
+)
 
 DetectorStatus = Literal["ok", "timeout", "error"]
 
@@ -28,6 +35,11 @@ class DetectorResult(InputRecord):
     # modstream's scan job adds its share of the batch's model call, ms (docs/contract-notes.md,
     # "Workflow version and cost"); other producers may leave it out.
     inference_ms: Annotated[int, Field(ge=0)] | None = None
+    # The language of the text the detector read (issue 28 item 3; docs/contract-notes.md,
+    # "Language"): an ISO 639 code in lower case and the identifier's confidence. Absent when it
+    # read no text or named no language; the policy reads `und` then.
+    language: LanguageCode | None = None
+    language_confidence: Probability | None = None
 
     @model_validator(mode="after")
     def _scores_when_ok(self) -> Self:

@@ -11,6 +11,7 @@ from schemas.common import (
     DecisionRevision,
     EventTime,
     Id,
+    LanguageCode,
     Outcome,
     OutputRecord,
     ShortText,
@@ -27,6 +28,8 @@ class EvidenceRef(OutputRecord):
     model_version: Id
     segment_id: int | None
     evidence_ref: str | None
+    # The language the result named (docs/contract-notes.md, "Language"); absent when none.
+    language: LanguageCode | None = None
 
 
 class Completeness(OutputRecord):
@@ -59,6 +62,9 @@ class Decision(OutputRecord):
     # modstream's addition (docs/contract-notes.md, "Workflow version"): the workflow that made
     # the revision (schemas/workflow.py); absent on revisions written before it was carried.
     workflow_version: Annotated[int, Field(ge=1)] | None = None
+    # modstream's addition (docs/contract-notes.md, "Language"): the version's language as the
+    # rules read it (`und`: no result named one); absent on revisions written before.
+    language: LanguageCode | None = None
 
 
 class ShadowDecision(Decision):
@@ -211,6 +217,8 @@ class IndexEntry(OutputRecord):
     human: bool
     upload_ts: int | None
     ts: EventTime
+    # The version's language (`und`: none named; null: no content); absent before it was kept.
+    language: LanguageCode | None = None
 
 
 class Exposure(OutputRecord):

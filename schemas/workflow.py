@@ -18,5 +18,8 @@ WORKFLOW_FINGERPRINTS: dict[int, str | None] = {
     # 3: the readers of text in media registered, ocr_text and speech_text (issue 28), and
     # their model packages pinned (rapidocr-onnxruntime, pocketsphinx).
     3: "39f4a25117e85414e0fc133db0b5c4cd3b6362f637e00c53346b7df86f6b9a89",
+    # 4: the text detectors name the language of what they read (issue 28 item 3), with the
+    # language identifier's package pinned (py3langid).
+    4: "eb5f8b0b49dada0be62f95247cd515d1b0941761e27b87799bc005990f0b4767",
 }
 WORKFLOW_VERSION = max(WORKFLOW_FINGERPRINTS)

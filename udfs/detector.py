@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from udfs.language import Language
+
 
 class MediaError(ValueError):
     """The input cannot be scanned (corrupt, unsupported): a permanent failure, no retry."""
@@ -60,10 +62,13 @@ def clip(value: float) -> float:
 class Evidence:
     """Scores with the findings behind them: where in the media a reader found what it scored
     (a text box and its frame, a stretch of speech) and how sure it was. The findings go
-    into the result as its extra field `findings` (docs/contract-notes.md), for a reviewer."""
+    into the result as its extra field `findings` (docs/contract-notes.md), for a reviewer.
+    A detector that reads text names its language (udfs/language.py), or None when it read none
+    or is not sure of one: the result's extra fields `language` and `language_confidence`."""
 
     scores: dict[str, float]
     findings: tuple[dict[str, Any], ...] = ()
+    language: Language | None = None
 
 
 # One item's answer: scores, scores with findings, or why the item cannot be scanned.

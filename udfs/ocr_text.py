@@ -27,7 +27,7 @@ from typing import Any
 from PIL import Image
 
 from modstream.limits import Limits
-from udfs import media, video
+from udfs import language, media, video
 from udfs.detector import Evidence, Item, MediaError, file_digest
 from udfs.text_in_media import Reading, ScoreTexts, evidence_of
 
@@ -60,6 +60,7 @@ class OcrText:
             rec_batch_num=16,  # the lines of one frame per recogniser call
         )
         self.score_texts = score_texts
+        self.languages = language.identifier()  # names the language of what was read
         self.every_ms = max(1, int(os.environ.get("MODSTREAM_OCR_EVERY_MS") or 1000))
         self.model_version = f"rapidocr-{_models_digest()}+{text_model_version}-{ADAPTER_VERSION}"
         self.videos: video.OncePerVideo[FrameReadings] = video.OncePerVideo()
@@ -75,7 +76,7 @@ class OcrText:
                     readings.append(self._image(item.data or b""))
             except MediaError as error:
                 readings.append(error)
-        return evidence_of(readings, self.score_texts)
+        return evidence_of(readings, self.score_texts, self.languages.identify)
 
     def _image(self, data: bytes) -> list[Reading]:
         """The lines of an image's frames (an animation: at most `max_ocr_frames`, evenly)."""

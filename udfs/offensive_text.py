@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from udfs import onnx_session
-from udfs.detector import Adapter, Item, MediaError, clip, file_digest
+from udfs import language, onnx_session
+from udfs.detector import Adapter, Evidence, Item, MediaError, clip, file_digest
 from udfs.text_model import MODEL_PATH
 
 # The graph's `probabilities` output: [P(clean), P(offensive)] per text.
@@ -32,7 +32,12 @@ class OffensiveText:
         self.input_name = self.session.get_inputs()[0].name
         outputs = [output.name for output in self.session.get_outputs()]
         self.output = "probabilities" if "probabilities" in outputs else outputs[-1]
-        self.model_version = f"profanity-{file_digest(path)[:12]}-{ADAPTER.version}"
+        # The language identifier names each text's language (udfs/language.py): its version
+        # is part of this one, so the readers' model versions carry it too.
+        self.languages = language.identifier()
+        self.model_version = (
+            f"profanity-{file_digest(path)[:12]}-{ADAPTER.version}+{self.languages.version}"
+        )
 
     def scores(self, texts: Sequence[str]) -> np.ndarray:
         batch = np.array(list(texts), dtype=object).reshape(-1, 1)
@@ -43,9 +48,10 @@ class OffensiveText:
         (udfs/text_in_media.py) hand what they read to this detector."""
         return [ADAPTER([float(v) for v in row])["offensive"] for row in self.scores(texts)]
 
-    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
+    def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:
+        """P(offensive) of each text in one model call, with the text's language."""
         texts: list[str] = []
-        results: list[dict[str, float] | MediaError] = []
+        results: list[Evidence | MediaError] = []
         for item in items:
             if item.text is not None:
                 texts.append(item.text)
@@ -61,6 +67,7 @@ class OffensiveText:
         ]
         if pending:
             raw = self.scores(texts)
-            for index, row in zip(pending, raw, strict=True):
-                results[index] = ADAPTER([float(v) for v in row])
+            for index, text, row in zip(pending, texts, raw, strict=True):
+                scores = ADAPTER([float(v) for v in row])
+                results[index] = Evidence(scores, language=self.languages.identify(text))
         return results

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from udfs.detector import Detector, Evidence, Item, MediaError, Scored
+from udfs.language import Language
 
 LOG = logging.getLogger("modstream.udfs")
 MAX_ATTEMPTS = 4
@@ -63,12 +64,14 @@ def result_record(
     scores: dict[str, float] | None = None, *, started: int | None = None,
     inference_ms: int | None = None,
     findings: Sequence[dict[str, Any]] = (),
+    language: Language | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The answer made at processing time `now` to a request started at `started` (default:
     its first attempt, else `now`): its event time is the upload's `ts` plus the scanner's own
     time on it. `inference_ms`: its share of its batch's model call (the cost per decision,
     issue 29 item 5; docs/contract-notes.md). `findings` (readers of text in media) is an extra
-    field, absent when empty."""
+    field, absent when empty; so are `language` and `language_confidence`, the language of the
+    text the detector read (udfs/language.py), absent when it named none."""
     begun = started if started is not None else started_at(request, now)
     record: dict[str, Any] = {
         "event_id": f"scan-{request['request_id']}-{model_version}-{status}",
@@ -86,6 +89,9 @@ def result_record(
         record["inference_ms"] = inference_ms
     if findings:
         record["findings"] = list(findings)
+    if language is not None:
+        record["language"] = language.code
+        record["language_confidence"] = language.confidence
     if request.get("media_ref"):
         record["evidence_ref"] = request["media_ref"]
     return record
@@ -146,6 +152,7 @@ def scan_batch(
                     started=begun,
                     inference_ms=share_ms,
                     findings=evidence.findings,
+                    language=evidence.language,
                 )
             )
     return outcome

@@ -30,7 +30,7 @@ import av
 import numpy as np
 
 from modstream.limits import Limits
-from udfs import video
+from udfs import language, video
 from udfs.detector import Evidence, Item, MediaError
 from udfs.text_in_media import Reading, ScoreTexts, evidence_of
 
@@ -61,6 +61,7 @@ class SpeechText:
     ) -> None:  # fmt: skip
         self.limits = limits or Limits()
         self.score_texts = score_texts
+        self.languages = language.identifier()  # names the language of what was read
         version = metadata.version("pocketsphinx")
         self.model_version = f"pocketsphinx-{version}-en-us+{text_model_version}-{ADAPTER_VERSION}"
         self.files: video.OncePerVideo[SegmentReadings] = video.OncePerVideo()
@@ -82,7 +83,7 @@ class SpeechText:
                 readings.append(MediaError(f"segment {segment} of {len(per_segment)}"))
             else:
                 readings.append(per_segment[segment])
-        return evidence_of(readings, self.score_texts)
+        return evidence_of(readings, self.score_texts, self.languages.identify)
 
     def transcribe(self, data: bytes, mime_type: str | None, segments: int) -> SegmentReadings:
         """Every segment's utterances, over every audio stream, the file decoded once."""

@@ -6,7 +6,9 @@ post, in a picture or spoken. Each reading is scored alone and, per group (a fra
 transcript), joined with its neighbours: a phrase split over two lines or two utterances is
 still read as one. The item's score is the highest of them; its findings are the readings with
 the highest scores, at most `MAX_FINDINGS`, with where they were found and how sure the reader
-was, never the words themselves (evidence names a place in the media, not its content).
+was, never the words themselves (evidence names a place in the media, not its content). The
+item's language is that of all its readings joined, in reading order (udfs/language.py: more
+text, a surer name than any one line's).
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from udfs.detector import Evidence, MediaError
+from udfs.language import Language
 
 MAX_FINDINGS = 8  # per result: bounds the record whatever the media holds
 # Texts -> P(offensive) each, in one model call (udfs/offensive_text.py: OffensiveText.offensive).
 ScoreTexts = Callable[[Sequence[str]], list[float]]
+# A text -> its language, or None (udfs/language.py: LanguageIdentifier.identify).
+IdentifyLanguage = Callable[[str], Language | None]
 
 
 @dataclass(frozen=True)
@@ -35,10 +40,13 @@ class Reading:
 
 
 def evidence_of(
-    readings_per_item: Sequence[Sequence[Reading] | MediaError], score_texts: ScoreTexts
+    readings_per_item: Sequence[Sequence[Reading] | MediaError],
+    score_texts: ScoreTexts,
+    identify_language: IdentifyLanguage,
 ) -> list[Evidence | MediaError]:
     """Every item's readings scored in one text-model call: `offensive` is the highest score of
-    a reading or of a group's joined text (0 when nothing was read)."""
+    a reading or of a group's joined text (0 when nothing was read); the language, of all of
+    them joined (None when nothing was read)."""
     texts: list[str] = []
     for readings in readings_per_item:
         if isinstance(readings, MediaError):
@@ -60,7 +68,9 @@ def evidence_of(
             | reading.where
             for score, reading in ranked[:MAX_FINDINGS]
         )
-        results.append(Evidence({"offensive": best}, findings))
+        read = " ".join(reading.text for reading in readings)
+        language = identify_language(read) if read.strip() else None
+        results.append(Evidence({"offensive": best}, findings, language))
     return results
 
 

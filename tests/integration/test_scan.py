@@ -140,6 +140,11 @@ def test_decisions_cite_the_real_models(
         r["detector"]: r for r in results if r["content_id"] in ("scan-text", "scan-image")
     }
     assert {d: r["model_version"] for d, r in by_detector.items()} == versions
+    # The text detector names the language it read (issue 28 item 3); the image models read no
+    # text and name none.
+    assert by_detector["offensive_text"]["language"] == "en"
+    assert 0.5 <= by_detector["offensive_text"]["language_confidence"] <= 1.0
+    assert "language" not in by_detector["nsfw_image"]
     broken = [r for r in results if r["content_id"] == "scan-broken"]
     assert broken and {r["status"] for r in broken} == {"timeout"}  # unreadable media: retried
     for content_id in hostile:
@@ -176,6 +181,9 @@ def test_decisions_cite_the_real_models(
     assert ("scan-image", "nsfw_image", versions["nsfw_image"]) in cited
     final_text = [d for d in decisions if d["content_id"] == "scan-text"][-1]
     assert final_text["outcome"] == "ALLOW"  # a benign text, scored by the real model
+    assert final_text["language"] == "en"  # the version's language, as the rules read it
+    final_image = [d for d in decisions if d["content_id"] == "scan-image"][-1]
+    assert final_image["language"] == "und"  # no result of it named one
 
 
 def test_results_exactly_once_across_cancel_and_restore(

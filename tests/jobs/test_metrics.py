@@ -378,7 +378,9 @@ def test_an_overturned_appeal_is_counted_from_the_stored_state_before_it() -> No
     before = version(0)
     assert before.content is not None
     before.content.region = "BR"
-    before.evidence = {"e": Evidence("offensive_text", "v3", 0, "ok", {"toxicity": 0.9})}
+    before.evidence = {
+        "e": Evidence("offensive_text", "v3", 0, "ok", {"toxicity": 0.9}, None, 1, "pt", 0.97)
+    }  # the text result named the version's language (issue 28 item 3): a label
     before.last_decision = LastDecision("BLOCK", None, "blocked", "hidden")
     stored = state_schema.dump_version(before)
     assert in_force(stored) == InForce("BLOCK", human=False)
@@ -388,7 +390,9 @@ def test_an_overturned_appeal_is_counted_from_the_stored_state_before_it() -> No
     appeal = _decision("ALLOW", "appeal", "approved", 9_000)
     appeal[2]["policy_version"] = 4
     reported.decided("c1\x1f1", before, [appeal], earlier=lambda: in_force(stored))
-    labels = "surface=comment/region=BR/model_version=offensive_text@v3/policy_version=4"
+    labels = (
+        "surface=comment/region=BR/language=pt/model_version=offensive_text@v3/policy_version=4"
+    )
     assert context.group.made[f"modstream/result=overturned/{labels}/appeal_outcomes"].count == 1
 
 

@@ -61,7 +61,7 @@ def test_decision_columns_follow_the_model() -> None:
         Column(
             "evidence",
             "ARRAY<ROW<`detector` STRING, `model_version` STRING, `segment_id` BIGINT,"
-            " `evidence_ref` STRING>>",
+            " `evidence_ref` STRING, `language` STRING>>",
         ),
         Column(
             "completeness", "ROW<`required` BIGINT, `received` BIGINT, `unknown` ARRAY<STRING>>"
@@ -70,6 +70,7 @@ def test_decision_columns_follow_the_model() -> None:
         Column("state", "STRING"),
         Column("ts", "BIGINT"),
         Column("workflow_version", "BIGINT"),
+        Column("language", "STRING"),
     ]
 
 

@@ -18,6 +18,7 @@ from schemas.workflow import WORKFLOW_FINGERPRINTS, WORKFLOW_VERSION
 RELEASED = {
     2: "eb320b2b5f5fdfe8e5ca49fc3c2b2eee14e0c72f81a213d658c2c2e3155c4309",
     3: "39f4a25117e85414e0fc133db0b5c4cd3b6362f637e00c53346b7df86f6b9a89",
+    4: "eb5f8b0b49dada0be62f95247cd515d1b0941761e27b87799bc005990f0b4767",
 }
 
 
@@ -77,8 +78,9 @@ def test_the_definition_reads_the_jobs_operators_and_every_registered_detector()
         "speech_text",
     }
     assert ("pocketsphinx", "5.1.1") in described["model_pins"]
+    assert ("py3langid", "0.4.0") in described["model_pins"]  # the language identifier
 
 
 def test_dead_letters_carry_the_current_workflow_version() -> None:
     letter = dead_letter("content.versions", "k", "{}", "schema", ts=1, error_class="schema")
-    assert letter.workflow_version == WORKFLOW_VERSION == 3
+    assert letter.workflow_version == WORKFLOW_VERSION == 4

@@ -92,8 +92,9 @@ def continuation(version: Version) -> None:
 
 
 # Fields output records gained after commit b6840d2, where the fixture was recorded: left out
-# of what is compared (the schema 4 job never wrote them). `workflow_version`: issue 29 item 5.
-ADDED_SINCE_FIXTURE = ("workflow_version",)
+# of what is compared (the schema 4 job never wrote them). `workflow_version`: issue 29 item 5;
+# `language`: issue 28 item 3.
+ADDED_SINCE_FIXTURE = ("workflow_version", "language")
 
 
 def observed(version: Version) -> list[Any]:

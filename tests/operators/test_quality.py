@@ -9,10 +9,11 @@ import pytest
 
 from operators.quality import COUNTERS, InForce, Slice, counted, models
 
-SLICE = Slice(surface="public_post", region="DE", model_version="offensive_text@v3")
+SLICE = Slice(surface="public_post", region="DE", model_version="offensive_text@v3", language="de")
 LABELS = {
     "surface": "public_post",
     "region": "DE",
+    "language": "de",
     "model_version": "offensive_text@v3",
     "policy_version": "7",
 }

@@ -71,6 +71,9 @@ def test_written_offence_is_read_and_scored_and_clean_words_are_not(ocr: OcrText
     assert finding["confidence"] > 0.8 and "frame_ms" not in finding
     assert clean.scores["offensive"] < 0.5 and len(clean.findings) == 1
     assert blank.scores == {"offensive": 0.0} and blank.findings == ()
+    # The language of what was read (issue 28 item 3); nothing read, none named.
+    assert clean.language is not None and clean.language.code == "en"
+    assert blank.language is None
 
 
 def test_a_large_image_is_scaled_for_the_finder_and_boxes_stay_in_its_own_pixels(

@@ -15,6 +15,7 @@ from operators.scan_batch import handle_batch, load_media
 from schemas.detector import DetectorResult
 from tests.conftest import T0
 from udfs.detector import Evidence, Item, MediaError
+from udfs.language import Language
 from udfs.scan import order, scan_batch
 
 
@@ -200,3 +201,27 @@ def test_findings_are_an_extra_field_of_the_result_and_absent_without_them() -> 
     [plain] = scan_batch(Counting(), [request("b", "fine")], loader, T0).results
     assert "findings" not in plain
     DetectorResult.model_validate(found)  # consumers read it (inputs ignore extra fields)
+
+
+class Naming(Counting):
+    """A text detector that names the language it read (udfs/language.py)."""
+
+    def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:  # type: ignore[override]
+        return [Evidence({"offensive": 0.1}, language=Language("de", 0.93)) for _ in items]
+
+
+def test_the_language_named_is_an_extra_field_of_the_result_and_absent_without_one() -> None:
+    """Issue 28 item 3: `language` and `language_confidence`, read by the moderation job."""
+    [named] = scan_batch(Naming(), [request("a", "fine")], loader, T0).results
+    assert (named["language"], named["language_confidence"]) == ("de", 0.93)
+    parsed = DetectorResult.model_validate(named)
+    assert (parsed.language, parsed.language_confidence) == ("de", 0.93)
+    [plain] = scan_batch(Counting(), [request("b", "fine")], loader, T0).results
+    assert "language" not in plain and "language_confidence" not in plain
+
+
+@pytest.mark.parametrize("code", ["EN", "en-US", "e", "english", ""])
+def test_a_result_naming_a_language_outside_iso_639_is_refused(code: str) -> None:
+    [named] = scan_batch(Naming(), [request("a", "fine")], loader, T0).results
+    with pytest.raises(ValueError, match="language"):
+        DetectorResult.model_validate({**named, "language": code})

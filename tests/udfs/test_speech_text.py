@@ -94,6 +94,7 @@ def test_clean_speech_scores_low(speech: SpeechText, tmp_path: Path) -> None:
     [result] = speech.detect([Item(data=speak(CLEAN, tmp_path), mime_type="audio/wav")])
     clean = evidence(result)
     assert clean.scores["offensive"] < 0.5 and clean.findings
+    assert clean.language is not None and clean.language.code == "en"  # of the transcript
 
 
 def test_segments_are_stretches_of_time(speech: SpeechText, tmp_path: Path) -> None:
