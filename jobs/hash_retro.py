@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-import cloudpickle
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -24,6 +23,7 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import python_calls, runtime
 from jobs.moderation_config import HASH_ROUTE
+from jobs.moderation_java import batched_by_key
 from operators import retro, state_schema
 from operators.moderation import RETRO
 
@@ -162,16 +162,11 @@ def batched_retro_rows(timed: DataStream, decoded_row: Any, config: Any) -> Data
     if config.pre_key_parallelism:
         hashed.setParallelism(config.pre_key_parallelism)
     j_keyed = hashed.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
-    j_rows = flink.BatchedVersions.apply(
+    return batched_by_key(
         j_keyed,
-        None,
-        cloudpickle.dumps(config),
-        sys.executable,
+        config,
         "moderation_retro_join_batched",
-        config.batch_interval_ms,
         "retro_join (batched)",
-        "jobs.retro_batch",
-        "BatchedRetro",
+        "jobs.retro_batch:BatchedRetro",
         decoded_row.get_java_type_info(),
     )
-    return DataStream(j_rows)

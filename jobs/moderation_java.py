@@ -79,17 +79,35 @@ def batched_sanctions(entries: DataStream, config: ModerationConfig) -> DataStre
         "sanctions input"
     )
     j_keyed = j_entries.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    return batched_by_key(
+        j_keyed,
+        config,
+        "moderation_sanctions_batched",
+        "sanctions (batched)",
+        "jobs.sanctions_batch:BatchedSanctions",
+        flink.BatchedVersions.outputType(),
+    )
+
+
+def batched_by_key(
+    j_keyed: Any, config: ModerationConfig, uid: str, name: str, handler: str, output_type: Any
+) -> DataStream:
+    """A Java keyed stream through BatchedVersions.java with no broadcast input: the Python
+    `handler` ("module:Class", jobs/keyed_batch.py) called once per flush for every key made
+    ready since the last; `output_type` its rows' Java type."""
+    flink = get_gateway().jvm.io.modstream.flink
+    module, handler_class = handler.split(":")
     j_rows = flink.BatchedVersions.apply(
         j_keyed,
         None,
         cloudpickle.dumps(config),
         sys.executable,
-        "moderation_sanctions_batched",
+        uid,
         config.batch_interval_ms,
-        "sanctions (batched)",
-        "jobs.sanctions_batch",
-        "BatchedSanctions",
-        flink.BatchedVersions.outputType(),
+        name,
+        module,
+        handler_class,
+        output_type,
     )
     return DataStream(j_rows)
 

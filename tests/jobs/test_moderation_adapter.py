@@ -64,6 +64,9 @@ class FakeMapState(dict):  # type: ignore[type-arg]
     def contains(self, key: Any) -> bool:
         return key in self
 
+    def is_empty(self) -> bool:
+        return not self
+
 
 class FakeRuntimeContext:
     """Per-key state for one key, as Flink gives the adapter."""

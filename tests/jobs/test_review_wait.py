@@ -11,48 +11,21 @@ from pyflink.common import Row
 from jobs.review_wait import FollowTask, QueueWait, ReviewRecords
 from operators.review_wait import CLOSED_KEPT_MS, REFRESH_MS
 from tests.jobs.test_metrics import FakeContext as FakeMetricsContext
-
-
-class Value:
-    def __init__(self) -> None:
-        self.current: Any = None
-
-    def value(self) -> Any:
-        return self.current
-
-    def update(self, value: Any) -> None:
-        self.current = value
-
-    def clear(self) -> None:
-        self.current = None
-
-
-class Map(dict):  # type: ignore[type-arg]
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-
-    def remove(self, key: Any) -> None:
-        del self[key]
-
-    def contains(self, key: Any) -> bool:
-        return key in self
-
-    def is_empty(self) -> bool:
-        return not self
+from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
 
 
 class State:
     """One key's state, by descriptor name, as Flink keeps it across a restore."""
 
     def __init__(self) -> None:
-        self.values: dict[str, Value] = {}
-        self.maps: dict[str, Map] = {}
+        self.values: dict[str, FakeValueState] = {}
+        self.maps: dict[str, FakeMapState] = {}
 
-    def get_state(self, descriptor: Any) -> Value:
-        return self.values.setdefault(descriptor.get_name(), Value())
+    def get_state(self, descriptor: Any) -> FakeValueState:
+        return self.values.setdefault(descriptor.get_name(), FakeValueState())
 
-    def get_map_state(self, descriptor: Any) -> Map:
-        return self.maps.setdefault(descriptor.get_name(), Map())
+    def get_map_state(self, descriptor: Any) -> FakeMapState:
+        return self.maps.setdefault(descriptor.get_name(), FakeMapState())
 
 
 class Runtime(State):
