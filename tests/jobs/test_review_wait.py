@@ -81,6 +81,11 @@ def test_only_valid_review_records_reach_the_task_step() -> None:
         Row("review.tasks", "t-1", task("t-1"))
     ]
     assert list(records.flat_map(Row("p.review.tasks", "c-1", "{broken", 0, ""))) == []
+    assert list(records.flat_map(Row("p.review.tasks", "c-1", None, 0, ""))) == []
+    wrong_field = task("t-1").replace('"task_id"', '"task"')
+    assert list(records.flat_map(Row("p.review.tasks", "c-1", wrong_field, 0, ""))) == []
+    too_deep = "[" * 10_000 + "]" * 10_000
+    assert list(records.flat_map(Row("p.review.decisions", "c-1", too_deep, 0, ""))) == []
     assert list(records.flat_map(Row("p.moderation.actions", "c-1", "{}", 0, ""))) == []
 
 
