@@ -108,7 +108,7 @@ def test_back_dated_reports_every_2s_never_hold_the_uploads_decisions(
     assert job.alive(), job.output()[-3000:]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(480)
 def test_one_back_dated_report_leaves_a_quiet_jobs_deadline_on_time(
     kafka: Kafka, start_job: Any, moderation_deployment: ModerationDeployment, watch: Watch
 ) -> None:
