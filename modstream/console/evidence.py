@@ -30,10 +30,14 @@ class EvidenceItem:
 
 
 def evidence_items(task: Mapping[str, Any]) -> list[EvidenceItem]:
-    """The task's evidence references in order; `file://` images are served by the console
-    (the service reads them only from inside the media store)."""
-    items = []
+    """The task's evidence references in order, each once (the detectors of one upload name
+    the same file); `file://` images are served by the console (the service reads them only
+    from inside the media store). `index` is the reference's place in the task."""
+    items, seen = [], set()
     for index, ref in enumerate(task.get("evidence") or []):
+        if ref in seen:
+            continue
+        seen.add(ref)
         parsed = urlparse(str(ref))
         suffix = PurePosixPath(parsed.path).suffix.lower()
         items.append(

@@ -20,11 +20,12 @@ TASK = {
         "https://cdn.example/c-1.jpg",
         "file:///media/c-1.mp4",
         "file:///media/C-1.JPEG",
+        "file:///media/c-1.png",  # a second detector's result on the same file
     ],
 }
 
 
-def test_only_file_images_are_served_by_the_console() -> None:
+def test_only_file_images_are_served_by_the_console_each_once() -> None:
     items = evidence_items(TASK)
     assert [item.index for item in items] == [0, 1, 2, 3, 4]
     assert [item.image for item in items] == [True, False, False, False, True]
