@@ -33,15 +33,21 @@ from PIL import Image
 
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.console.accounts import Accounts
-from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
+from tests.conftest import TEST_KEYRING, appeal_record, evidence, review_decision, upload
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.test_key_roles import grant, now_ms, refused, send, wait_decision
 
 pytestmark = pytest.mark.integration
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-CAROL, DAVE = "console-carol", "console-dave"  # carol: queue adult; dave: queue text only
-PASSWORDS = {CAROL: "carol-console-passphrase", DAVE: "dave-console-passphrase"}
+# carol: queue adult; erin: adult and appeals; dave: queue text only.
+CAROL, ERIN, DAVE = "console-carol", "console-erin", "console-dave"
+PASSWORDS = {
+    CAROL: "carol-console-passphrase",
+    ERIN: "erin-console-passphrase",
+    DAVE: "dave-console-passphrase",
+}
+LEASE_MS = 6_000  # the console's claims, short: another reviewer gets an abandoned task
 CONSOLE_REDIS_DB = 7  # the console's review queue, this test's own (flushed first)
 
 
@@ -72,7 +78,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
     driver.quit()
 
 
-def red_square(media: Path) -> tuple[Path, bytes]:
+def striped_image(media: Path) -> tuple[Path, bytes]:
     media.mkdir(parents=True, exist_ok=True)
     out = io.BytesIO()
     picture = Image.new("RGB", (240, 160), (250, 240, 220))
@@ -103,6 +109,7 @@ def start_console(
     command = [
         sys.executable, "-m", "modstream.cli", "review", "serve", "--port", str(port),
         "--prefix", deployment.prefix, "--accounts", str(tmp_path / "accounts.json"),
+        "--lease-ms", str(LEASE_MS),
     ]  # fmt: skip
     log = open(tmp_path / "console.log", "wb")  # noqa: SIM115 (kept open for the process)
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log)
@@ -161,7 +168,77 @@ def review_task(kafka: Kafka, topics: dict[str, str], content_id: str) -> dict[s
     return task
 
 
-def test_a_reviewer_blocks_in_the_browser_and_an_ungranted_one_is_refused(
+def mature_image(
+    kafka: Kafka, topics: dict[str, str], content_id: str, image: Path, data: bytes
+) -> None:
+    """An image the model finds mature: RESTRICT (age gate) and a task in queue adult."""
+    at = now_ms()
+    version = upload(
+        content_id, at=at, modality="image", mime_type="image/png", size_bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(), media_ref=image.as_uri(),
+    )  # fmt: skip
+    send(kafka, topics, "content.versions", version, TEST_KEYRING)
+    for detector, scores in (
+        ("media_check", {"malware": 0.0, "corrupt": 0.0, "mime_mismatch": 0.0}),
+        ("nsfw_image", {"nsfw": 0.75}),
+    ):
+        result = evidence(
+            content_id, at=at, detector=detector, model_version="m-1", scores=scores,
+            event_id=f"det-{content_id}-{detector}", evidence_ref=image.as_uri(),
+        )  # fmt: skip
+        send(kafka, topics, "detector.results", result, TEST_KEYRING)
+
+
+def claim(driver: Any, base: str, queue: str, timeout_s: float = 30) -> str:
+    """Claim the next task of `queue` from the queues page, retrying while it has none (not
+    fed yet, or leased); the task id the page shows."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def claimed(d: Any) -> bool:
+        d.get(f"{base}/")
+        buttons = d.find_elements(By.CSS_SELECTOR, f'button.claim[data-queue="{queue}"]')
+        if not buttons:
+            return False
+        buttons[0].click()
+        return bool(d.find_elements(By.ID, "task-id"))
+
+    WebDriverWait(driver, timeout_s, poll_frequency=1).until(claimed)
+    return str(driver.find_element(By.ID, "task-id").text)
+
+
+def image_shown(driver: Any) -> bool:
+    """The first evidence image loaded through the console (its natural width)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    picture = driver.find_element(By.ID, "evidence-0")
+    loaded = "return arguments[0].complete && arguments[0].naturalWidth"
+    WebDriverWait(driver, 10).until(lambda d: d.execute_script(loaded, picture) == 240)
+    return True
+
+
+def decide_by_keyboard(driver: Any, key: str, reason: str, note: str) -> str:
+    """Choose the outcome by its key, the reason, a note, no next task; Enter; the notice."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    driver.find_element(By.ID, "note").send_keys(note)
+    if reason:
+        Select(driver.find_element(By.ID, "reason")).select_by_value(reason)
+    driver.find_element(By.NAME, "next").click()  # off: back to the queues
+    driver.execute_script("document.activeElement.blur()")  # the shortcuts act on the page
+    ActionChains(driver).send_keys(key).perform()
+    if key == "b":
+        shot(driver, "task-revealed")
+    ActionChains(driver).send_keys(Keys.ENTER).perform()
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "notice"))
+    return str(driver.find_element(By.ID, "notice").text)
+
+
+def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
     kafka: Kafka,
     stack: Settings,
     start_job: Any,
@@ -169,105 +246,117 @@ def test_a_reviewer_blocks_in_the_browser_and_an_ungranted_one_is_refused(
     browser: Any,
     tmp_path: Path,
 ) -> None:
-    from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.common.keys import Keys
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import WebDriverWait
 
     topics = moderation_deployment.topics
     topics["review.access"] = f"{moderation_deployment.prefix}.review.access"
     kafka.create_topics([topics["review.access"]])
     job = start_job("moderation", *moderation_deployment.args)
     grant(kafka, topics, CAROL, ["adult"], TEST_KEYRING)
+    grant(kafka, topics, ERIN, ["adult", "appeals"], TEST_KEYRING)
     grant(kafka, topics, DAVE, ["text"], TEST_KEYRING)
     media = tmp_path / "media"
-    image, data = red_square(media)
+    image, data = striped_image(media)
     console, base = start_console(tmp_path, stack, moderation_deployment, media)
     try:
         job.wait_running()
-        # An image the model finds mature: RESTRICT (age gate) and a task in queue adult.
-        at, content_id = now_ms(), "console-1"
-        version = upload(
-            content_id, at=at, modality="image", mime_type="image/png", size_bytes=len(data),
-            sha256=hashlib.sha256(data).hexdigest(), media_ref=image.as_uri(),
-        )  # fmt: skip
-        send(kafka, topics, "content.versions", version, TEST_KEYRING)
-        for detector, scores in (
-            ("media_check", {"malware": 0.0, "corrupt": 0.0, "mime_mismatch": 0.0}),
-            ("nsfw_image", {"nsfw": 0.75}),
-        ):
-            result = evidence(
-                content_id, at=at, detector=detector, model_version="m-1", scores=scores,
-                event_id=f"det-{content_id}-{detector}", evidence_ref=image.as_uri(),
-            )  # fmt: skip
-            send(kafka, topics, "detector.results", result, TEST_KEYRING)
-        task = review_task(kafka, topics, content_id)
-        assert task["queue"] == "adult" and image.as_uri() in task["evidence"]
+        for content_id in ("console-1", "console-2"):
+            mature_image(kafka, topics, content_id, image, data)
+        tasks = {cid: review_task(kafka, topics, cid) for cid in ("console-1", "console-2")}
+        assert {t["queue"] for t in tasks.values()} == {"adult"}
+        assert image.as_uri() in tasks["console-1"]["evidence"]
+        by_id = {task["task_id"]: task for task in tasks.values()}
 
         # dave (granted text only) sees no task; forged claim and decision: refused.
         log_in(browser, base, DAVE)
         assert browser.find_element(By.ID, "no-queues").is_displayed()
         shot(browser, "no-grant")
         assert forged_post(browser, "/queues/adult/claim") == 403
-        decide_path = f"/tasks/{task['task_id']}/decide"
-        assert forged_post(browser, decide_path, "outcome=BLOCK&reason=") == 403
+        some = tasks["console-1"]
+        assert forged_post(browser, f"/tasks/{some['task_id']}/decide", "outcome=BLOCK") == 403
         # ... and a decision forged past the server (signed with dave's own key) by the job.
         forged = review_decision(
-            event_id=f"rv-forged-{content_id}", task_id=task["task_id"], content_id=content_id,
+            event_id="rv-forged-console-1", task_id=some["task_id"], content_id="console-1",
             reviewer_id=DAVE, outcome="ALLOW", reason="", ts=now_ms(),
         )  # fmt: skip
         send(kafka, topics, "review.decisions", forged, TEST_KEYRING)
         assert refused(kafka, topics, forged["event_id"])["error_class"] == "signature"
 
-        # carol: log in, claim, see the blurred image, reveal it, BLOCK with the keyboard.
+        # carol: claim, the image blurred, reveal it, BLOCK by keyboard: the version is hidden.
         log_in(browser, base, CAROL)
         WebDriverWait(browser, 30).until(
             lambda d: d.refresh() or d.find_elements(By.CSS_SELECTOR, 'tr[data-queue="adult"]')
         )
         shot(browser, "queues")
-        browser.find_element(By.CSS_SELECTOR, 'button.claim[data-queue="adult"]').click()
-        assert browser.find_element(By.ID, "task-id").text == task["task_id"]
-        picture = browser.find_element(By.ID, "evidence-0")
-        loaded = "return arguments[0].complete && arguments[0].naturalWidth"
-        WebDriverWait(browser, 10).until(lambda d: d.execute_script(loaded, picture) == 240)
+        blocked = by_id[claim(browser, base, "adult")]
+        assert image_shown(browser)
         figure = browser.find_element(By.CSS_SELECTOR, "figure.evidence-image")
         assert "blurred" in figure.get_attribute("class")
         shot(browser, "task-blurred")
         browser.find_element(By.CSS_SELECTOR, "button.reveal").click()
         WebDriverWait(browser, 10).until(lambda d: "blurred" not in figure.get_attribute("class"))
-        browser.find_element(By.ID, "note").send_keys("clear nudity on a comment")
-        Select(browser.find_element(By.ID, "reason")).select_by_value("sexual_content")
-        browser.execute_script("document.activeElement.blur()")  # the shortcuts: on the page
-        ActionChains(browser).send_keys("b").perform()
-        assert browser.find_element(By.ID, "outcome-BLOCK").is_selected()
-        shot(browser, "task-revealed")
-        ActionChains(browser).send_keys(Keys.ENTER).perform()
-        WebDriverWait(browser, 30).until(lambda d: d.find_elements(By.ID, "notice"))
-        assert (
-            f"Decided BLOCK on task {task['task_id']}" in browser.find_element(By.ID, "notice").text
-        )
-
-        wait_decision(kafka, topics, content_id, "review", "BLOCK")
+        notice = decide_by_keyboard(browser, "b", "sexual_content", "clear nudity on a comment")
+        assert f"Decided BLOCK on task {blocked['task_id']}" in notice
+        wait_decision(kafka, topics, blocked["content_id"], "review", "BLOCK")
         actions = [
-            a for a in kafka.values(topics["moderation.actions"]) if a["content_id"] == content_id
-        ]
-        assert actions[-1]["visibility"] == "hidden", actions
-        [decision] = [
-            d for d in kafka.values(topics["review.decisions"])
-            if d["content_id"] == content_id and d["reviewer_id"] == CAROL
+            a for a in kafka.values(topics["moderation.actions"])
+            if a["content_id"] == blocked["content_id"]
         ]  # fmt: skip
-        assert (decision["outcome"], decision["reason"]) == ("BLOCK", "sexual_content")
-        assert decision["signature"].startswith("hmac-sha256:")
-        access = [
-            a for a in kafka.values(topics["review.access"]) if a.get("task_id") == task["task_id"]
-        ]
-        by_action = {(a["reviewer_id"], a["action"]) for a in access}
-        assert {(CAROL, a) for a in ("claim", "view", "evidence", "reveal", "decide")} <= by_action
-        assert (DAVE, "refused") in by_action
-        [reveal] = [a for a in access if a["action"] == "reveal"]
-        assert reveal["evidence_ref"] == image.as_uri()
-        [decide] = [a for a in access if a["action"] == "decide"]
-        assert decide["note"] == "clear nudity on a comment"
+        assert actions[-1]["visibility"] == "hidden", actions
+
+        # carol claims the other task and leaves it; once her lease ran out, erin gets it.
+        abandoned = by_id[claim(browser, base, "adult")]
+        assert abandoned != blocked
+        log_in(browser, base, ERIN)
+        assert claim(browser, base, "adult", timeout_s=LEASE_MS / 1000 + 30) == abandoned["task_id"]
+        decide_by_keyboard(browser, "a", "", "not nudity: a striped test card")
+        wait_decision(kafka, topics, abandoned["content_id"], "review", "ALLOW")
+
+        # The author appeals the BLOCK: erin sees the appealed decision's evidence.
+        revision = max(
+            d["decision_revision"] for d in kafka.values(topics["moderation.decisions"])
+            if d["content_id"] == blocked["content_id"]
+        )  # fmt: skip
+        appeal = appeal_record(
+            event_id="ap-console", appeal_id="a-console", content_id=blocked["content_id"],
+            decision_revision=revision, ts=now_ms(),
+        )  # fmt: skip
+        send(kafka, topics, "moderation.appeals", appeal, TEST_KEYRING)
+        assert claim(browser, base, "appeals", timeout_s=90) == "appeal-a-console"
+        assert "The appealed decision's evidence" in browser.page_source
+        assert image_shown(browser)
+        shot(browser, "appeal")
+
+        assert_access_log(kafka, topics, blocked, abandoned, image)
     finally:
         console.terminate()
         console.wait(timeout=30)
+
+
+def assert_access_log(
+    kafka: Kafka,
+    topics: dict[str, str],
+    blocked: dict[str, Any],
+    abandoned: dict[str, Any],
+    image: Path,
+) -> None:
+    """Who saw, revealed, claimed and decided what; dave's refusals; carol's private note."""
+    access = kafka.values(topics["review.access"])
+    of_blocked = [a for a in access if a.get("task_id") == blocked["task_id"]]
+    seen = {(a["reviewer_id"], a["action"]) for a in of_blocked}
+    assert {(CAROL, a) for a in ("claim", "view", "evidence", "reveal", "decide")} <= seen
+    [reveal] = [a for a in of_blocked if a["action"] == "reveal"]
+    assert reveal["evidence_ref"] == image.as_uri()
+    [decide] = [a for a in of_blocked if a["action"] == "decide"]
+    assert (decide["outcome"], decide["note"]) == ("BLOCK", "clear nudity on a comment")
+    refusals = [a for a in access if a["reviewer_id"] == DAVE and a["action"] == "refused"]
+    assert len(refusals) == 2 and all("no grant" in a["detail"] for a in refusals)
+    claims = [a["reviewer_id"] for a in access if a.get("task_id") == abandoned["task_id"]]
+    assert claims.count(CAROL) >= 1 and (ERIN in claims)
+    [decision] = [
+        d for d in kafka.values(topics["review.decisions"])
+        if d["task_id"] == blocked["task_id"] and d["reviewer_id"] == CAROL
+    ]  # fmt: skip
+    assert (decision["outcome"], decision["reason"]) == ("BLOCK", "sexual_content")
+    assert "note" not in decision and decision["signature"].startswith("hmac-sha256:")
