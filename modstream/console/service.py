@@ -129,6 +129,21 @@ class Console:
         return topics.physical(name, self.config.prefix)
 
     def start(self) -> None:
+        """Follow the topics; refuses to start while one the console needs is missing (a
+        follower of a missing topic would read nothing and the console show no grant)."""
+        consumer = KafkaConsumer(bootstrap_servers=self.config.bootstrap_servers, **kafka_options())
+        try:
+            present = consumer.topics()
+        finally:
+            consumer.close()
+        wanted = ["review.grants", "review.tasks", "review.leases", "review.decisions"]
+        missing = [self.topic(name) for name in [*wanted, "review.access"]]
+        missing = [name for name in missing if name not in present]
+        if missing:
+            raise RuntimeError(
+                f"review console: topic(s) {', '.join(missing)} missing on "
+                f"{self.config.bootstrap_servers}: run `modstream topics create` first"
+            )
         for follower in self.followers:
             follower.start()
 

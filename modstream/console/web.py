@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -50,6 +51,7 @@ class WebConfig:
     secure_cookies: bool = False
     limiter: RateLimiter = field(default_factory=RateLimiter)
     login_limiter: RateLimiter = field(default_factory=lambda: RateLimiter(0.1, 5.0))
+    clock: Callable[[], float] = time.monotonic  # seconds, for the rate limits
 
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -111,7 +113,7 @@ class ConsoleWeb:
                 if request.method == "GET":
                     return RedirectResponse("/login", status_code=303)
                 return JSONResponse({"error": "not logged in"}, status_code=401)
-            if not self.web.limiter.allow(reviewer, time.monotonic()):
+            if not self.web.limiter.allow(reviewer, self.web.clock()):
                 return JSONResponse({"error": "too many requests"}, status_code=429)
             if request.method == "POST" and not await self.csrf_ok(request):
                 await run_in_threadpool(self.console.audit, reviewer, "refused", detail="csrf")
@@ -137,7 +139,7 @@ class ConsoleWeb:
         reviewer_id = str(form.get("reviewer_id") or "")[:256]
         if not self.web.codec.csrf_valid(session, str(form.get("csrf") or "")):
             return self.page(request, "login.html", 403, error="The form expired; try again.")
-        if not self.web.login_limiter.allow(f"{host}:{reviewer_id}", time.monotonic()):
+        if not self.web.login_limiter.allow(f"{host}:{reviewer_id}", self.web.clock()):
             return self.page(request, "login.html", 429, error="Too many attempts; wait a minute.")
         password = str(form.get("password") or "")
         if not await run_in_threadpool(self.web.accounts.authenticate, reviewer_id, password):
@@ -154,15 +156,14 @@ class ConsoleWeb:
 
     async def home(self, request: Request, reviewer: str) -> Response:
         queues = await run_in_threadpool(self.console.queues, reviewer)
-        notice = request.query_params.get("n")
-        return self.page(request, "queues.html", queues=queues, notice=notice)
+        return self.page(request, "queues.html", queues=queues, notice=notice(request))
 
     async def claim(self, request: Request, reviewer: str) -> Response:
         queue = request.path_params["queue"]
         task = await run_in_threadpool(self.console.claim, reviewer, queue)
         if task is None:
-            return RedirectResponse(f"/?n=Queue {queue} has no task waiting", status_code=303)
-        return RedirectResponse(f"/tasks/{task['task_id']}", status_code=303)
+            return RedirectResponse(f"/?{urlencode({'empty': queue})}", status_code=303)
+        return RedirectResponse(f"/tasks/{quote(task['task_id'])}", status_code=303)
 
     async def show(self, request: Request, reviewer: str) -> Response:
         task_id = request.path_params["task_id"]
@@ -196,8 +197,9 @@ class ConsoleWeb:
         if form.get("next"):
             following = await run_in_threadpool(self.console.claim, reviewer, task["queue"])
             if following is not None:
-                return RedirectResponse(f"/tasks/{following['task_id']}", status_code=303)
-        return RedirectResponse(f"/?n=Decided {outcome} on task {task_id}", status_code=303)
+                return RedirectResponse(f"/tasks/{quote(following['task_id'])}", status_code=303)
+        done = urlencode({"decided": task_id, "outcome": outcome})
+        return RedirectResponse(f"/?{done}", status_code=303)
 
     async def health(self, request: Request) -> Response:
         ready = self.console.ready()
@@ -218,6 +220,17 @@ class ConsoleWeb:
             Route("/healthz", self.health, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]
+
+
+def notice(request: Request) -> str | None:
+    """The queues page's line after a claim of an empty queue or a decision; made here from
+    known words, so the address cannot put a sentence of its choosing on the page."""
+    params = request.query_params
+    if params.get("outcome") in OUTCOMES and params.get("decided"):
+        return f"Decided {params['outcome']} on task {params['decided'][:256]}"
+    if params.get("empty"):
+        return f"Queue {params['empty'][:256]} has no task waiting"
+    return None
 
 
 def build_app(console: Console, web: WebConfig) -> Starlette:

@@ -163,7 +163,7 @@ def test_a_wrong_password_is_refused_and_logged(console: FakeConsole) -> None:
 
 
 def test_logins_are_rate_limited(console: FakeConsole) -> None:
-    with client(console) as browser:
+    with client(console, clock=lambda: 0.0) as browser:  # no refill between the attempts
         token = csrf(browser.get("/login").text)
         form = {"reviewer_id": "carol", "password": "wrong-passphrase", "csrf": token}
         codes = [browser.post("/login", data=form).status_code for _ in range(6)]
@@ -181,3 +181,12 @@ def test_the_identity_header_is_believed_from_a_trusted_proxy_only(console: Fake
         claim = browser.post("/queues/adult/claim", headers=header, data={"csrf": csrf(page.text)})
         assert claim.status_code == 303
         assert browser.post("/queues/adult/claim", headers=header, data={}).status_code == 403
+
+
+def test_the_queues_notice_is_made_from_known_words_only(console: FakeConsole) -> None:
+    with client(console) as browser:
+        logged_in(browser, "carol", "carol-passphrase")
+        decided = browser.get("/", params={"decided": "review-1", "outcome": "BLOCK"}).text
+        assert "Decided BLOCK on task review-1" in decided
+        forged = browser.get("/", params={"decided": "x", "outcome": "Call 555-0100 now"}).text
+        assert "555-0100" not in forged and 'id="notice"' not in forged
