@@ -21,7 +21,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 .PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-language bench-bank bench-replay
 
 help:
-	@echo "make setup             venv + Python deps, redis-server, promtool and espeak-ng (apt), jars (Maven Central)"
+	@echo "make setup             venv + Python deps, redis-server, promtool, espeak-ng, chromium (apt), jars (Maven Central)"
 	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
 	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
 	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
@@ -41,7 +41,7 @@ help:
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng models
+setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3), espeak-ng $$(espeak-ng --version | cut -d' ' -f4))"
 
 $(VENV)/.installed: pyproject.toml
@@ -85,6 +85,13 @@ redis-server:
 espeak-ng:
 	@command -v espeak-ng >/dev/null || { echo "setup: installing espeak-ng (Debian)"; \
 		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq espeak-ng >/dev/null; }
+
+# The review console's browser test (tests/integration/test_console.py) drives Debian's Chromium
+# headless through its chromedriver, both from the same package version (no browser download).
+.PHONY: chromium
+chromium:
+	@{ command -v chromium >/dev/null && command -v chromedriver >/dev/null; } || { echo "setup: installing chromium and chromium-driver (Debian)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; }
 
 # promtool checks and unit-tests the alert rules (tests/deploy/test_alerts.py): Debian ships it
 # in the prometheus package, whose server service is stopped and disabled where systemd started it.

@@ -149,8 +149,13 @@ def add_operations_parsers(add: Add) -> None:
         "the human review queue (Redis Streams); you are the reviewer whose key is in "
         "MODSTREAM_KEYS_FILE, and decisions are signed with it",
     )
-    sub.add_argument("action", choices=["feed", "claim", "show", "decide", "backlog", "grant"])
-    sub.add_argument("task", nargs="?", help="TASK for show / decide; REVIEWER for grant")
+    sub.add_argument(
+        "action",
+        choices=["feed", "claim", "show", "decide", "backlog", "grant", "serve", "add-reviewer"],
+    )
+    sub.add_argument(
+        "task", nargs="?", help="TASK for show / decide; REVIEWER for grant / add-reviewer"
+    )
     sub.add_argument("--queue")
     sub.add_argument(
         "--queues", help="grant: the reviewer's queues, comma-separated (* all); empty revokes"
@@ -166,6 +171,10 @@ def add_operations_parsers(add: Add) -> None:
     sub.add_argument("--reason", default="")
     sub.add_argument("--prefix", default="", help="a deployment's topic prefix")
     sub.add_argument("--bootstrap-servers", default=None)
+    from modstream.console import cli as console_cli
+
+    console_cli.add_options(sub)  # serve, add-reviewer: the review console (docs/REVIEW.md)
+    sub.set_defaults(handler=console_cli.with_console(handlers.cmd_review))
     sub = add(
         "detect", handlers.cmd_detect, "run one detector on a JSON-lines file of texts or paths"
     )

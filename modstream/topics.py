@@ -70,6 +70,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     # without a checkpoint too), leases keyed by content_id like the reviews they follow.
     TopicSpec("review.grants", 1, _POLICY_HISTORY, "queues each reviewer may decide (lead-signed)"),
     TopicSpec("review.leases", 4, _delete(30), "who holds which review task, until when"),
+    # The review console's access log (issue 30, schemas/review.py): who saw, revealed, claimed
+    # and decided what, and what the server refused; an audit, kept as long as the decisions.
+    TopicSpec("review.access", 4, _delete(30), "review console access log (audit)"),
     # The reconciler's repairs for the Action Service: an action record plus `repair_of`.
     TopicSpec("enforcement.repairs", 4, _delete(7), "reconciler re-applies, exactly once"),
     # The reconciler's exposure windows (operators/exposure.py): one record per content version

@@ -29,7 +29,7 @@ from schemas.outputs import (
     ShadowDecision,
 )
 from schemas.policy import POLICY_RECORD_ADAPTER
-from schemas.review import ReviewGrant, ReviewLease
+from schemas.review import ReviewAccess, ReviewGrant, ReviewLease
 from schemas.signals import Appeal, HashBankEntry, Reevaluate, ReviewDecision, UserReport
 
 INPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
@@ -63,6 +63,7 @@ OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
     "moderation.index": TypeAdapter(IndexEntry),
     "review.grants": TypeAdapter(ReviewGrant),
     "review.leases": TypeAdapter(ReviewLease),
+    "review.access": TypeAdapter(ReviewAccess),
     "enforcement.exposure": TypeAdapter(Exposure),
 }
 

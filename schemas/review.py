@@ -7,15 +7,18 @@ or a lease kept only in the review tool's Redis cannot be forged past it.
   `ts` on, signed by the lead in `granted_by` (keyring role `lead`). An empty `queues` revokes.
 - `review.leases` (keyed by `content_id`, like reviews): a reviewer's claim of one task until
   `expires_ts`, signed by the reviewer (role `reviewer`); `modstream review claim` writes it.
+- `review.access` (keyed by `reviewer_id`): the review console's access log, who saw, revealed,
+  claimed or decided what and when, and what the server refused them (issue 30). Nobody acts on
+  it; it is the audit, kept as a topic and searchable by leads.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Self
+from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from schemas.common import ContentVersion, EventTime, Id, InputRecord
+from schemas.common import ContentVersion, EventTime, Id, InputRecord, ShortText
 from schemas.signals import OptionalSignature
 
 # Enough for every queue of a policy; `*` grants all of them.
@@ -53,3 +56,27 @@ class ReviewLease(InputRecord):
         if self.expires_ts <= self.ts:
             raise ValueError("expires_ts must be after ts")
         return self
+
+
+# What the console logs: a page or evidence seen, blurred evidence revealed, a task claimed or
+# decided, a login, and each request the server refused (`refused`, with the reason in `detail`).
+AccessAction = Literal["login", "login_refused", "view", "evidence", "reveal", "claim", "decide"]
+AccessActions = AccessAction | Literal["refused"]
+
+
+class ReviewAccess(InputRecord):
+    """review.access: `reviewer_id` did `action` at `ts` (on `task_id`, its `evidence_ref`).
+    `note` is the reviewer's private note with a decision: for leads, never for users."""
+
+    event_id: Id
+    reviewer_id: Id
+    action: AccessActions
+    ts: EventTime
+    task_id: Id | None = None
+    queue: Id | None = None
+    content_id: Id | None = None
+    content_version: ContentVersion | None = None
+    evidence_ref: Annotated[str, Field(max_length=2048)] | None = None
+    outcome: Id | None = None
+    note: ShortText | None = None
+    detail: ShortText | None = None

@@ -40,7 +40,7 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
     assert contract <= names
     assert contract == set(TOPIC_MODELS) - set(OWN_TOPICS)
     scans = {f"scan.requests.{m}" for m in ("text", "image", "video", "audio")}
-    access = {"review.grants", "review.leases"}  # schemas/review.py
+    access = {"review.grants", "review.leases", "review.access"}  # schemas/review.py
     assert set(OWN_TOPICS) == {*scans, "moderation.index", *access, "enforcement.exposure"}
     assert names - contract == {
         "content.validated",

@@ -1,0 +1,192 @@
+"""The web layer over a fake `Console` (the real one is tests/integration/test_console.py):
+login with its CSRF token, POSTs without the session's token refused, a refusal is a 403,
+pages carry the security headers, the session cookie is HttpOnly and SameSite=Strict, the
+identity header is believed from a trusted proxy only."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from modstream.console.accounts import Accounts
+from modstream.console.permissions import Refused
+from modstream.console.sessions import SessionCodec
+from modstream.console.web import WebConfig, build_app
+
+TASK = {
+    "task_id": "review-1",
+    "kind": "review",
+    "queue": "adult",
+    "content_id": "c-1",
+    "content_version": 1,
+    "decision_revision": 1,
+    "policy_version": 1,
+    "reasons": ["sexual_content"],
+    "evidence": ["file:///media/c-1.png"],
+}
+
+
+class FakeConsole:
+    """What the web layer calls; carol is granted `adult`, everyone else nothing."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[str, str, dict[str, Any]]] = []
+        self.decided: list[tuple[str, ...]] = []
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def ready(self) -> bool:
+        return True
+
+    def audit(self, reviewer: str, action: str, task: Any = None, **extra: Any) -> None:
+        self.log.append((reviewer, action, extra))
+
+    def _granted(self, reviewer: str) -> None:
+        if reviewer != "carol":
+            self.audit(reviewer, "refused")
+            raise Refused(f"reviewer {reviewer} holds no grant of queue 'adult'")
+
+    def queues(self, reviewer: str) -> list[dict[str, Any]]:
+        return [{"queue": "adult", "depth": 1, "oldest_age_ms": 0}] if reviewer == "carol" else []
+
+    def claim(self, reviewer: str, queue: str) -> dict[str, Any] | None:
+        self._granted(reviewer)
+        return TASK
+
+    def task(self, reviewer: str, task_id: str) -> dict[str, Any]:
+        self._granted(reviewer)
+        return TASK
+
+    def view(self, reviewer: str, task_id: str) -> tuple[dict[str, Any], list[Any]]:
+        from modstream.console.evidence import evidence_items
+
+        self._granted(reviewer)
+        return TASK, evidence_items(TASK)
+
+    def reveal(self, reviewer: str, task_id: str, index: int) -> None:
+        self._granted(reviewer)
+        self.audit(reviewer, "reveal")
+
+    def decide(self, reviewer: str, task_id: str, outcome: str, reason: str, note: str) -> None:
+        self.decided.append((reviewer, task_id, outcome, reason, note))
+
+    def reason_codes(self) -> list[str]:
+        return ["sexual_content"]
+
+    def notices(self) -> dict[str, str]:
+        return {}
+
+
+ACCOUNTS = (
+    Accounts({})
+    .with_reviewer("carol", "carol-passphrase")
+    .with_reviewer("dave", "dave-passphrase-1")
+)
+
+
+@pytest.fixture
+def console() -> FakeConsole:
+    return FakeConsole()
+
+
+def client(console: FakeConsole, **web: Any) -> TestClient:
+    config = WebConfig(accounts=ACCOUNTS, codec=SessionCodec(b"web-test-secret-0123456789"), **web)
+    return TestClient(build_app(console, config), follow_redirects=False)  # type: ignore[arg-type]
+
+
+def csrf(page: str) -> str:
+    match = re.search(r'name="csrf-token" content="([0-9a-f]+)"', page)
+    assert match is not None
+    return match.group(1)
+
+
+def logged_in(browser: TestClient, reviewer: str, password: str) -> str:
+    token = csrf(browser.get("/login").text)
+    response = browser.post(
+        "/login", data={"reviewer_id": reviewer, "password": password, "csrf": token}
+    )
+    assert response.status_code == 303, response.text
+    return csrf(browser.get("/").text)
+
+
+def test_login_then_claim_view_and_decide(console: FakeConsole) -> None:
+    with client(console) as browser:
+        assert browser.get("/").headers["location"] == "/login"
+        token = logged_in(browser, "carol", "carol-passphrase")
+        claimed = browser.post("/queues/adult/claim", data={"csrf": token})
+        assert claimed.headers["location"] == "/tasks/review-1"
+        page = browser.get("/tasks/review-1")
+        assert page.status_code == 200
+        assert 'class="evidence-image blurred"' in page.text
+        assert page.headers["content-security-policy"].startswith("default-src 'self'")
+        assert page.headers["cache-control"] == "no-store"
+        cookie = page.headers["set-cookie"].lower()
+        assert "httponly" in cookie and "samesite=strict" in cookie
+        form = {"csrf": token, "outcome": "BLOCK", "reason": "sexual_content", "note": "n"}
+        done = browser.post("/tasks/review-1/decide", data=form)
+        assert done.status_code == 303
+        assert console.decided == [("carol", "review-1", "BLOCK", "sexual_content", "n")]
+        assert [action for _, action, _ in console.log] == ["login"]
+
+
+def test_a_post_without_the_sessions_csrf_token_is_refused(console: FakeConsole) -> None:
+    with client(console) as browser:
+        logged_in(browser, "carol", "carol-passphrase")
+        for token in ("", "0" * 64):
+            response = browser.post("/queues/adult/claim", data={"csrf": token})
+            assert response.status_code == 403
+        reveal = browser.post("/tasks/review-1/reveal/0", headers={"X-CSRF-Token": "bad"})
+        assert reveal.status_code == 403
+    assert [extra.get("detail") for _, a, extra in console.log if a == "refused"] == ["csrf"] * 3
+
+
+def test_a_forged_claim_by_an_ungranted_reviewer_is_refused(console: FakeConsole) -> None:
+    with client(console) as browser:
+        token = logged_in(browser, "dave", "dave-passphrase-1")
+        assert "No task waits" in browser.get("/").text
+        response = browser.post("/queues/adult/claim", data={"csrf": token})
+        assert response.status_code == 403
+        assert "no grant of queue 'adult'" in response.json()["error"]
+        assert browser.get("/tasks/review-1").status_code == 403
+
+
+def test_a_wrong_password_is_refused_and_logged(console: FakeConsole) -> None:
+    with client(console) as browser:
+        token = csrf(browser.get("/login").text)
+        form = {"reviewer_id": "carol", "password": "wrong-passphrase", "csrf": token}
+        assert browser.post("/login", data=form).status_code == 401
+        assert browser.get("/").status_code == 303
+    assert console.log == [("carol", "login_refused", {})]
+
+
+def test_logins_are_rate_limited(console: FakeConsole) -> None:
+    with client(console, clock=lambda: 0.0) as browser:  # no refill between the attempts
+        token = csrf(browser.get("/login").text)
+        form = {"reviewer_id": "carol", "password": "wrong-passphrase", "csrf": token}
+        codes = [browser.post("/login", data=form).status_code for _ in range(6)]
+    assert codes == [401] * 5 + [429]
+
+
+def test_the_identity_header_is_believed_from_a_trusted_proxy_only(console: FakeConsole) -> None:
+    header = {"X-Forwarded-User": "carol"}
+    with client(console, identity_header="X-Forwarded-User") as browser:
+        assert browser.get("/", headers=header).status_code == 303  # testclient is not trusted
+    trusted = frozenset({"testclient"})
+    with client(console, identity_header="X-Forwarded-User", trusted_proxies=trusted) as browser:
+        page = browser.get("/", headers=header)
+        assert page.status_code == 200 and "carol" in page.text
+        claim = browser.post("/queues/adult/claim", headers=header, data={"csrf": csrf(page.text)})
+        assert claim.status_code == 303
+        assert browser.post("/queues/adult/claim", headers=header, data={}).status_code == 403
+
+
+def test_the_queues_notice_is_made_from_known_words_only(console: FakeConsole) -> None:
+    with client(console) as browser:
+        logged_in(browser, "carol", "carol-passphrase")
+        decided = browser.get("/", params={"decided": "review-1", "outcome": "BLOCK"}).text
+        assert "Decided BLOCK on task review-1" in decided
+        forged = browser.get("/", params={"decided": "x", "outcome": "Call 555-0100 now"}).text
+        assert "555-0100" not in forged and 'id="notice"' not in forged
