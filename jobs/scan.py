@@ -1,7 +1,11 @@
 """scan: scan requests of some modalities -> detectors on ONNX Runtime -> detector.results.
 
-Run one scan job per group of modalities (`--modalities text`, `--modalities image,video`), so
-expensive media never starve cheap text: each job has its own source, slots and sessions.
+One scan job per modality pool (`--pool image=image`; deploy/k8s), or several pools in one job
+(`--pool text=text --pool image=image --pool av=video,audio`, the default; the local demo), so
+expensive media never starve cheap text: each pool has its own source and Kafka group, batcher,
+admission queue and model workers. A pool reads its modalities' live and backfill topics and
+serves live first (operators/scan_admission.py): what it cannot answer by a request's deadline
+is answered `timeout` at once.
 Requests are keyed by detector and batched dynamically by a Java operator (flush at
 `--max-batch` requests or `--max-wait-ms` after the first one), so Python is entered once per
 batch; within a batch live goes before backfill; one `session.run` per batch and detector
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -46,8 +51,10 @@ from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
+from operators.scan_admission import AdmissionQueue, Capacity, Waiting, budget_ms, priority_of
 from operators.scan_batch import (
     Handled,
+    answer_timeout,
     error_kind,
     handle_safely,
     refuse,
@@ -81,6 +88,11 @@ class ScanConfig(runtime.TopicNames):
     # Keys the results are signed with (contract v1.1, the detector's own key).
     keyring: Keyring = field(default_factory=Keyring)
     clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
+    # Admission (operators/scan_admission.py): requests a second one detector of this pool
+    # answers; None: measured from its batches.
+    capacity_rps: float | None = None
+    # How often the oldest waiting request's age is reported, ms.
+    metrics_every_ms: int = 1_000
 
 
 @dataclass
@@ -88,6 +100,32 @@ class InFlight:
     future: Future[Handled]
     rows: str  # the batch as JSON [topics, keys, values], for keyed state
     drain_at: int
+    size: int = 0
+
+
+Row3 = tuple[str, str | None, str | None]
+
+
+def admission_fields(row: Row3, seq: int, now: int) -> Waiting | None:
+    """What admission reads of a raw request row; None for a row that is not a JSON object
+    with a content id (the model worker dead-letters it)."""
+    try:
+        request = json.loads(row[2] or "")
+        content_id, version = request["content_id"], request["content_version"]
+        if not isinstance(content_id, str) or not isinstance(version, int):
+            return None
+        return Waiting(
+            seq=seq,
+            priority=priority_of(request),
+            modality=str(request.get("modality")),
+            content_id=content_id,
+            content_version=version,
+            arrived_ms=now,
+            answer_by_ms=now + budget_ms(request),
+            row=row,
+        )
+    except Exception:
+        return None
 
 
 class Scan(KeyedProcessFunction):
@@ -106,6 +144,12 @@ class Scan(KeyedProcessFunction):
     it, so the last batch of a burst is not held. Timers are never deleted: batches and
     retries may share a timestamp, and one key has one timer per timestamp. Transient failures
     wait in keyed state (`retries`) for their retry timer.
+
+    Admission (issue 28 item 7, operators/scan_admission.py): requests wait in a priority queue
+    per key (live high-risk, live, backfill), not in Kafka; a batch is handed to a worker only
+    while fewer than twice the workers' batches are in flight, highest class first; what the
+    pool cannot answer before its deadline is answered `timeout` at once. Waiting rows are in
+    keyed state (`waiting`, one entry per arrival) so a restore admits them again.
     """
 
     reporting = ScanMetrics(metrics.NO_METRICS)  # until open
@@ -120,7 +164,16 @@ class Scan(KeyedProcessFunction):
         self.inflight_state = runtime_context.get_state(
             ValueStateDescriptor("inflight", Types.STRING())
         )
+        self.waiting_state = runtime_context.get_map_state(
+            MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
+        )
         self.inflight: dict[str, deque[InFlight]] = {}
+        self.queues: dict[str, AdmissionQueue] = {}
+        self.capacities: dict[str, Capacity] = {}
+        # Per key: arrival id -> {row index: row} still waiting (mirrors `waiting`).
+        self.arrivals: dict[str, dict[str, dict[int, Row3]]] = {}
+        self.sequence = itertools.count()
+        self.reported_at = 0
         self.seen: set[str] = set()
         self.workers = ThreadPoolExecutor(self.config.model_workers, "scan-model")
         self.reporting = ScanMetrics(metrics.OperatorMetrics(runtime_context, "scan"))
@@ -137,34 +190,35 @@ class Scan(KeyedProcessFunction):
         started = time.monotonic()
         handled = handle_safely(self.config, rows, now, self._scanner, clock=self.config.clock)
         # On a model worker thread: queued, reported by this operator's thread.
-        self.reporting.timed(detector, len(rows), time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self.reporting.timed(detector, len(rows), seconds)
+        self._capacity(detector).observe(len(rows), seconds)
         return handled
+
+    def _capacity(self, detector: str) -> Capacity:
+        """One detector's capacity in this subtask, shared by its batching keys."""
+        if detector not in self.capacities:
+            self.capacities[detector] = Capacity(
+                rps=self.config.capacity_rps, workers=self.config.model_workers
+            )
+        return self.capacities[detector]
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         now = self.config.clock()
         handled = Handled()
         flying = self._flying(ctx, handled)
-        topics, keys, values = list(value[0]), list(value[1]), list(value[2])
-        rows = list(zip(topics, keys, values, strict=True))
-        drain_at = now + self.config.max_wait_ms
-        future = self.workers.submit(self._handle, rows, now, detector_of(ctx.get_current_key()))
-        flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at))
-        ctx.timer_service().register_processing_time_timer(drain_at)
-        # Oldest first: past the in-flight bound, or already done.
-        while len(flying) > 2 * self.config.model_workers or (flying and flying[0].future.done()):
-            handled.extend(flying.popleft().future.result())  # waits for its worker
-        self._hold(flying)
+        rows = list(zip(list(value[0]), list(value[1]), list(value[2]), strict=True))
+        handled.extend(self._admit(ctx, rows, now))
+        handled.extend(self._dispatch(ctx, flying, now, drain=False))
         yield from self._out(handled, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         handled = Handled()
         flying = self._flying(ctx, handled)
-        # Quiet (no batch since this timer's): complete them all, waiting. Busy: only what is
-        # done; later batches push the rest out without this thread waiting.
+        # Quiet (no batch since this timer's, none waiting): complete them all, waiting. Busy:
+        # only what is done; later batches and timers push the rest out without waiting here.
         quiet = bool(flying) and flying[-1].drain_at <= timestamp
-        while flying and (quiet or flying[0].future.done()):
-            handled.extend(flying.popleft().future.result())
-        self._hold(flying)
+        handled.extend(self._dispatch(ctx, flying, self.config.clock(), drain=quiet))
         due: list[dict[str, Any]] = []
         for request_id, raw in list(self.retries.items()):
             request, at = json.loads(raw)
@@ -174,6 +228,113 @@ class Scan(KeyedProcessFunction):
         if due:
             handled.extend(self._retry(due))
         yield from self._out(handled, ctx)
+
+    def _admit(self, ctx: Any, rows: list[Row3], now: int) -> Handled:
+        """Each row offered to the key's queue; the refused and those pushed out are answered
+        `timeout` at once; rows admission cannot read go straight to a worker (its DLQ)."""
+        key = str(ctx.get_current_key())
+        queue = self._queue(key)
+        arrival = f"{now}-{next(self.sequence)}"
+        kept: dict[int, Row3] = {}
+        shed: list[Waiting] = []
+        unreadable: list[Row3] = []
+        for index, row in enumerate(rows):
+            waiting = admission_fields(row, index, now)
+            if waiting is None:
+                unreadable.append(row)
+                continue
+            waiting = dataclasses.replace(
+                waiting, seq=next(self.sequence), row=(arrival, index, row)
+            )
+            refused = queue.offer(waiting, now)
+            if waiting not in refused:
+                kept[index] = row
+            shed += refused
+        if kept:
+            self.arrivals.setdefault(key, {})[arrival] = kept
+            self.waiting_state.put(
+                arrival, json.dumps([[list(r) for r in kept.values()], list(kept)])
+            )
+        handled = self._shed(key, shed, now)
+        if unreadable:
+            handled.extend(handle_safely(self.config, unreadable, now, self._scanner))
+        return handled
+
+    def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int, *, drain: bool) -> Handled:
+        """Batches done (in arrival order; all of them when `drain` and none waits), then the
+        queue's best requests to the workers while fewer than twice the workers' batches fly."""
+        key = str(ctx.get_current_key())
+        queue = self._queue(key)
+        handled = Handled()
+        drain = drain and len(queue) == 0
+        while flying and (drain or flying[0].future.done()):
+            handled.extend(flying.popleft().future.result())
+        detector = detector_of(ctx.get_current_key())
+        while len(flying) < 2 * self.config.model_workers:
+            queue.in_flight = sum(f.size for f in flying)
+            taken, shed = queue.take(self.config.max_batch, now)
+            handled.extend(self._shed(key, shed, now))
+            if not taken:
+                break
+            rows = [w.row[2] for w in taken]
+            self._release(key, taken)
+            topics, keys, values = (list(column) for column in zip(*rows, strict=True))
+            drain_at = now + self.config.max_wait_ms
+            future = self.workers.submit(self._handle, rows, now, detector)
+            flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at, len(rows)))
+        queue.in_flight = sum(f.size for f in flying)
+        if flying or len(queue):
+            ctx.timer_service().register_processing_time_timer(now + self.config.max_wait_ms)
+        self._hold(flying)
+        return handled
+
+    def _shed(self, key: str, shed: list[Waiting], now: int) -> Handled:
+        """Requests the pool cannot answer in time: `timeout` now, counted by class."""
+        if not shed:
+            return Handled()
+        self._release(key, shed)
+        for waiting in shed:
+            self.reporting.reporter.inc(
+                "scan_shed", modality=waiting.modality, priority=waiting.priority
+            )
+        return answer_timeout(self.config, [w.row[2] for w in shed], now, self._scanner)
+
+    def _release(self, key: str, gone: list[Waiting]) -> None:
+        """Rows no longer waiting: out of the key's arrivals and their keyed state."""
+        arrivals = self.arrivals.get(key, {})
+        touched: set[str] = set()
+        for waiting in gone:
+            arrival, index, _ = waiting.row
+            if index in arrivals.get(arrival, {}):
+                del arrivals[arrival][index]
+                touched.add(arrival)
+        for arrival in touched:
+            rows = arrivals[arrival]
+            if rows:
+                self.waiting_state.put(
+                    arrival, json.dumps([[list(r) for r in rows.values()], list(rows)])
+                )
+            else:
+                del arrivals[arrival]
+                self.waiting_state.remove(arrival)
+
+    def _queue(self, key: str) -> AdmissionQueue:
+        if key not in self.queues:
+            self.queues[key] = AdmissionQueue(self._capacity(detector_of(key)))
+        return self.queues[key]
+
+    def _report_waiting(self, now: int) -> None:
+        """The oldest waiting request's age per modality and priority in this subtask (0 once
+        none waits), at most every `metrics_every_ms`."""
+        if now - self.reported_at < self.config.metrics_every_ms:
+            return
+        self.reported_at = now
+        oldest: dict[tuple[str, str], int] = dict.fromkeys(self.reporting.waiting_seen, 0)
+        for queue in self.queues.values():
+            for slot, age in queue.oldest_age_ms(now).items():
+                oldest[slot] = max(oldest.get(slot, 0), age)
+        for (modality, priority), age in oldest.items():
+            self.reporting.waiting(modality, priority, age)
 
     def _retry(self, due: list[dict[str, Any]]) -> Handled:
         """Due retries, scanned; if that throws, each alone; one that throws alone is answered
@@ -237,10 +398,18 @@ class Scan(KeyedProcessFunction):
                 for topics, keys, values in json.loads(held):
                     rows = list(zip(topics, keys, values, strict=True))
                     handled.extend(self._handle(rows, self.config.clock()))
+            stored = list(self.waiting_state.items())
+            if stored:
+                self.waiting_state.clear()
+                waiting_rows: list[Row3] = [
+                    (row[0], row[1], row[2]) for _, raw in stored for row in json.loads(raw)[0]
+                ]
+                handled.extend(self._admit(ctx, waiting_rows, self.config.clock()))
         return self.inflight.setdefault(key, deque())
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
         self.reporting.report(handled, self.config)
+        self._report_waiting(self.config.clock())
         for request, due in handled.retries:
             self.retries.put(request["request_id"], json.dumps([request, due]))
             ctx.timer_service().register_processing_time_timer(due)
@@ -253,62 +422,173 @@ class Scan(KeyedProcessFunction):
 BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
 
 
+@dataclass(frozen=True)
+class Pool:
+    """Modalities served by one batching, admission and model chain, with its own source and
+    Kafka group: a modality pool (issue 28 item 6)."""
+
+    name: str
+    modalities: tuple[str, ...]
+
+    def topics(self) -> list[str]:
+        """Its live topics, then their backfill topics (operators/scan_plan.py:
+        request_topic); both go through the pool's admission, which serves live first."""
+        live = [f"scan.requests.{m}" for m in self.modalities]
+        return [*live, *(f"{topic}.backfill" for topic in live)]
+
+
+# Every shipped deployment (demo, cluster demo, deploy/k8s) runs these three pools, one cost
+# class each: text (tens of microseconds a request), images (tens to hundreds of ms), and
+# video with audio (seconds of decoding and reading per file). docs/scanning.md, "Pools".
+POOLS = (Pool("text", ("text",)), Pool("image", ("image",)), Pool("av", ("video", "audio")))
+
+
+def parse_pool(spec: str) -> Pool:
+    """`NAME=MODALITY[,MODALITY]`, or `MODALITY[,MODALITY]` (named by its modalities)."""
+    name, _, listed = spec.rpartition("=")
+    modalities = tuple(m.strip() for m in listed.split(",") if m.strip())
+    unknown = sorted(set(modalities) - set(MODALITIES))
+    if not modalities or unknown:
+        raise ValueError(
+            f"scan: pool {spec!r}: unknown modalities {', '.join(unknown) or '(none)'}"
+        )
+    return Pool(name.strip() or "-".join(modalities), modalities)
+
+
 def build(
     env: StreamExecutionEnvironment,
     source: DataStream,
     sink: Callable[[DataStream], Any],
     config: ScanConfig,
+    pool: str = "",
 ) -> None:
     """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink.
 
     The batching and the split are Java so that Python is entered once per batch, not once per
     request, and the three run chained in one task: the batcher's output is already keyed the
     way PyFlink keys a Python operator (`Row(key)`), so it is reinterpreted as keyed instead of
-    shuffled again (docs/BENCHMARKS.md)."""
+    shuffled again (docs/BENCHMARKS.md). `pool`: the suffix of the operators' uids when one job
+    runs several pools (none for a job of one pool, so its savepoints keep their uids)."""
+    suffix = f"_{pool}" if pool else ""
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
     j_batches = (
         source._j_data_stream.keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
-        .name("scan batches")
-        .uid("scan_batches")
+        .name(f"scan batches{suffix}")
+        .uid("scan_batches" + suffix)
     )
     utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
     j_keyed = utils.reinterpretAsKeyedStream(
         j_batches, gateway.jvm.KeyByKeySelector(), flink.DetectorKey.keyType()
     )
     batches = KeyedStream(j_keyed, BATCH_ROW, DataStream(j_batches))
-    scanned = batches.process(Scan(config), output_type=BATCH_ROW).name("scan").uid("scan")
+    scanned = (
+        batches.process(Scan(config), output_type=BATCH_ROW)
+        .name(f"scan{suffix}")
+        .uid("scan" + suffix)
+    )
     split = DataStream(
         scanned._j_data_stream.flatMap(flink.Unbatch(), runtime.SINK_ROW.get_java_type_info())
     )
-    sink(split.name("scan results").uid("scan_results"))
+    sink(split.name(f"scan results{suffix}").uid("scan_results" + suffix))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = options()
     args = parser.parse_args(argv)
-    modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
-    unknown = sorted(set(modalities) - set(MODALITIES))
-    if unknown:
-        parser.error(f"unknown modalities: {', '.join(unknown)}")
+    try:
+        pools = _pools(args)
+    except ValueError as error:
+        parser.error(str(error))
     settings = Settings.from_env()
     logs.configure_job("scan", settings)
-    job = _job_config(args, settings, modalities)
-    config = _scan_config(args, job, settings, modalities)
-    return runtime.run_on_kafka(
-        job,
-        settings,
-        [f"scan.requests.{m}" for m in modalities],
-        lambda env, source, sink: build(env, source, sink, config),
-        detached=args.detached,
-    )
+    job = _job_config(args, settings, pools)
+    configs = {pool.name: _scan_config(args, job, settings, pool) for pool in pools}
+    if len(pools) == 1:
+        [pool] = pools
+        return runtime.run_on_kafka(
+            job,
+            settings,
+            pool.topics(),
+            lambda env, source, sink: build(env, source, sink, configs[pool.name]),
+            detached=args.detached,
+        )
+    return _run_pools(job, settings, pools, configs, detached=args.detached)
+
+
+def _pools(args: argparse.Namespace) -> list[Pool]:
+    """`--pool` (repeated), else `--modalities` as one pool, else every shipped pool."""
+    if args.pool:
+        pools = [parse_pool(spec) for spec in args.pool]
+    elif args.modalities:
+        pools = [parse_pool(args.modalities)]
+    else:
+        pools = list(POOLS)
+    names = [pool.name for pool in pools]
+    served = [m for pool in pools for m in pool.modalities]
+    if len(set(names)) != len(names) or len(set(served)) != len(served):
+        raise ValueError("scan: pool names must be distinct and pools share no modality")
+    return pools
+
+
+def _run_pools(
+    job: runtime.JobConfig,
+    settings: Settings,
+    pools: list[Pool],
+    configs: dict[str, ScanConfig],
+    *,
+    detached: bool,
+) -> int:
+    """Several pools in one job (the local demo: one JVM on a 2-core machine instead of one per
+    pool): each its own Kafka source and group (`<group>-<pool>`), batcher, admission and
+    model workers; one exactly-once sink for all."""
+    from pyflink.common import WatermarkStrategy
+
+    from modstream import topics
+
+    names = {pool.name: [job.topic(topic) for topic in pool.topics()] for pool in pools}
+    wanted = [name for listed in names.values() for name in listed]
+    present = topics.partition_counts(job.bootstrap_servers, wanted)
+    missing = [name for name in wanted if not present.get(name)]
+    if missing:
+        print(
+            f"scan: input topics missing on the broker: {', '.join(missing)}; create them "
+            "first (`modstream topics create`, docs/OPERATIONS.md)",
+            flush=True,
+        )
+        return 2
+    env = runtime.create_env(job, settings)
+    results: list[DataStream] = []
+    for pool in pools:
+        own = dataclasses.replace(job, group_id=f"{job.group_id}-{pool.name}")
+        source = env.from_source(
+            runtime.kafka_source(own, names[pool.name]),
+            WatermarkStrategy.no_watermarks(),
+            f"scan {pool.name} inputs",
+            type_info=runtime.SOURCE_ROW,
+        ).uid(f"scan_source_{pool.name}")
+        build(env, source, results.append, configs[pool.name], pool.name)
+    runtime.exactly_once_sink(job)(results[0].union(*results[1:]))
+    if job.restore_from:
+        print(f"scan: restoring from {job.restore_from}", flush=True)
+    return runtime.run(env, job.name, detached=detached)
 
 
 def options() -> argparse.ArgumentParser:
     """Every job's options (jobs/options.py) and the scan job's own."""
     parser = job_parser("scan", __doc__)
-    parser.add_argument("--modalities", default="text,image", help="comma-separated")
+    parser.add_argument(
+        "--pool",
+        action="append",
+        default=[],
+        metavar="NAME=MODALITY[,MODALITY]",
+        help="a modality pool, repeated for several in one job "
+        "(default: text=text image=image av=video,audio)",
+    )
+    parser.add_argument(
+        "--modalities", default=None, help="comma-separated: one pool (same as --pool)"
+    )
     parser.add_argument(
         "--max-batch",
         type=int,
@@ -317,6 +597,13 @@ def options() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-wait-ms", type=int, default=20)
     parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
+    parser.add_argument(
+        "--capacity-rps",
+        type=float,
+        default=None,
+        help="requests a second one detector answers, for admission "
+        "(default: measured from its batches; operators/scan_admission.py)",
+    )
     parser.add_argument(
         "--model-workers",
         type=int,
@@ -340,15 +627,15 @@ def options() -> argparse.ArgumentParser:
 
 
 def _job_config(
-    args: argparse.Namespace, settings: Settings, modalities: list[str]
+    args: argparse.Namespace, settings: Settings, pools: list[Pool]
 ) -> runtime.JobConfig:
-    """One job per group of modalities: each its own deployment (checkpoint directory, and with
-    it its transactional ids and group)."""
-    slug = "-".join(modalities)
+    """One deployment per set of pools: its own checkpoint directory, and with it its
+    transactional ids and group."""
+    slug = "-".join(pool.name for pool in pools)
     if args.checkpoint_dir is None:
         args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
     job = runtime.job_config("scan", args, settings)
-    if modalities == ["text"]:
+    if all(pool.modalities == ("text",) for pool in pools):
         return job
     # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
     # with them, every commit of the exactly-once sink: let barriers overtake buffers. The
@@ -364,12 +651,12 @@ def _job_config(
 
 
 def _scan_config(
-    args: argparse.Namespace, job: runtime.JobConfig, settings: Settings, modalities: list[str]
+    args: argparse.Namespace, job: runtime.JobConfig, settings: Settings, pool: Pool
 ) -> ScanConfig:
     """Batch size by modality (large for text, small for media), model workers sharing the
     cores among subtasks, and 8 batching keys per subtask above parallelism 1."""
     return ScanConfig(
-        max_batch=args.max_batch or (256 if modalities == ["text"] else 4),
+        max_batch=args.max_batch or (256 if pool.modalities == ("text",) else 4),
         max_wait_ms=args.max_wait_ms,
         max_attempts=args.max_attempts,
         model_workers=max(1, args.model_workers or (os.cpu_count() or 1) // job.parallelism),
@@ -379,6 +666,7 @@ def _scan_config(
         limits=Limits.from_env(),
         topics=job.topics,
         keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),
+        capacity_rps=args.capacity_rps,
     )
 
 
