@@ -51,6 +51,7 @@ from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
+from modstream.scan_pools import POOLS, Pool, parse_pool
 from operators.scan_admission import AdmissionQueue, Capacity, Waiting, budget_ms, priority_of
 from operators.scan_batch import (
     Handled,
@@ -67,7 +68,6 @@ from udfs.detector import Detector
 from udfs.registry import detector
 
 LOG = logging.getLogger("modstream.scan")
-MODALITIES = ("text", "image", "video", "audio")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -420,39 +420,6 @@ class Scan(KeyedProcessFunction):
 # Row(topics[], keys[], values[]): a batch of rows in one Java <-> Python crossing (the
 # Batcher's batches of requests, the scan operator's batches of results).
 BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
-
-
-@dataclass(frozen=True)
-class Pool:
-    """Modalities served by one batching, admission and model chain, with its own source and
-    Kafka group: a modality pool (issue 28 item 6)."""
-
-    name: str
-    modalities: tuple[str, ...]
-
-    def topics(self) -> list[str]:
-        """Its live topics, then their backfill topics (operators/scan_plan.py:
-        request_topic); both go through the pool's admission, which serves live first."""
-        live = [f"scan.requests.{m}" for m in self.modalities]
-        return [*live, *(f"{topic}.backfill" for topic in live)]
-
-
-# Every shipped deployment (demo, cluster demo, deploy/k8s) runs these three pools, one cost
-# class each: text (tens of microseconds a request), images (tens to hundreds of ms), and
-# video with audio (seconds of decoding and reading per file). docs/scanning.md, "Pools".
-POOLS = (Pool("text", ("text",)), Pool("image", ("image",)), Pool("av", ("video", "audio")))
-
-
-def parse_pool(spec: str) -> Pool:
-    """`NAME=MODALITY[,MODALITY]`, or `MODALITY[,MODALITY]` (named by its modalities)."""
-    name, _, listed = spec.rpartition("=")
-    modalities = tuple(m.strip() for m in listed.split(",") if m.strip())
-    unknown = sorted(set(modalities) - set(MODALITIES))
-    if not modalities or unknown:
-        raise ValueError(
-            f"scan: pool {spec!r}: unknown modalities {', '.join(unknown) or '(none)'}"
-        )
-    return Pool(name.strip() or "-".join(modalities), modalities)
 
 
 def build(

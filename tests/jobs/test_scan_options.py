@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from jobs import runtime, scan
+from modstream import scan_pools
 from modstream.config import Settings
 
 
@@ -67,7 +68,7 @@ def test_without_options_a_job_runs_every_shipped_pool_over_live_and_backfill_to
         ("image", ("image",)),
         ("av", ("video", "audio")),
     ]
-    assert sorted(m for pool in pools for m in pool.modalities) == sorted(scan.MODALITIES)
+    assert sorted(m for pool in pools for m in pool.modalities) == sorted(scan_pools.MODALITIES)
     assert pools[2].topics() == [
         "scan.requests.video",
         "scan.requests.audio",
