@@ -106,6 +106,15 @@ class InFlight:
 Row3 = tuple[str, str | None, str | None]
 
 
+def _arrival_order(arrival: str) -> tuple[int, int]:
+    """An arrival id `<ms>-<sequence>` as sortable numbers."""
+    at, _, sequence = arrival.partition("-")
+    try:
+        return int(at), int(sequence)
+    except ValueError:
+        return 0, 0
+
+
 def admission_fields(row: Row3, seq: int, now: int) -> Waiting | None:
     """What admission reads of a raw request row; None for a row that is not a JSON object
     with a content id (the model worker dead-letters it)."""
@@ -262,7 +271,9 @@ class Scan(KeyedProcessFunction):
 
     def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int, *, drain: bool) -> Handled:
         """Batches done (in arrival order; all of them when `drain` and none waits), then the
-        queue's best requests to the workers while fewer than twice the workers' batches fly."""
+        queue's best requests to the workers while fewer than twice the workers' batches fly.
+        With a full batch still waiting (a backlog), this thread waits for the oldest batch in
+        flight, as before admission, so the workers never idle between timers."""
         key = str(ctx.get_current_key())
         queue = self._queue(key)
         handled = Handled()
@@ -270,7 +281,12 @@ class Scan(KeyedProcessFunction):
         while flying and (drain or flying[0].future.done()):
             handled.extend(flying.popleft().future.result())
         detector = detector_of(ctx.get_current_key())
-        while len(flying) < 2 * self.config.model_workers:
+        while len(queue):
+            if len(flying) >= 2 * self.config.model_workers:
+                if len(queue) < self.config.max_batch:
+                    break
+                handled.extend(flying.popleft().future.result())  # waits for its worker
+                now = self.config.clock()
             queue.in_flight = sum(f.size for f in flying)
             taken, shed = queue.take(self.config.max_batch, now)
             handled.extend(self._shed(key, shed, now))
@@ -401,10 +417,11 @@ class Scan(KeyedProcessFunction):
             stored = list(self.waiting_state.items())
             if stored:
                 self.waiting_state.clear()
-                waiting_rows: list[Row3] = [
-                    (row[0], row[1], row[2]) for _, raw in stored for row in json.loads(raw)[0]
-                ]
-                handled.extend(self._admit(ctx, waiting_rows, self.config.clock()))
+                # Admitted again arrival by arrival (each at most a batch), oldest first: one
+                # entry of every row would be rewritten whole at each dispatch.
+                for _, raw in sorted(stored, key=lambda entry: _arrival_order(entry[0])):
+                    rows = [(row[0], row[1], row[2]) for row in json.loads(raw)[0]]
+                    handled.extend(self._admit(ctx, rows, self.config.clock()))
         return self.inflight.setdefault(key, deque())
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:

@@ -199,7 +199,7 @@ def test_results_exactly_once_across_cancel_and_restore(
     with batches in flight in the model workers) and restored from the latest: every request
     is answered exactly once, bad rows are dead-lettered exactly once."""
     prefix = f"it-scan-{uuid.uuid4().hex[:8]}"
-    names = ["scan.requests.text", "detector.results", "moderation.dlq"]
+    names = [*Pool("text", ("text",)).topics(), "detector.results", "moderation.dlq"]
     topics = {name: f"{prefix}.{name}" for name in names}
     kafka.create_topics(list(topics.values()), partitions=2)
     now = int(time.time() * 1000)

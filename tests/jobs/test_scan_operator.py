@@ -391,7 +391,7 @@ def test_live_high_risk_then_live_then_backfill_across_batches(gated: Gated) -> 
     """With the workers busy, later batches wait; the waiting are served by class, not by
     arrival: a live high-risk request that came last is scanned first."""
     runtime, ctx = Runtime(), Context()
-    scan = Scan(ScanConfig(model_workers=1, max_batch=1, max_wait_ms=20, clock=clock))
+    scan = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock))
     scan.open(runtime)  # type: ignore[arg-type]
     try:
         outputs: list[Row] = []
@@ -411,7 +411,7 @@ def test_live_high_risk_then_live_then_backfill_across_batches(gated: Gated) -> 
 
 def test_waiting_requests_are_in_state_and_admitted_again_after_a_restore(gated: Gated) -> None:
     runtime, ctx = Runtime(), Context()
-    before = Scan(ScanConfig(model_workers=1, max_batch=1, max_wait_ms=20, clock=clock))
+    before = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock))
     before.open(runtime)  # type: ignore[arg-type]
     try:
         for number in range(4):
