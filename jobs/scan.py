@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -52,7 +53,7 @@ from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
 from modstream.scan_pools import POOLS, Pool, parse_pool
-from operators.scan_admission import AdmissionQueue, Capacity, Waiting, budget_ms, priority_of
+from operators.scan_admission import NO_DEADLINE, AdmissionQueue, Capacity, Waiting
 from operators.scan_batch import (
     Handled,
     answer_timeout,
@@ -115,26 +116,49 @@ def _arrival_order(arrival: str) -> tuple[int, int]:
         return 0, 0
 
 
-def admission_fields(row: Row3, seq: int, now: int) -> Waiting | None:
+class _Admission(msgspec.Struct):
+    """The fields admission reads of a request (the rest, text included, is skipped unparsed)."""
+
+    content_id: str
+    content_version: int
+    modality: str = ""
+    priority: str = "live"
+    high_risk: bool = False
+    deadline_ts: int | None = None
+    ts: int | None = None
+
+
+_ADMISSION = msgspec.json.Decoder(_Admission)
+
+
+def admission_fields(
+    row: Row3, seq: int, now: int, arrival: str = "", index: int = 0
+) -> Waiting | None:
     """What admission reads of a raw request row; None for a row that is not a JSON object
-    with a content id (the model worker dead-letters it)."""
+    with a content id and version (the model worker dead-letters it)."""
     try:
-        request = json.loads(row[2] or "")
-        content_id, version = request["content_id"], request["content_version"]
-        if not isinstance(content_id, str) or not isinstance(version, int):
-            return None
-        return Waiting(
-            seq=seq,
-            priority=priority_of(request),
-            modality=str(request.get("modality")),
-            content_id=content_id,
-            content_version=version,
-            arrived_ms=now,
-            answer_by_ms=now + budget_ms(request),
-            row=row,
-        )
+        fields = _ADMISSION.decode(row[2] or "")
     except Exception:
         return None
+    budget = (
+        max(0, fields.deadline_ts - fields.ts)
+        if fields.deadline_ts is not None and fields.ts is not None
+        else NO_DEADLINE
+    )
+    if fields.priority == "backfill":
+        priority = "backfill"
+    else:
+        priority = "live_high_risk" if fields.high_risk else "live"
+    return Waiting(
+        seq=seq,
+        priority=priority,
+        modality=fields.modality,
+        content_id=fields.content_id,
+        content_version=fields.content_version,
+        arrived_ms=now,
+        answer_by_ms=now + budget,
+        row=(arrival, index, row),
+    )
 
 
 class Scan(KeyedProcessFunction):
@@ -248,16 +272,15 @@ class Scan(KeyedProcessFunction):
         shed: list[Waiting] = []
         unreadable: list[Row3] = []
         for index, row in enumerate(rows):
-            waiting = admission_fields(row, index, now)
+            waiting = admission_fields(row, next(self.sequence), now, arrival, index)
             if waiting is None:
                 unreadable.append(row)
                 continue
-            waiting = dataclasses.replace(
-                waiting, seq=next(self.sequence), row=(arrival, index, row)
-            )
             refused = queue.offer(waiting, now)
-            if waiting not in refused:
-                kept[index] = row
+            kept[index] = row
+            for gone in refused:  # this row, or rows it pushed out (of this arrival too)
+                if gone.row[0] == arrival:
+                    kept.pop(gone.row[1], None)
             shed += refused
         if kept:
             self.arrivals.setdefault(key, {})[arrival] = kept

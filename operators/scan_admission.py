@@ -22,6 +22,7 @@ Pure: time comes in as `now` (ms), nothing here touches Flink.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -112,14 +113,19 @@ class AdmissionQueue:
     def offer(self, waiting: Waiting, now: int) -> list[Waiting]:
         """Admit `waiting` if the pool can answer it in time; returns what is shed now (the
         request itself when refused, else lower-class requests it pushed past their time)."""
+        queues = self._queues
+        first, live, backfill = (queues[p] for p in PRIORITIES)
         rank = PRIORITIES.index(waiting.priority)
-        ahead = self.in_flight + sum(len(self._queues[p]) for p in PRIORITIES[: rank + 1])
+        ahead = self.in_flight + len(first) + (len(live) if rank else 0)
+        ahead += len(backfill) if rank == 2 else 0
         if self.predicted_answer(ahead, now) > waiting.answer_by_ms:
             return [waiting]
-        self._queues[waiting.priority].append(waiting)
+        queues[waiting.priority].append(waiting)
         self._waiting[waiting.seq] = waiting
         if waiting.answer_by_ms < NO_DEADLINE:
             heapq.heappush(self._deadlines, (waiting.answer_by_ms, waiting.seq))
+        if rank == 2 or not (backfill or (rank == 0 and live)):
+            return []  # nothing below it
         return self._shed_pushed_back(rank, now)
 
     def _shed_pushed_back(self, rank: int, now: int) -> list[Waiting]:
@@ -179,11 +185,13 @@ class AdmissionQueue:
             first.appendleft(bumped)
         return len(moved)
 
-    def oldest_age_ms(self, now: int) -> dict[tuple[str, str], int]:
-        """The oldest waiting request's age per (modality, priority), 0 where none waits."""
+    def oldest_age_ms(self, now: int, look: int = 64) -> dict[tuple[str, str], int]:
+        """The oldest waiting request's age per (modality, priority), left out where none
+        waits. A class is oldest first (bumped requests aside), so only the first `look` of
+        each are read: the metric's cost stays flat however long the queue."""
         ages: dict[tuple[str, str], int] = {}
         for priority, queue in self._queues.items():
-            for waiting in queue:
+            for waiting in itertools.islice(queue, look):
                 key = (waiting.modality, priority)
                 ages[key] = max(ages.get(key, 0), now - waiting.arrived_ms)
         return ages

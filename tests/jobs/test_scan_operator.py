@@ -428,3 +428,31 @@ def test_waiting_requests_are_in_state_and_admitted_again_after_a_restore(gated:
         assert not runtime.states["waiting"]
     finally:
         restored.close()
+
+
+def test_a_backfill_pushed_out_by_a_live_request_of_its_own_arrival_is_not_kept(
+    gated: Gated,
+) -> None:
+    """One batch: a backfill admitted, then a live request that takes its place: the backfill
+    is answered `timeout` and is not in the waiting state (a restore would answer it twice)."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_wait_ms=20, clock=clock, capacity_rps=10))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        scan.inflight_state.clear()
+        for part in range(2):  # two batches of 8 in flight: the most for one worker
+            busy = [request(f"busy-{part}-{i}", "x", deadline_ts=T0 + 60_000) for i in range(8)]
+            list(scan.process_element(requests_batch(*busy), ctx))
+        # 16 ahead at 100 ms each: either alone answers in 1.7 s, the second in 1.8 s.
+        mixed = requests_batch(
+            request("b", "x", priority="backfill", deadline_ts=T0 + 1_750),
+            request("l", "x", deadline_ts=T0 + 1_750),
+        )
+        outputs = list(scan.process_element(mixed, ctx))
+        assert statuses(outputs) == {"c-b": "timeout"}
+        stored = [json.loads(raw) for raw in runtime.states["waiting"].values()]
+        waiting_keys = sorted(key for rows, _ in stored for _, key, _ in rows)
+        assert "c-b" not in waiting_keys and "c-l" in waiting_keys
+    finally:
+        gated.release.set()
+        scan.close()
