@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import msgspec
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
 from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
@@ -53,7 +52,7 @@ from modstream import logs
 from modstream.config import Settings
 from modstream.limits import Limits
 from modstream.scan_pools import POOLS, Pool, parse_pool
-from operators.scan_admission import NO_DEADLINE, AdmissionQueue, Capacity, Waiting
+from operators.scan_admission import AdmissionQueue, Capacity, Waiting, admission_fields
 from operators.scan_batch import (
     Handled,
     answer_timeout,
@@ -114,51 +113,6 @@ def _arrival_order(arrival: str) -> tuple[int, int]:
         return int(at), int(sequence)
     except ValueError:
         return 0, 0
-
-
-class _Admission(msgspec.Struct):
-    """The fields admission reads of a request (the rest, text included, is skipped unparsed)."""
-
-    content_id: str
-    content_version: int
-    modality: str = ""
-    priority: str = "live"
-    high_risk: bool = False
-    deadline_ts: int | None = None
-    ts: int | None = None
-
-
-_ADMISSION = msgspec.json.Decoder(_Admission)
-
-
-def admission_fields(
-    row: Row3, seq: int, now: int, arrival: str = "", index: int = 0
-) -> Waiting | None:
-    """What admission reads of a raw request row; None for a row that is not a JSON object
-    with a content id and version (the model worker dead-letters it)."""
-    try:
-        fields = _ADMISSION.decode(row[2] or "")
-    except Exception:
-        return None
-    budget = (
-        max(0, fields.deadline_ts - fields.ts)
-        if fields.deadline_ts is not None and fields.ts is not None
-        else NO_DEADLINE
-    )
-    if fields.priority == "backfill":
-        priority = "backfill"
-    else:
-        priority = "live_high_risk" if fields.high_risk else "live"
-    return Waiting(
-        seq=seq,
-        priority=priority,
-        modality=fields.modality,
-        content_id=fields.content_id,
-        content_version=fields.content_version,
-        arrived_ms=now,
-        answer_by_ms=now + budget,
-        row=(arrival, index, row),
-    )
 
 
 class Scan(KeyedProcessFunction):

@@ -28,6 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 PRIORITIES = ("live_high_risk", "live", "backfill")
 NO_DEADLINE = 1 << 62
 
@@ -48,6 +50,9 @@ def budget_ms(request: dict[str, Any]) -> int:
     return NO_DEADLINE
 
 
+RawRow = tuple[str, str | None, str | None]  # (physical topic, key, value) as Kafka gave it
+
+
 @dataclass(frozen=True)
 class Waiting:
     """One request waiting in the pool: what admission reads of it, and the raw row (kept for
@@ -61,6 +66,49 @@ class Waiting:
     arrived_ms: int
     answer_by_ms: int
     row: Any = None
+
+
+class _Admission(msgspec.Struct):
+    """The fields admission reads of a request (the rest, text included, is skipped unparsed)."""
+
+    content_id: str
+    content_version: int
+    modality: str = ""
+    priority: str = "live"
+    high_risk: bool = False
+    deadline_ts: int | None = None
+    ts: int | None = None
+
+
+def admission_fields(
+    row: RawRow, seq: int, now: int, arrival: str = "", index: int = 0
+) -> Waiting | None:
+    """A raw request row as a `Waiting` entry (`row`: `(arrival, index, row)`, the adapter's
+    handle on it), read with the rules of `priority_of` and `budget_ms`; None for a row that
+    is not a JSON object with a content id and version (the model worker dead-letters it)."""
+    try:
+        fields = msgspec.json.decode(row[2] or "", type=_Admission)
+    except Exception:
+        return None
+    budget = (
+        max(0, fields.deadline_ts - fields.ts)
+        if fields.deadline_ts is not None and fields.ts is not None
+        else NO_DEADLINE
+    )
+    if fields.priority == "backfill":
+        priority = "backfill"
+    else:
+        priority = "live_high_risk" if fields.high_risk else "live"
+    return Waiting(
+        seq=seq,
+        priority=priority,
+        modality=fields.modality,
+        content_id=fields.content_id,
+        content_version=fields.content_version,
+        arrived_ms=now,
+        answer_by_ms=now + budget,
+        row=(arrival, index, row),
+    )
 
 
 @dataclass
