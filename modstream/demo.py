@@ -181,9 +181,7 @@ def _run(
     _quarantine_uploads(service, shown.track(demo.lines, total=len(demo.lines)))
     deployment.logs.mkdir(parents=True, exist_ok=True)
     pools = demo_pools(demo.lines, demo.scanned) if real else []
-    jobs = _start_jobs(
-        deployment, policy_path, media_dir, env, real=real, on=jobmanager, pools=pools
-    )
+    jobs = _start_jobs(deployment, policy_path, media_dir, env, pools, real=real, on=jobmanager)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:
         await_running(deployment, jobs, watch, say, shown)
@@ -254,10 +252,10 @@ def _start_jobs(
     policy_path: Path,
     media_dir: Path,
     env: dict[str, str],
+    pools: Sequence[Pool] = POOLS,
     *,
     real: bool,
     on: str | None = None,
-    pools: Sequence[Pool] = POOLS,
 ) -> dict[str, subprocess.Popen[bytes]]:
     """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`,
     running `pools`; local processes, or submitted to the cluster `on`

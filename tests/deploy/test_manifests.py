@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs import enforce, moderation, reconciler, scan
+from jobs import enforce, moderation, reconciler, scan_config
 from modstream import scan_pools
 from modstream.config import Settings
 from modstream.k8s import kafka_topics_yaml
@@ -34,7 +34,7 @@ K8S = ROOT / "deploy" / "k8s"
 IMAGE_HOME = PurePosixPath("/opt/modstream")
 JOBS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "moderation": moderation.options,
-    "scan": scan.options,
+    "scan": scan_config.options,
     "enforce": enforce.options,
     "reconciler": reconciler.options,
 }
@@ -354,7 +354,10 @@ def test_each_job_has_one_flink_deployment_and_the_scan_job_one_per_modality_poo
     assert sorted(set(scripts)) == sorted(JOBS)
     assert sorted(s for s in scripts if s != "scan") == sorted(set(JOBS) - {"scan"})
     scans = [d for d in FLINK if PurePosixPath(d["spec"]["job"]["args"][3]).stem == "scan"]
-    pools = [scan._pools(scan.options().parse_args(d["spec"]["job"]["args"][4:])) for d in scans]
+    pools = [
+        scan_config.pools_from(scan_config.options().parse_args(d["spec"]["job"]["args"][4:]))
+        for d in scans
+    ]
     assert all(len(one) == 1 for one in pools)  # one pool per deployment
     served = sorted(m for one in pools for pool in one for m in pool.modalities)
     assert served == sorted(scan_pools.MODALITIES)  # every modality scanned, once

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobs import runtime, scan
+from jobs import runtime, scan_config
 from modstream import scan_pools
 from modstream.config import Settings
 
@@ -30,9 +30,11 @@ def _job_config_of(
         )
 
     monkeypatch.setattr(runtime, "job_config", without_broker)
-    args = scan.options().parse_args(["--checkpoint-dir", str(tmp_path), *argv])
-    pools = [scan.parse_pool(",".join(modalities))]
-    return scan._job_config(args, Settings.from_env({"MODSTREAM_CONFIG": "none"}), pools)
+    args = scan_config.options().parse_args(["--checkpoint-dir", str(tmp_path), *argv])
+    pools = [scan_pools.parse_pool(",".join(modalities))]
+    return scan_config.deployment_config(
+        args, Settings.from_env({"MODSTREAM_CONFIG": "none"}), pools
+    )
 
 
 def test_media_scans_keep_the_deployments_flink_conf(
@@ -62,7 +64,7 @@ def test_a_text_scan_keeps_flinks_aligned_checkpoints(
 
 
 def test_without_options_a_job_runs_every_shipped_pool_over_live_and_backfill_topics() -> None:
-    pools = scan._pools(scan.options().parse_args([]))
+    pools = scan_config.pools_from(scan_config.options().parse_args([]))
     assert [(pool.name, pool.modalities) for pool in pools] == [
         ("text", ("text",)),
         ("image", ("image",)),
@@ -89,7 +91,7 @@ def test_without_options_a_job_runs_every_shipped_pool_over_live_and_backfill_to
     ],
 )
 def test_pools_from_options(argv: list[str], expected: list[tuple[str, tuple[str, ...]]]) -> None:
-    pools = scan._pools(scan.options().parse_args(argv))
+    pools = scan_config.pools_from(scan_config.options().parse_args(argv))
     assert [(pool.name, pool.modalities) for pool in pools] == expected
 
 
@@ -103,4 +105,4 @@ def test_pools_from_options(argv: list[str], expected: list[tuple[str, tuple[str
 )
 def test_pools_that_overlap_or_name_no_modality_are_refused(argv: list[str]) -> None:
     with pytest.raises(ValueError, match="scan: pool"):
-        scan._pools(scan.options().parse_args(argv))
+        scan_config.pools_from(scan_config.options().parse_args(argv))

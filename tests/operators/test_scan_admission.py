@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.scan_admission import (
@@ -157,6 +157,7 @@ def test_capacity_is_measured_when_not_configured() -> None:
     assert capacity.seconds_per_request() == pytest.approx((0.1 + 0.2 * 0.1) / 2)
 
 
+@settings(deadline=None)  # timed on a shared machine: no per-example deadline
 @given(
     arrivals=st.lists(
         st.tuples(
