@@ -18,7 +18,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-language bench-bank bench-replay
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-language bench-bank bench-replay bench-overload
 
 help:
 	@echo "make setup             venv + Python deps, redis-server, promtool, espeak-ng, chromium (apt), jars (Maven Central)"
@@ -39,6 +39,7 @@ help:
 	@echo "make bench-readers     ocr_text per image and video second, speech_text per audio second (no stack)"
 	@echo "make bench-language    language identifiers on short texts: accuracy, µs per call, memory (no stack)"
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
+	@echo "make bench-overload    the image scan pool at 3x its measured capacity for 2 minutes: admission (make up first)"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
 setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
@@ -201,6 +202,11 @@ bench-replay: setup
 # Detectors: bare model, detector and the scan job through Kafka (a stack on the default ports).
 bench-detectors: setup
 	@$(BIN)/python -m benchmarks.bench_detectors $(BENCH_ARGS)
+
+# Admission under overload (operators/scan_admission.py): capacity measured, then 3x it for two
+# minutes; p99 answer latency per class against the deadline, nothing lost. docs/scanning.md.
+bench-overload: setup
+	@$(BIN)/python -m benchmarks.bench_overload $(BENCH_ARGS)
 
 # The readers of text in media on media made in the run (no stack needed): one JSON line.
 bench-readers: setup

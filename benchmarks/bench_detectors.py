@@ -162,7 +162,9 @@ def scan_job(
 ) -> dict[str, Any]:
     """Requests produced to fresh topics, the scan job on them, committed results per second."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    names = [f"scan.requests.{modality}", "detector.results", "moderation.dlq"]
+    # The job reads the backfill topic too (modstream/scan_pools.py); this run leaves it empty.
+    names = [f"scan.requests.{modality}", f"scan.requests.{modality}.backfill"]
+    names += ["detector.results", "moderation.dlq"]
     topics = {name: physical(name, prefix) for name in names}
     create_topics(
         settings.bootstrap_servers,

@@ -98,6 +98,18 @@ METRICS: dict[str, Metric] = {
     "model_batch_size": Metric("histogram", ("detector",), "scan", "requests per model call"),
     "inference_ms": Metric("histogram", ("detector",), "scan", "wall time of one model batch"),
     "retries": Metric("counter", (), "scan, enforce", "transient failures retried"),
+    "scan_oldest_waiting_ms": Metric(
+        "gauge",
+        ("modality", "priority"),
+        "scan",
+        "age of the oldest request waiting for a model worker (admission queue, this subtask)",
+    ),
+    "scan_shed": Metric(
+        "counter",
+        ("modality", "priority"),
+        "scan",
+        "requests answered timeout at once: the pool could not answer them by their deadline",
+    ),
     "enforcement_lag_ms": Metric(
         "histogram", (), "reconciler", "an action's arrival to the matching visibility"
     ),

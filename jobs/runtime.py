@@ -15,6 +15,7 @@ import signal
 import site
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -376,10 +377,16 @@ def run_on_kafka(
         f"{job.name} inputs",
         type_info=SOURCE_ROW,
     ).uid(f"{job.name}_source")
-    wire(env, source, lambda stream: stream.sink_to(kafka_sink(job)).uid("sink"))
+    wire(env, source, exactly_once_sink(job))
     if job.restore_from:
         print(f"{job.name}: restoring from {job.restore_from}", flush=True)
     return run(env, job.name, detached=detached)
+
+
+def exactly_once_sink(job: JobConfig) -> Callable[[DataStream], Any]:
+    """What `run_on_kafka` hands its wiring: Row(topic, key, value) streams into the job's one
+    exactly-once sink (uid `sink`)."""
+    return lambda stream: stream.sink_to(kafka_sink(job)).uid("sink")
 
 
 def run(

@@ -1,7 +1,11 @@
 """scan: scan requests of some modalities -> detectors on ONNX Runtime -> detector.results.
 
-Run one scan job per group of modalities (`--modalities text`, `--modalities image,video`), so
-expensive media never starve cheap text: each job has its own source, slots and sessions.
+One scan job per modality pool (`--pool image=image`; deploy/k8s), or several pools in one job
+(`--pool text=text --pool image=image --pool av=video,audio`, the default; the local demo), so
+expensive media never starve cheap text: each pool has its own source and Kafka group, batcher,
+admission queue and model workers. A pool reads its modalities' live and backfill topics and
+serves live first (operators/scan_admission.py): what it cannot answer by a request's deadline
+is answered `timeout` at once.
 Requests are keyed by detector and batched dynamically by a Java operator (flush at
 `--max-batch` requests or `--max-wait-ms` after the first one), so Python is entered once per
 batch; within a batch live goes before backfill; one `session.run` per batch and detector
@@ -20,17 +24,14 @@ This module is the wiring and the Flink adapter (`Scan`); what happens to a batc
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
+import itertools
 import json
 import logging
-import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from pyflink.common import Row, Types
@@ -39,48 +40,25 @@ from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
-from jobs import metrics, runtime
-from jobs.keys import job_keyring
-from jobs.options import job_parser
+from jobs import metrics, runtime, scan_config
+from jobs.scan_config import ScanConfig
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
 from modstream.config import Settings
-from modstream.limits import Limits
+from operators.scan_admission import AdmissionQueue, Capacity, Waiting, admission_fields
 from operators.scan_batch import (
     Handled,
+    answer_timeout,
     error_kind,
     handle_safely,
     refuse,
     scan_requests,
     unforeseen,
 )
-from operators.signing import Keyring
-from udfs import scan
 from udfs.detector import Detector
 from udfs.registry import detector
 
 LOG = logging.getLogger("modstream.scan")
-MODALITIES = ("text", "image", "video", "audio")
-
-
-@dataclass(frozen=True, kw_only=True)
-class ScanConfig(runtime.TopicNames):
-    max_batch: int = 32
-    max_wait_ms: int = 20
-    max_attempts: int = scan.MAX_ATTEMPTS
-    # Concurrent model calls, one ONNX intra-op thread each: on 2 cores two callers scored
-    # 22k texts/s where one caller with two intra-op threads scored 14k (docs/BENCHMARKS.md).
-    model_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
-    onnx_threads: int = 1
-    # Batching keys per detector: 1 at parallelism 1; above it, requests of one detector are
-    # spread over 8 keys per subtask (keys hash to subtasks; few keys would leave some idle).
-    shards: int = 1
-    # The only folder media references may point into (MODSTREAM_MEDIA_ROOT, --media-root).
-    media_root: str = field(default_factory=lambda: str(Settings.from_env().media_root))
-    limits: Limits = field(default_factory=Limits.from_env)
-    # Keys the results are signed with (contract v1.1, the detector's own key).
-    keyring: Keyring = field(default_factory=Keyring)
-    clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
 
 
 @dataclass
@@ -88,6 +66,19 @@ class InFlight:
     future: Future[Handled]
     rows: str  # the batch as JSON [topics, keys, values], for keyed state
     drain_at: int
+    size: int = 0
+
+
+Row3 = tuple[str, str | None, str | None]
+
+
+def _arrival_order(arrival: str) -> tuple[int, int]:
+    """An arrival id `<ms>-<sequence>` as sortable numbers."""
+    at, _, sequence = arrival.partition("-")
+    try:
+        return int(at), int(sequence)
+    except ValueError:
+        return 0, 0
 
 
 class Scan(KeyedProcessFunction):
@@ -106,6 +97,12 @@ class Scan(KeyedProcessFunction):
     it, so the last batch of a burst is not held. Timers are never deleted: batches and
     retries may share a timestamp, and one key has one timer per timestamp. Transient failures
     wait in keyed state (`retries`) for their retry timer.
+
+    Admission (issue 28 item 7, operators/scan_admission.py): requests wait in a priority queue
+    per key (live high-risk, live, backfill), not in Kafka; a batch is handed to a worker only
+    while fewer than twice the workers' batches are in flight, highest class first; what the
+    pool cannot answer before its deadline is answered `timeout` at once. Waiting rows are in
+    keyed state (`waiting`, one entry per arrival) so a restore admits them again.
     """
 
     reporting = ScanMetrics(metrics.NO_METRICS)  # until open
@@ -120,7 +117,16 @@ class Scan(KeyedProcessFunction):
         self.inflight_state = runtime_context.get_state(
             ValueStateDescriptor("inflight", Types.STRING())
         )
+        self.waiting_state = runtime_context.get_map_state(
+            MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
+        )
         self.inflight: dict[str, deque[InFlight]] = {}
+        self.queues: dict[str, AdmissionQueue] = {}
+        self.capacities: dict[str, Capacity] = {}
+        # Per key: arrival id -> {row index: row} still waiting (mirrors `waiting`).
+        self.arrivals: dict[str, dict[str, dict[int, Row3]]] = {}
+        self.sequence = itertools.count()
+        self.reported_at = 0
         self.seen: set[str] = set()
         self.workers = ThreadPoolExecutor(self.config.model_workers, "scan-model")
         self.reporting = ScanMetrics(metrics.OperatorMetrics(runtime_context, "scan"))
@@ -137,34 +143,35 @@ class Scan(KeyedProcessFunction):
         started = time.monotonic()
         handled = handle_safely(self.config, rows, now, self._scanner, clock=self.config.clock)
         # On a model worker thread: queued, reported by this operator's thread.
-        self.reporting.timed(detector, len(rows), time.monotonic() - started)
+        seconds = time.monotonic() - started
+        self.reporting.timed(detector, len(rows), seconds)
+        self._capacity(detector).observe(len(rows), seconds)
         return handled
+
+    def _capacity(self, detector: str) -> Capacity:
+        """One detector's capacity in this subtask, shared by its batching keys."""
+        if detector not in self.capacities:
+            self.capacities[detector] = Capacity(
+                rps=self.config.capacity_rps, workers=self.config.model_workers
+            )
+        return self.capacities[detector]
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         now = self.config.clock()
         handled = Handled()
         flying = self._flying(ctx, handled)
-        topics, keys, values = list(value[0]), list(value[1]), list(value[2])
-        rows = list(zip(topics, keys, values, strict=True))
-        drain_at = now + self.config.max_wait_ms
-        future = self.workers.submit(self._handle, rows, now, detector_of(ctx.get_current_key()))
-        flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at))
-        ctx.timer_service().register_processing_time_timer(drain_at)
-        # Oldest first: past the in-flight bound, or already done.
-        while len(flying) > 2 * self.config.model_workers or (flying and flying[0].future.done()):
-            handled.extend(flying.popleft().future.result())  # waits for its worker
-        self._hold(flying)
+        rows = list(zip(list(value[0]), list(value[1]), list(value[2]), strict=True))
+        handled.extend(self._admit(ctx, rows, now))
+        handled.extend(self._dispatch(ctx, flying, now, drain=False))
         yield from self._out(handled, ctx)
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         handled = Handled()
         flying = self._flying(ctx, handled)
-        # Quiet (no batch since this timer's): complete them all, waiting. Busy: only what is
-        # done; later batches push the rest out without this thread waiting.
+        # Quiet (no batch since this timer's, none waiting): complete them all, waiting. Busy:
+        # only what is done; later batches and timers push the rest out without waiting here.
         quiet = bool(flying) and flying[-1].drain_at <= timestamp
-        while flying and (quiet or flying[0].future.done()):
-            handled.extend(flying.popleft().future.result())
-        self._hold(flying)
+        handled.extend(self._dispatch(ctx, flying, self.config.clock(), drain=quiet))
         due: list[dict[str, Any]] = []
         for request_id, raw in list(self.retries.items()):
             request, at = json.loads(raw)
@@ -174,6 +181,119 @@ class Scan(KeyedProcessFunction):
         if due:
             handled.extend(self._retry(due))
         yield from self._out(handled, ctx)
+
+    def _admit(self, ctx: Any, rows: list[Row3], now: int) -> Handled:
+        """Each row offered to the key's queue; the refused and those pushed out are answered
+        `timeout` at once; rows admission cannot read go straight to a worker (its DLQ)."""
+        key = str(ctx.get_current_key())
+        queue = self._queue(key)
+        arrival = f"{now}-{next(self.sequence)}"
+        kept: dict[int, Row3] = {}
+        shed: list[Waiting] = []
+        unreadable: list[Row3] = []
+        for index, row in enumerate(rows):
+            waiting = admission_fields(row, next(self.sequence), now, arrival, index)
+            if waiting is None:
+                unreadable.append(row)
+                continue
+            refused = queue.offer(waiting, now)
+            kept[index] = row
+            for gone in refused:  # this row, or rows it pushed out (of this arrival too)
+                if gone.row[0] == arrival:
+                    kept.pop(gone.row[1], None)
+            shed += refused
+        if kept:
+            self.arrivals.setdefault(key, {})[arrival] = kept
+            self.waiting_state.put(
+                arrival, json.dumps([[list(r) for r in kept.values()], list(kept)])
+            )
+        handled = self._shed(key, shed, now)
+        if unreadable:
+            handled.extend(handle_safely(self.config, unreadable, now, self._scanner))
+        return handled
+
+    def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int, *, drain: bool) -> Handled:
+        """Batches done (in arrival order; all of them when `drain` and none waits), then the
+        queue's best requests to the workers while fewer than twice the workers' batches fly.
+        With a full batch still waiting (a backlog), this thread waits for the oldest batch in
+        flight, as before admission, so the workers never idle between timers."""
+        key = str(ctx.get_current_key())
+        queue = self._queue(key)
+        handled = Handled()
+        drain = drain and len(queue) == 0
+        while flying and (drain or flying[0].future.done()):
+            handled.extend(flying.popleft().future.result())
+        detector = detector_of(ctx.get_current_key())
+        while len(queue):
+            if len(flying) >= 2 * self.config.model_workers:
+                if len(queue) < self.config.max_batch:
+                    break
+                handled.extend(flying.popleft().future.result())  # waits for its worker
+                now = self.config.clock()
+            queue.in_flight = sum(f.size for f in flying)
+            taken, shed = queue.take(self.config.max_batch, now)
+            handled.extend(self._shed(key, shed, now))
+            if not taken:
+                break
+            rows = [w.row[2] for w in taken]
+            self._release(key, taken)
+            topics, keys, values = (list(column) for column in zip(*rows, strict=True))
+            drain_at = now + self.config.max_wait_ms
+            future = self.workers.submit(self._handle, rows, now, detector)
+            flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at, len(rows)))
+        queue.in_flight = sum(f.size for f in flying)
+        if flying or len(queue):
+            ctx.timer_service().register_processing_time_timer(now + self.config.max_wait_ms)
+        self._hold(flying)
+        return handled
+
+    def _shed(self, key: str, shed: list[Waiting], now: int) -> Handled:
+        """Requests the pool cannot answer in time: `timeout` now, counted by class."""
+        if not shed:
+            return Handled()
+        self._release(key, shed)
+        for waiting in shed:
+            self.reporting.reporter.inc(
+                "scan_shed", modality=waiting.modality, priority=waiting.priority
+            )
+        return answer_timeout(self.config, [w.row[2] for w in shed], now, self._scanner)
+
+    def _release(self, key: str, gone: list[Waiting]) -> None:
+        """Rows no longer waiting: out of the key's arrivals and their keyed state."""
+        arrivals = self.arrivals.get(key, {})
+        touched: set[str] = set()
+        for waiting in gone:
+            arrival, index, _ = waiting.row
+            if index in arrivals.get(arrival, {}):
+                del arrivals[arrival][index]
+                touched.add(arrival)
+        for arrival in touched:
+            rows = arrivals[arrival]
+            if rows:
+                self.waiting_state.put(
+                    arrival, json.dumps([[list(r) for r in rows.values()], list(rows)])
+                )
+            else:
+                del arrivals[arrival]
+                self.waiting_state.remove(arrival)
+
+    def _queue(self, key: str) -> AdmissionQueue:
+        if key not in self.queues:
+            self.queues[key] = AdmissionQueue(self._capacity(detector_of(key)))
+        return self.queues[key]
+
+    def _report_waiting(self, now: int) -> None:
+        """The oldest waiting request's age per modality and priority in this subtask (0 once
+        none waits), at most every `metrics_every_ms`."""
+        if now - self.reported_at < self.config.metrics_every_ms:
+            return
+        self.reported_at = now
+        oldest: dict[tuple[str, str], int] = dict.fromkeys(self.reporting.waiting_seen, 0)
+        for queue in self.queues.values():
+            for slot, age in queue.oldest_age_ms(now).items():
+                oldest[slot] = max(oldest.get(slot, 0), age)
+        for (modality, priority), age in oldest.items():
+            self.reporting.waiting(modality, priority, age)
 
     def _retry(self, due: list[dict[str, Any]]) -> Handled:
         """Due retries, scanned; if that throws, each alone; one that throws alone is answered
@@ -237,10 +357,19 @@ class Scan(KeyedProcessFunction):
                 for topics, keys, values in json.loads(held):
                     rows = list(zip(topics, keys, values, strict=True))
                     handled.extend(self._handle(rows, self.config.clock()))
+            stored = list(self.waiting_state.items())
+            if stored:
+                self.waiting_state.clear()
+                # Admitted again arrival by arrival (each at most a batch), oldest first: one
+                # entry of every row would be rewritten whole at each dispatch.
+                for _, raw in sorted(stored, key=lambda entry: _arrival_order(entry[0])):
+                    rows = [(row[0], row[1], row[2]) for row in json.loads(raw)[0]]
+                    handled.extend(self._admit(ctx, rows, self.config.clock()))
         return self.inflight.setdefault(key, deque())
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
         self.reporting.report(handled, self.config)
+        self._report_waiting(self.config.clock())
         for request, due in handled.retries:
             self.retries.put(request["request_id"], json.dumps([request, due]))
             ctx.timer_service().register_processing_time_timer(due)
@@ -258,128 +387,61 @@ def build(
     source: DataStream,
     sink: Callable[[DataStream], Any],
     config: ScanConfig,
+    pool: str = "",
 ) -> None:
     """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink.
 
     The batching and the split are Java so that Python is entered once per batch, not once per
     request, and the three run chained in one task: the batcher's output is already keyed the
     way PyFlink keys a Python operator (`Row(key)`), so it is reinterpreted as keyed instead of
-    shuffled again (docs/BENCHMARKS.md)."""
+    shuffled again (docs/BENCHMARKS.md). `pool`: the suffix of the operators' uids when one job
+    runs several pools (none for a job of one pool, so its savepoints keep their uids)."""
+    suffix = f"_{pool}" if pool else ""
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
     j_batches = (
         source._j_data_stream.keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
-        .name("scan batches")
-        .uid("scan_batches")
+        .name(f"scan batches{suffix}")
+        .uid("scan_batches" + suffix)
     )
     utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
     j_keyed = utils.reinterpretAsKeyedStream(
         j_batches, gateway.jvm.KeyByKeySelector(), flink.DetectorKey.keyType()
     )
     batches = KeyedStream(j_keyed, BATCH_ROW, DataStream(j_batches))
-    scanned = batches.process(Scan(config), output_type=BATCH_ROW).name("scan").uid("scan")
+    scanned = (
+        batches.process(Scan(config), output_type=BATCH_ROW)
+        .name(f"scan{suffix}")
+        .uid("scan" + suffix)
+    )
     split = DataStream(
         scanned._j_data_stream.flatMap(flink.Unbatch(), runtime.SINK_ROW.get_java_type_info())
     )
-    sink(split.name("scan results").uid("scan_results"))
+    sink(split.name(f"scan results{suffix}").uid("scan_results" + suffix))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = options()
+    parser = scan_config.options()
     args = parser.parse_args(argv)
-    modalities = [m.strip() for m in args.modalities.split(",") if m.strip()]
-    unknown = sorted(set(modalities) - set(MODALITIES))
-    if unknown:
-        parser.error(f"unknown modalities: {', '.join(unknown)}")
+    try:
+        pools = scan_config.pools_from(args)
+    except ValueError as error:
+        parser.error(str(error))
     settings = Settings.from_env()
     logs.configure_job("scan", settings)
-    job = _job_config(args, settings, modalities)
-    config = _scan_config(args, job, settings, modalities)
-    return runtime.run_on_kafka(
-        job,
-        settings,
-        [f"scan.requests.{m}" for m in modalities],
-        lambda env, source, sink: build(env, source, sink, config),
-        detached=args.detached,
-    )
-
-
-def options() -> argparse.ArgumentParser:
-    """Every job's options (jobs/options.py) and the scan job's own."""
-    parser = job_parser("scan", __doc__)
-    parser.add_argument("--modalities", default="text,image", help="comma-separated")
-    parser.add_argument(
-        "--max-batch",
-        type=int,
-        default=None,
-        help="requests per model call (default: 256 for text only, else 4; docs/BENCHMARKS.md)",
-    )
-    parser.add_argument("--max-wait-ms", type=int, default=20)
-    parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
-    parser.add_argument(
-        "--model-workers",
-        type=int,
-        default=None,
-        help="concurrent model calls per subtask (default: the cores / --parallelism)",
-    )
-    parser.add_argument(
-        "--onnx-threads",
-        type=int,
-        default=int(os.environ.get("MODSTREAM_ONNX_THREADS") or 1),
-        help="ONNX Runtime intra-op threads per model call (default 1, or MODSTREAM_ONNX_THREADS)",
-    )
-    parser.add_argument(
-        "--media-root",
-        type=Path,
-        default=None,
-        help="the only folder media references may point into "
-        "(default: MODSTREAM_MEDIA_ROOT, else RUN_DIR/media)",
-    )
-    return parser
-
-
-def _job_config(
-    args: argparse.Namespace, settings: Settings, modalities: list[str]
-) -> runtime.JobConfig:
-    """One job per group of modalities: each its own deployment (checkpoint directory, and with
-    it its transactional ids and group)."""
-    slug = "-".join(modalities)
-    if args.checkpoint_dir is None:
-        args.checkpoint_dir = settings.run_dir / "checkpoints" / f"scan-{slug}"
-    job = runtime.job_config("scan", args, settings)
-    if modalities == ["text"]:
-        return job
-    # A backlog of slow records (tens of ms each) would hold checkpoint barriers back and,
-    # with them, every commit of the exactly-once sink: let barriers overtake buffers. The
-    # job's own --flink-conf still wins (it carries the checkpoint storage on Kubernetes).
-    return dataclasses.replace(
-        job,
-        flink_conf={
-            "execution.checkpointing.unaligned.enabled": "true",
-            "taskmanager.network.memory.buffer-debloat.enabled": "true",
-            **job.flink_conf,
-        },
-    )
-
-
-def _scan_config(
-    args: argparse.Namespace, job: runtime.JobConfig, settings: Settings, modalities: list[str]
-) -> ScanConfig:
-    """Batch size by modality (large for text, small for media), model workers sharing the
-    cores among subtasks, and 8 batching keys per subtask above parallelism 1."""
-    return ScanConfig(
-        max_batch=args.max_batch or (256 if modalities == ["text"] else 4),
-        max_wait_ms=args.max_wait_ms,
-        max_attempts=args.max_attempts,
-        model_workers=max(1, args.model_workers or (os.cpu_count() or 1) // job.parallelism),
-        shards=1 if job.parallelism == 1 else 8 * job.parallelism,
-        onnx_threads=max(1, args.onnx_threads),
-        media_root=str((args.media_root or settings.media_root).resolve()),
-        limits=Limits.from_env(),
-        topics=job.topics,
-        keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),
-    )
+    job = scan_config.deployment_config(args, settings, pools)
+    configs = {pool.name: scan_config.pool_config(args, job, settings, pool) for pool in pools}
+    if len(pools) == 1:
+        [pool] = pools
+        return runtime.run_on_kafka(
+            job,
+            settings,
+            pool.topics(),
+            lambda env, source, sink: build(env, source, sink, configs[pool.name]),
+            detached=args.detached,
+        )
+    return scan_config.run_pools(job, settings, pools, configs, build, detached=args.detached)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """scan: what the `Scan` adapter reports (jobs/metrics.py): model batch size and inference time
 per detector, detector results by status (the unknown rate is timeout + error over all),
-retries and DLQ rows by class."""
+retries and DLQ rows by class, and admission: the oldest waiting request's age and the
+requests shed, per modality and priority."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ class ScanMetrics:
         # (detector, batch size, seconds) from the model worker threads; deque appends are
         # thread-safe, and only this operator's thread talks to Flink's metrics.
         self.timings: deque[tuple[str, int, float]] = deque()
+        # (modality, priority) the oldest-waiting gauge was set for: set back to 0 when empty.
+        self.waiting_seen: set[tuple[str, str]] = set()
+
+    def waiting(self, modality: str, priority: str, age_ms: int) -> None:
+        self.waiting_seen.add((modality, priority))
+        self.reporter.set("scan_oldest_waiting_ms", age_ms, modality=modality, priority=priority)
 
     def timed(self, detector: str, size: int, seconds: float) -> None:
         self.timings.append((detector, size, seconds))

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from modstream.demo_wait import (
 )
 from modstream.demo_workload import DemoWorkload, prepare
 from modstream.progress import Progress
+from modstream.scan_pools import POOLS, Pool, as_options, serving
 from modstream.workload import Line
 from operators.signing import Keyring
 
@@ -179,7 +180,8 @@ def _run(
     shown.phase("uploads into the Content Service", unit="records")
     _quarantine_uploads(service, shown.track(demo.lines, total=len(demo.lines)))
     deployment.logs.mkdir(parents=True, exist_ok=True)
-    jobs = _start_jobs(deployment, policy_path, media_dir, env, real=real, on=jobmanager)
+    pools = demo_pools(demo.lines, demo.scanned) if real else []
+    jobs = _start_jobs(deployment, policy_path, media_dir, env, pools, real=real, on=jobmanager)
     watch = LagWatch(settings, deployment.run_id, deployment.names)
     try:
         await_running(deployment, jobs, watch, say, shown)
@@ -250,13 +252,14 @@ def _start_jobs(
     policy_path: Path,
     media_dir: Path,
     env: dict[str, str],
+    pools: Sequence[Pool] = POOLS,
     *,
     real: bool,
     on: str | None = None,
 ) -> dict[str, subprocess.Popen[bytes]]:
-    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`;
-    local processes, or submitted to the cluster `on` (demo_cluster.SubmittedJob: a Popen's
-    poll, send_signal, wait and kill)."""
+    """Moderation, the Action Service (enforce) and the reconciler; the scan job with `real`,
+    running `pools`; local processes, or submitted to the cluster `on`
+    (demo_cluster.SubmittedJob: a Popen's poll, send_signal, wait and kill)."""
     if on is None:
         start: Any = functools.partial(_start, deployment.settings, env=env)
     else:
@@ -270,11 +273,29 @@ def _start_jobs(
             [*options, *deployment.job_args(job)],
             deployment.log_path(job),
         )
-        for job, options in _job_options(policy_path, media_dir, real=real).items()
+        for job, options in _job_options(policy_path, media_dir, real=real, pools=pools).items()
     }
 
 
-def _job_options(policy_path: Path, media_dir: Path, *, real: bool) -> dict[str, list[str]]:
+def demo_pools(lines: Iterable[dict[str, Any]], scanned: set[str]) -> list[Pool]:
+    """The scan pools the demo runs: every pool (modstream/scan_pools.py) serving a modality
+    the workload gives real content (`scanned`), in one scan job (one JVM on a 2-core machine
+    instead of three; each pool its own source, Kafka group, admission and workers). A pool
+    with nothing real to read would answer generated uploads' requests `error` (they carry no
+    media), racing their generated evidence."""
+    modalities = {
+        value.get("modality")
+        for line in lines
+        if line.get("topic") == "content.versions"
+        and isinstance(value := line.get("value"), dict)
+        and value.get("content_id") in scanned
+    }
+    return serving(m for m in modalities if isinstance(m, str))
+
+
+def _job_options(
+    policy_path: Path, media_dir: Path, *, real: bool, pools: Sequence[Pool] = POOLS
+) -> dict[str, list[str]]:
     """Each job's own options (module jobs/<name>.py), in starting order."""
     options = {
         "moderation": [
@@ -295,7 +316,7 @@ def _job_options(policy_path: Path, media_dir: Path, *, real: bool) -> dict[str,
     }  # fmt: skip
     if real:
         options["scan"] = [
-            "--modalities", "text,image",
+            *as_options(pools),
             "--checkpoint-interval-ms", "1000",
             "--media-root", str(media_dir),
         ]  # fmt: skip

@@ -61,6 +61,12 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("scan.requests.image", 4, _delete(7), "image scan requests"),
     TopicSpec("scan.requests.video", 4, _delete(7), "video segment scan requests"),
     TopicSpec("scan.requests.audio", 4, _delete(7), "audio scan requests"),
+    # Backfill (re-evaluation) requests apart from live ones: a scan job reads both and
+    # serves live first (operators/scan_admission.py; docs/contract-notes.md).
+    TopicSpec("scan.requests.text.backfill", 4, _delete(7), "text backfill scan requests"),
+    TopicSpec("scan.requests.image.backfill", 4, _delete(7), "image backfill scan requests"),
+    TopicSpec("scan.requests.video.backfill", 4, _delete(7), "video backfill scan requests"),
+    TopicSpec("scan.requests.audio.backfill", 4, _delete(7), "audio backfill scan requests"),
     # One compacted record per decided content version (moderation job): what re-evaluation
     # selects from (modstream/reevaluate.py) instead of reading every decision revision.
     TopicSpec("moderation.index", 4, _COMPACT, "latest decision and facts per content version"),

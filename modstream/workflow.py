@@ -82,11 +82,20 @@ def _uids(root: Path, patterns: tuple[str, ...]) -> list[str]:
                     and isinstance(node.func, ast.Attribute)
                     and node.func.attr == "uid"
                     and node.args
-                    and isinstance(node.args[0], ast.Constant)
-                    and isinstance(node.args[0].value, str)
+                    and (uid := _uid_constant(node.args[0])) is not None
                 ):
-                    found.add(node.args[0].value)
+                    found.add(uid)
     return sorted(found)
+
+
+def _uid_constant(arg: ast.expr) -> str | None:
+    """A uid's string constant: `"scan"`, or the constant head of `"scan" + suffix` (the
+    scan job's pools suffix their operators' uids when one job runs several)."""
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add):
+        arg = arg.left
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    return None
 
 
 def _detector(path: str) -> dict[str, Any]:

@@ -210,6 +210,36 @@ def refuse(
     handled.extend(one)
 
 
+def answer_timeout(
+    config: ScanSettings,
+    entries: Sequence[tuple[str, str | None, str | None]],
+    now: int,
+    scanners: Callable[[str], Detector],
+) -> Handled:
+    """Raw rows admission shed (operators/scan_admission.py): each answered `timeout` now,
+    signed like every result, without loading or scoring anything, so the policy's unknown rule
+    decides the version at once; a row that does not decode is a DLQ row `schema`, one for a
+    detector this job does not serve a DLQ row `permanent`."""
+    handled = Handled()
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for physical, key, raw in entries:
+        request = decode_row(config, physical, key, raw, now, handled)
+        if request is not None:
+            groups.setdefault(request["detector"], []).append(request)
+    for name, group in groups.items():
+        try:
+            version = scanners(name).model_version
+        except Exception as error:
+            why = str(error) if isinstance(error, KeyError) else unforeseen(error)
+            _emit(config, scan.ScanOutcome(permanent=[(r, why) for r in group]), handled)
+            continue
+        outcome = scan.ScanOutcome(
+            results=[scan.result_record(r, version, "timeout", now) for r in group]
+        )
+        _emit(config, outcome, handled)
+    return handled
+
+
 def error_kind(error: BaseException) -> str:
     return type(error).__name__
 

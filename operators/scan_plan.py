@@ -103,6 +103,12 @@ def answered(
     return {(e.detector, segment(state, e.segment_id)) for e in results.values()}
 
 
+def request_topic(modality: str, priority: str) -> str:
+    """Live and backfill requests on topics of their own, so that a backfill never holds a
+    live request back in Kafka (docs/contract-notes.md, "Scan requests")."""
+    return f"scan.requests.{modality}" + (".backfill" if priority == "backfill" else "")
+
+
 def _requests(
     state: State,
     policy: CompiledPolicy,
@@ -152,12 +158,14 @@ def _requests(
                 "deadline_ts": deadline_ts,
                 "ts": ts,
             }
+            if priority == "live" and policy.is_high_risk(content.surface):
+                request["high_risk"] = True  # admitted first by the scan pool
             if text is not None and modality == "text":
                 request["text"] = text
             if content.media_ref is not None:
                 request["media_ref"] = content.media_ref
                 request["size_bytes"] = content.size_bytes  # the scan job reads no more
-            outputs.append((f"scan.requests.{modality}", state.content_id, request))
+            outputs.append((request_topic(modality, priority), state.content_id, request))
     return outputs
 
 

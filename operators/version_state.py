@@ -45,6 +45,10 @@ OUTPUT_TOPICS = (
     "scan.requests.image",
     "scan.requests.video",
     "scan.requests.audio",
+    "scan.requests.text.backfill",
+    "scan.requests.image.backfill",
+    "scan.requests.video.backfill",
+    "scan.requests.audio.backfill",
     "moderation.index",
 )
 # Internal: a decision that may add or reverse a strike, on its way to the author-keyed

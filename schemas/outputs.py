@@ -178,8 +178,9 @@ class Notification(OutputRecord):
 
 
 class ScanRequest(OutputRecord):
-    """scan.requests.<modality> (modstream's own): one (content version, detector, segment) to
-    scan; the text travels inline, media by reference. docs/scanning.md."""
+    """scan.requests.<modality> and scan.requests.<modality>.backfill (modstream's own): one
+    (content version, detector, segment) to scan; the text travels inline, media by reference.
+    docs/scanning.md."""
 
     request_id: Id
     content_id: Id
@@ -196,6 +197,9 @@ class ScanRequest(OutputRecord):
     media_ref: Annotated[str, Field(max_length=2048)] | None = None
     # The upload's declared size: the scan job reads at most this many bytes of `media_ref`.
     size_bytes: Annotated[int, Field(ge=0)] | None = None
+    # A live request for a policy's high-risk surface: admitted first (operators/scan_admission.py);
+    # written only when true.
+    high_risk: bool = False
     ts: EventTime
 
 

@@ -57,8 +57,9 @@ OUTPUT_TOPICS: dict[str, TypeAdapter[Any]] = {
 
 # modstream's own topics (not in the contract), validated the same way.
 OWN_TOPICS: dict[str, TypeAdapter[Any]] = {
-    f"scan.requests.{modality}": TypeAdapter(ScanRequest)
+    f"scan.requests.{modality}{lane}": TypeAdapter(ScanRequest)
     for modality in ("text", "image", "video", "audio")
+    for lane in ("", ".backfill")
 } | {
     "moderation.index": TypeAdapter(IndexEntry),
     "review.grants": TypeAdapter(ReviewGrant),

@@ -22,7 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs import enforce, moderation, reconciler, scan
+from jobs import enforce, moderation, reconciler, scan_config
+from modstream import scan_pools
 from modstream.config import Settings
 from modstream.k8s import kafka_topics_yaml
 from modstream.topics import TOPICS
@@ -33,7 +34,7 @@ K8S = ROOT / "deploy" / "k8s"
 IMAGE_HOME = PurePosixPath("/opt/modstream")
 JOBS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "moderation": moderation.options,
-    "scan": scan.options,
+    "scan": scan_config.options,
     "enforce": enforce.options,
     "reconciler": reconciler.options,
 }
@@ -348,9 +349,21 @@ def test_every_manifest_is_a_kubernetes_object_in_the_modstream_namespace() -> N
         seen.add((doc["kind"], name))
 
 
-def test_each_of_the_four_jobs_has_one_flink_deployment() -> None:
+def test_each_job_has_one_flink_deployment_and_the_scan_job_one_per_modality_pool() -> None:
     scripts = [PurePosixPath(d["spec"]["job"]["args"][3]).stem for d in FLINK]
-    assert sorted(scripts) == sorted(JOBS)
+    assert sorted(set(scripts)) == sorted(JOBS)
+    assert sorted(s for s in scripts if s != "scan") == sorted(set(JOBS) - {"scan"})
+    scans = [d for d in FLINK if PurePosixPath(d["spec"]["job"]["args"][3]).stem == "scan"]
+    pools = [
+        scan_config.pools_from(scan_config.options().parse_args(d["spec"]["job"]["args"][4:]))
+        for d in scans
+    ]
+    assert all(len(one) == 1 for one in pools)  # one pool per deployment
+    served = sorted(m for one in pools for pool in one for m in pool.modalities)
+    assert served == sorted(scan_pools.MODALITIES)  # every modality scanned, once
+    assert sorted(d["metadata"]["labels"]["modstream.io/scan-pool"] for d in scans) == sorted(
+        pool.name for one in pools for pool in one
+    )
 
 
 @pytest.mark.parametrize("deployment", FLINK, ids=[d["metadata"]["name"] for d in FLINK])

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from modstream import workload
+from modstream.scan_pools import Pool
 from tests.conftest import upload
 from tests.integration.conftest import (
     JobProcess,
@@ -25,7 +26,12 @@ from tests.integration.conftest import (
     wait_for_checkpoint_after,
 )
 from tests.udfs.images import GENERATED, encode
+from tests.udfs.test_ocr_text import OFFENSIVE as WRITTEN
+from tests.udfs.test_ocr_text import card
 from tests.udfs.test_scan import request
+from tests.udfs.test_speech_text import OFFENSIVE as SPOKEN
+from tests.udfs.test_speech_text import speak
+from udfs import video
 from udfs.media_check import MediaCheck
 from udfs.nsfw_image import NsfwImage
 from udfs.offensive_text import OffensiveText
@@ -193,7 +199,7 @@ def test_results_exactly_once_across_cancel_and_restore(
     with batches in flight in the model workers) and restored from the latest: every request
     is answered exactly once, bad rows are dead-lettered exactly once."""
     prefix = f"it-scan-{uuid.uuid4().hex[:8]}"
-    names = ["scan.requests.text", "detector.results", "moderation.dlq"]
+    names = [*Pool("text", ("text",)).topics(), "detector.results", "moderation.dlq"]
     topics = {name: f"{prefix}.{name}" for name in names}
     kafka.create_topics(list(topics.values()), partitions=2)
     now = int(time.time() * 1000)
@@ -237,3 +243,71 @@ def test_results_exactly_once_across_cancel_and_restore(
     assert {result["status"] for result in results} == {"ok"}
     letters = kafka.values(topics["moderation.dlq"])
     assert sorted(letter["key"] for letter in letters) == ["bad-1", "bad-2"]
+
+
+def test_a_video_and_a_spoken_wav_through_the_av_pool(
+    kafka: Kafka, start_job: Any, tmp_path: Path
+) -> None:
+    """The `av` pool (video and audio, one job) on the real broker: a 20-second video with one
+    offensive two-second shot of written words, read per segment by `ocr_text`; a spoken WAV
+    on the audio backfill topic, heard by `speech_text`. Needs the real stack: the pool's own
+    source over live and backfill topics, its admission and its exactly-once sink are Flink
+    and Kafka (the detectors alone are tests/udfs)."""
+    prefix = f"it-av-{uuid.uuid4().hex[:8]}"
+    names = [*Pool("av", ("video", "audio")).topics(), "detector.results", "moderation.dlq"]
+    topics = {name: f"{prefix}.{name}" for name in names}
+    kafka.create_topics(list(topics.values()), partitions=1)
+    media = tmp_path / "media"
+    media.mkdir()
+    # 2 frames a second: seconds 0-7 and 10-19 say harmless words, seconds 8-9 the offence.
+    frames = [card("hello there")] * 16 + [card(WRITTEN)] * 4 + [card("good morning")] * 20
+    clip, wav = media / "clip.mp4", media / "speech.wav"
+    clip.write_bytes(video.encode(frames, fps=2))
+    wav.write_bytes(speak(SPOKEN, tmp_path))
+    now = int(time.time() * 1000)
+
+    def asked(request_id: str, **fields: Any) -> tuple[str, bytes]:
+        value = request(request_id, None, ts=now, deadline_ts=now + 120_000, **fields)
+        return value["content_id"], json.dumps(value).encode()
+
+    segments = [
+        asked(
+            f"v{segment}", content_id="clip", detector="ocr_text", modality="video",
+            mime_type="video/mp4", media_ref=clip.as_uri(), size_bytes=clip.stat().st_size,
+            segment_id=segment, segments=4,
+        )
+        for segment in range(4)
+    ]  # fmt: skip
+    spoken = asked(
+        "a0", content_id="speech", detector="speech_text", modality="audio",
+        mime_type="audio/wav", media_ref=wav.as_uri(), size_bytes=wav.stat().st_size,
+        priority="backfill",
+    )  # fmt: skip
+    kafka.produce(topics["scan.requests.video"], segments)
+    kafka.produce(topics["scan.requests.audio.backfill"], [spoken])
+    args = [
+        "--pool", "av=video,audio",
+        "--checkpoint-dir", str(tmp_path / "ckpt"),
+        "--checkpoint-interval-ms", "500",
+        "--media-root", str(media),
+        "--transactional-id-prefix", prefix,
+        "--group-id", prefix,
+        "--bootstrap-servers", kafka.bootstrap_servers,
+    ]  # fmt: skip
+    for name, physical in topics.items():
+        args += ["--topic", f"{name}={physical}"]
+    job: JobProcess = start_job("scan", *args)
+    job.wait_running()
+    results = kafka.wait_for(
+        topics["detector.results"], lambda values: len(values) >= 5, timeout_s=240
+    )
+    assert kafka.values(topics["moderation.dlq"]) == []
+    by_segment = {r["segment_id"]: r for r in results if r["content_id"] == "clip"}
+    assert sorted(by_segment) == [0, 1, 2, 3] and len(results) == 5
+    assert {r["status"] for r in results} == {"ok"}
+    assert by_segment[1]["scores"]["offensive"] >= 0.85  # seconds 5-9 hold the shot
+    assert all(by_segment[s]["scores"]["offensive"] < 0.5 for s in (0, 2, 3))
+    assert all(8_000 <= f["frame_ms"] < 10_000 for f in by_segment[1]["findings"][:1])
+    [heard] = [r for r in results if r["content_id"] == "speech"]
+    assert heard["detector"] == "speech_text" and heard["scores"]["offensive"] >= 0.85
+    assert heard["findings"] and heard["findings"][0]["end_ms"] > heard["findings"][0]["start_ms"]

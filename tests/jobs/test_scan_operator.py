@@ -131,16 +131,32 @@ def test_batches_in_flight_are_in_state_and_come_out_in_arrival_order(gated: Gat
             ["c-4", "c-5"],
             ["c-6", "c-7"],
         ]
+        outputs += scan.process_element(batch(8), ctx)  # the fifth waits, admitted
+        assert outputs == []
+        [(rows, _)] = [json.loads(raw) for raw in runtime.states["waiting"].values()]
+        assert [key for _, key, _ in rows] == ["c-8"]
         gated.release.set()
-        outputs += scan.process_element(batch(8), ctx)  # the fifth pushes the oldest out
-        assert answered(outputs)[:2] == ["c-0", "c-1"]
-        last = max(ctx.timers.registered)
-        outputs += scan.on_timer(last, ctx)  # quiet: everything in flight completes
+        outputs += settle(scan, ctx)
         assert answered(outputs) == [f"c-{i}" for i in range(9)]
         assert runtime.states["inflight"].value() is None
+        assert not runtime.states["waiting"]
     finally:
         gated.release.set()
         scan.close()
+
+
+def settle(scan: Scan, ctx: Context, rounds: int = 10) -> list[Row]:
+    """Timers until nothing is in flight or waiting: each round waits for the batches in flight
+    (a condition, not a sleep), then fires the latest timer."""
+    outputs: list[Row] = []
+    for _ in range(rounds):
+        for flying in scan.inflight.values():
+            for batch_in_flight in flying:
+                batch_in_flight.future.result(timeout=10)
+        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        if not any(scan.inflight.values()) and not any(len(q) for q in scan.queues.values()):
+            return outputs
+    raise AssertionError("the scan operator did not settle")
 
 
 def test_a_timer_while_batches_keep_coming_waits_for_nothing(gated: Gated) -> None:
@@ -333,3 +349,110 @@ def test_a_retry_that_throws_is_answered_error_not_a_timer_that_throws_forever(
     [letter] = outputs_of(outputs, "moderation.dlq")
     assert letter["error_class"] == "permanent" and letter["attempts"] == 2
     assert dict(runtime.states["retries"]) == {}
+
+
+def requests_batch(*requests: dict[str, Any]) -> Row:
+    return Row(
+        [TOPIC] * len(requests),
+        [r["content_id"] for r in requests],
+        [json.dumps(r) for r in requests],
+    )
+
+
+def statuses(outputs: list[Row]) -> dict[str, str]:
+    return {r["content_id"]: r["status"] for r in outputs_of(outputs, "detector.results")}
+
+
+def test_what_the_pool_cannot_answer_by_its_deadline_is_answered_timeout_at_once(
+    gated: Gated,
+) -> None:
+    """One worker at 10 requests/s (100 ms each), a 250 ms budget: two are admitted, the
+    other three are answered `timeout` in the same call, signed like every result."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_wait_ms=20, clock=clock, capacity_rps=10))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        one_batch = requests_batch(
+            *(request(str(i), f"text {i}", deadline_ts=T0 + 250) for i in range(5))
+        )
+        scan.inflight_state.clear()
+        outputs = list(scan.process_element(one_batch, ctx))
+        assert statuses(outputs) == {"c-2": "timeout", "c-3": "timeout", "c-4": "timeout"}
+        assert {r["model_version"] for r in outputs_of(outputs, "detector.results")} == {"gated-1"}
+        gated.release.set()
+        outputs = settle(scan, ctx)
+        assert statuses(outputs) == {"c-0": "ok", "c-1": "ok"}
+    finally:
+        gated.release.set()
+        scan.close()
+
+
+def test_live_high_risk_then_live_then_backfill_across_batches(gated: Gated) -> None:
+    """With the workers busy, later batches wait; the waiting are served by class, not by
+    arrival: a live high-risk request that came last is scanned first."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs: list[Row] = []
+        for busy in ("busy-0", "busy-1"):  # fill the two batches in flight
+            outputs += scan.process_element(requests_batch(request(busy, "x")), ctx)
+        outputs += scan.process_element(requests_batch(request("b", "x", priority="backfill")), ctx)
+        outputs += scan.process_element(requests_batch(request("l", "x")), ctx)
+        outputs += scan.process_element(requests_batch(request("h", "x", high_risk=True)), ctx)
+        assert outputs == []
+        gated.release.set()
+        outputs = settle(scan, ctx)
+        assert answered(outputs) == ["c-busy-0", "c-busy-1", "c-h", "c-l", "c-b"]
+    finally:
+        gated.release.set()
+        scan.close()
+
+
+def test_waiting_requests_are_in_state_and_admitted_again_after_a_restore(gated: Gated) -> None:
+    runtime, ctx = Runtime(), Context()
+    before = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock))
+    before.open(runtime)  # type: ignore[arg-type]
+    try:
+        for number in range(4):
+            assert list(before.process_element(batch(number), ctx)) == []
+        assert len(runtime.states["waiting"]) == 2  # c-2 and c-3 wait; c-0, c-1 fly
+    finally:
+        gated.release.set()
+        before.close()
+    restored = operator(runtime)
+    try:
+        outputs = list(restored.process_element(batch(4), ctx))
+        outputs += settle(restored, ctx)
+        assert sorted(answered(outputs)) == [f"c-{i}" for i in range(5)]
+        assert not runtime.states["waiting"]
+    finally:
+        restored.close()
+
+
+def test_a_backfill_pushed_out_by_a_live_request_of_its_own_arrival_is_not_kept(
+    gated: Gated,
+) -> None:
+    """One batch: a backfill admitted, then a live request that takes its place: the backfill
+    is answered `timeout` and is not in the waiting state (a restore would answer it twice)."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_wait_ms=20, clock=clock, capacity_rps=10))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        scan.inflight_state.clear()
+        for part in range(2):  # two batches of 8 in flight: the most for one worker
+            busy = [request(f"busy-{part}-{i}", "x", deadline_ts=T0 + 60_000) for i in range(8)]
+            list(scan.process_element(requests_batch(*busy), ctx))
+        # 16 ahead at 100 ms each: either alone answers in 1.7 s, the second in 1.8 s.
+        mixed = requests_batch(
+            request("b", "x", priority="backfill", deadline_ts=T0 + 1_750),
+            request("l", "x", deadline_ts=T0 + 1_750),
+        )
+        outputs = list(scan.process_element(mixed, ctx))
+        assert statuses(outputs) == {"c-b": "timeout"}
+        stored = [json.loads(raw) for raw in runtime.states["waiting"].values()]
+        waiting_keys = sorted(key for rows, _ in stored for _, key, _ in rows)
+        assert "c-b" not in waiting_keys and "c-l" in waiting_keys
+    finally:
+        gated.release.set()
+        scan.close()

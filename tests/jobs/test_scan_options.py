@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from jobs import runtime, scan
+from jobs import runtime, scan_config
+from modstream import scan_pools
 from modstream.config import Settings
 
 
@@ -29,8 +30,11 @@ def _job_config_of(
         )
 
     monkeypatch.setattr(runtime, "job_config", without_broker)
-    args = scan.options().parse_args(["--checkpoint-dir", str(tmp_path), *argv])
-    return scan._job_config(args, Settings.from_env({"MODSTREAM_CONFIG": "none"}), modalities)
+    args = scan_config.options().parse_args(["--checkpoint-dir", str(tmp_path), *argv])
+    pools = [scan_pools.parse_pool(",".join(modalities))]
+    return scan_config.deployment_config(
+        args, Settings.from_env({"MODSTREAM_CONFIG": "none"}), pools
+    )
 
 
 def test_media_scans_keep_the_deployments_flink_conf(
@@ -57,3 +61,48 @@ def test_a_text_scan_keeps_flinks_aligned_checkpoints(
 ) -> None:
     job = _job_config_of([], ["text"], monkeypatch, tmp_path)
     assert job.flink_conf == {}
+
+
+def test_without_options_a_job_runs_every_shipped_pool_over_live_and_backfill_topics() -> None:
+    pools = scan_config.pools_from(scan_config.options().parse_args([]))
+    assert [(pool.name, pool.modalities) for pool in pools] == [
+        ("text", ("text",)),
+        ("image", ("image",)),
+        ("av", ("video", "audio")),
+    ]
+    assert sorted(m for pool in pools for m in pool.modalities) == sorted(scan_pools.MODALITIES)
+    assert pools[2].topics() == [
+        "scan.requests.video",
+        "scan.requests.audio",
+        "scan.requests.video.backfill",
+        "scan.requests.audio.backfill",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--pool", "image=image"], [("image", ("image",))]),
+        (["--modalities", "video,audio"], [("video-audio", ("video", "audio"))]),
+        (
+            ["--pool", "t=text", "--pool", "m=image,video"],
+            [("t", ("text",)), ("m", ("image", "video"))],
+        ),
+    ],
+)
+def test_pools_from_options(argv: list[str], expected: list[tuple[str, tuple[str, ...]]]) -> None:
+    pools = scan_config.pools_from(scan_config.options().parse_args(argv))
+    assert [(pool.name, pool.modalities) for pool in pools] == expected
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--pool", "a=text", "--pool", "b=text"],
+        ["--pool", "x=text", "--pool", "x=image"],
+        ["--pool", "p=smell"],
+    ],
+)
+def test_pools_that_overlap_or_name_no_modality_are_refused(argv: list[str]) -> None:
+    with pytest.raises(ValueError, match="scan: pool"):
+        scan_config.pools_from(scan_config.options().parse_args(argv))

@@ -39,7 +39,11 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
     assert len(contract) == 17
     assert contract <= names
     assert contract == set(TOPIC_MODELS) - set(OWN_TOPICS)
-    scans = {f"scan.requests.{m}" for m in ("text", "image", "video", "audio")}
+    scans = {
+        f"scan.requests.{m}{lane}"
+        for m in ("text", "image", "video", "audio")
+        for lane in ("", ".backfill")
+    }
     access = {"review.grants", "review.leases", "review.access"}  # schemas/review.py
     assert set(OWN_TOPICS) == {*scans, "moderation.index", *access, "enforcement.exposure"}
     assert names - contract == {

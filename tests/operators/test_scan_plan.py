@@ -175,7 +175,8 @@ def test_a_reevaluation_under_a_policy_needing_a_new_detector_asks_it_at_backfil
     live = len(requests(version))
     version.ctx = _v2_requires("weapons_image")
     version.send("moderation.reevaluate", reevaluate(T0 + 86_400_000))
-    [request] = requests(version)[live:]
+    assert len(requests(version)) == live  # on the backfill topic, never the live one
+    [request] = version.of("scan.requests.image.backfill")
     assert (request["detector"], request["priority"], request["media_ref"]) == (
         "weapons_image",
         "backfill",
@@ -185,7 +186,7 @@ def test_a_reevaluation_under_a_policy_needing_a_new_detector_asks_it_at_backfil
     # Until it answers, the policy's missing detector is unknown (fail closed), never safe.
     assert version.last["completeness"]["unknown"] == ["weapons_image"]
     version.send("moderation.reevaluate", reevaluate(T0 + 86_400_001))  # asked once
-    assert len(requests(version)) == live + 1
+    assert len(version.of("scan.requests.image.backfill")) == 1
     weapons = {**nsfw(T0 + 86_400_100, 0.0), "detector": "weapons_image", "scores": {"gun": 0.0}}
     version.send("detector.results", weapons)
     assert (version.last["outcome"], version.last["completeness"]["unknown"]) == ("ALLOW", [])
@@ -206,7 +207,9 @@ def test_a_backfill_of_a_gated_version_asks_the_checks_first_and_the_models_at_b
     content = Content(ts=T0, author_id="a", media_ref=MEDIA, **facts)
     state = msgspec.structs.replace(fresh.state, content=content, evidence={})
     plan = scan_plan.backfill(state, fresh.ctx.resolution.decide, T0 + 10)
-    assert [r["detector"] for _, _, r in plan] == ["media_check"]
+    assert [(topic, r["detector"]) for topic, _, r in plan] == [
+        ("scan.requests.image.backfill", "media_check")
+    ]
     state.evidence["m"] = Evidence("media_check", "m", None, "ok", {"corrupt": 0.0})
     asked = scan_plan.on_evidence(state, fresh.ctx.resolution.decide, T0 + 20)
     assert sorted((r["detector"], r["priority"]) for _, _, r in asked) == [
@@ -261,3 +264,13 @@ def test_the_gate_decides_on_the_evidence_not_on_the_order_it_came_in() -> None:
         finals.append((last["outcome"], last["state"], last["completeness"]["unknown"]))
     assert finals[0] == finals[1]
     assert finals[0][2] == ["media_check", "nsfw_image"]  # UNKNOWN at once, fail closed
+
+
+def test_a_live_request_for_a_high_risk_surface_says_so_and_others_do_not() -> None:
+    """The scan pool admits `high_risk` first (operators/scan_admission.py); the field is
+    written only when true."""
+    risky, plain = Version(), Version()
+    risky.upload(**image(surface="public_post", media_ref=MEDIA))
+    plain.upload(**image(surface="comment", media_ref=MEDIA))
+    assert [r.get("high_risk") for r in requests(risky)] == [True]
+    assert [r.get("high_risk") for r in requests(plain)] == [None]
