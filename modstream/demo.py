@@ -55,6 +55,11 @@ DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not 
 # The demo requires signatures on every authority topic (docs/reliability/signing.md); keys
 # come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file) is set.
 DEMO_SIGNING_SECRET = "modstream-demo-signing"
+DEFAULT_POLICY = "policy_rules/global.yaml"
+# With real detectors every modality is really read (issue 28 item 8): global.yaml with
+# ocr_text and speech_text required and read (tests/operators/test_policy_read_all.py keeps
+# the two in step). The generated workload follows global.yaml (workload.REQUIRED).
+READ_ALL_POLICY = "policy_rules/examples/global-read-all.yaml"
 
 
 def _signing_env() -> dict[str, str]:
@@ -158,7 +163,7 @@ def _run(
         deployment = _create_deployment(settings, list(_job_options(Path(), Path(), real=real)))
     deployments.record_demo(settings, deployment.run_id)
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
-    policy_path = settings.project_root / "policy_rules" / "global.yaml"
+    policy_path = settings.project_root / (READ_ALL_POLICY if real else DEFAULT_POLICY)
     media_dir = settings.run_dir / "demo" / "media"
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
     keyring = Keyring.from_env(env)
@@ -295,7 +300,7 @@ def _job_options(policy_path: Path, media_dir: Path, *, real: bool) -> dict[str,
     }  # fmt: skip
     if real:
         options["scan"] = [
-            "--modalities", "text,image",
+            "--modalities", "text,image,video,audio",
             "--checkpoint-interval-ms", "1000",
             "--media-root", str(media_dir),
         ]  # fmt: skip
@@ -328,7 +333,7 @@ def _send(
     say(
         f"demo: run {run_id[:-1]}: sent {len(demo.lines)} records "
         f"({count} content versions with their evidence and signals"
-        + (", text and images scanned by the real detectors)" if real else ")")
+        + (", every modality scanned by the real detectors)" if real else ")")
     )
 
 

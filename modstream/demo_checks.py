@@ -96,3 +96,37 @@ def overdue(
         if reached > upload["ts"] + 2 * deadline_ms + EVIDENCE_GRACE_MS:
             found.append(version)
     return sorted(set(found))
+
+
+def read_media_outcomes(
+    latest: dict[tuple[str, int], dict[str, Any]], kinds: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each real-media kind's version (modstream/demo_media.py, `--detectors real`) with the
+    outcome its label wants (BLOCK or RESTRICT for offensive words, ALLOW otherwise), the
+    outcome it got, and the media times (`finding_ms`) its decision cites from the readers
+    (ocr_text, speech_text); `ok` when the outcome is the wanted one and an offensive one's
+    decision cites where in the media the words are (an image has no time: its reading is
+    cited, without one)."""
+    checked = []
+    for content_id, kind in sorted(kinds.items()):
+        decision = latest.get((content_id, 1))
+        outcome = decision["outcome"] if decision else None
+        wanted = ("BLOCK", "RESTRICT") if kind.offensive else ("ALLOW",)
+        cited = [
+            entry
+            for entry in (decision or {}).get("evidence") or []
+            if entry.get("detector") in ("ocr_text", "speech_text")
+        ]
+        times = sorted({entry["finding_ms"] for entry in cited if "finding_ms" in entry})
+        timed = kind.modality == "image" or bool(times) or not kind.offensive
+        checked.append(
+            {
+                "content_id": content_id,
+                "kind": kind.name,
+                "wanted": "|".join(wanted),
+                "outcome": outcome,
+                "finding_ms": times,
+                "ok": outcome in wanted and bool(cited) and timed,
+            }
+        )
+    return checked

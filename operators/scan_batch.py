@@ -71,6 +71,7 @@ def load_media(
         ref=ref,
         segment=segment,
         segments=segments,
+        sample_ms=request.get("sample_ms"),
     )
 
 

@@ -119,6 +119,7 @@ def _requests(
     segments = content.segments
     received = answered(state)
     deadline = policy.deadline_ms(modality)
+    sample_ms = policy.sample_ms(modality)
     ts = max(ts, content.ts)  # asked no earlier than the upload's own time
     if state.deadline is not None and priority == "live":
         deadline_ts: int | None = state.deadline  # models asked after the gate: same deadline
@@ -157,6 +158,8 @@ def _requests(
             if content.media_ref is not None:
                 request["media_ref"] = content.media_ref
                 request["size_bytes"] = content.size_bytes  # the scan job reads no more
+            if sample_ms is not None:
+                request["sample_ms"] = sample_ms
             outputs.append((f"scan.requests.{modality}", state.content_id, request))
     return outputs
 

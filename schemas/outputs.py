@@ -30,6 +30,9 @@ class EvidenceRef(OutputRecord):
     evidence_ref: str | None
     # The language the result named (docs/contract-notes.md, "Language"); absent when none.
     language: LanguageCode | None = None
+    # When in the media the result's best finding is, ms (docs/contract-notes.md, "Findings");
+    # absent for results without a time (text, a still image, no findings).
+    finding_ms: Annotated[int, Field(ge=0)] | None = None
 
 
 class Completeness(OutputRecord):
@@ -196,6 +199,9 @@ class ScanRequest(OutputRecord):
     media_ref: Annotated[str, Field(max_length=2048)] | None = None
     # The upload's declared size: the scan job reads at most this many bytes of `media_ref`.
     size_bytes: Annotated[int, Field(ge=0)] | None = None
+    # Video: the policy's frame sampling (`detectors.video.sample_ms`, docs/policy-language.md);
+    # absent when the policy sets none (every frame is scored).
+    sample_ms: Annotated[int, Field(ge=0)] | None = None
     ts: EventTime
 
 

@@ -31,6 +31,9 @@ class Item:
     ref: str | None = None  # where it came from (a path, a media_ref), for evidence_ref
     segment: int | None = None  # for video: which of `segments` equal runs of frames
     segments: int = 1
+    # For video: the policy's `detectors.video.sample_ms` (udfs/video.py: Sampling), None when
+    # it sets none (every frame).
+    sample_ms: int | None = None
 
 
 @dataclass(frozen=True)
