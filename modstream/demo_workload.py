@@ -4,7 +4,8 @@ The generated workload (modstream/workload.py) under the run's id, with a signed
 version first, a hash-bank addition that re-decides an upload the demo allowed, and end
 markers past the last deadline. With `--detectors real`, every upload carries a real text or
 file (images, video and audio: modstream/demo_media.py) and its generated evidence is dropped:
-the scan job answers them, under the policy that reads every modality (`READ_ALL_POLICY`).
+the scan job answers them, under the policy that reads every modality
+(modstream/demo.py: `READ_ALL_POLICY`).
 """
 
 from __future__ import annotations
