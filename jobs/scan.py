@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -57,6 +58,7 @@ from operators.scan_batch import (
 from operators.signing import Keyring
 from udfs import scan
 from udfs.detector import Detector
+from udfs.raw_output import RawOutputStore
 from udfs.registry import detector
 
 LOG = logging.getLogger("modstream.scan")
@@ -81,6 +83,14 @@ class ScanConfig(runtime.TopicNames):
     # Keys the results are signed with (contract v1.1, the detector's own key).
     keyring: Keyring = field(default_factory=Keyring)
     clock: Callable[[], int] = runtime.wall_clock_ms  # processing time, ms; tests inject one
+    # Where each result's raw output is kept (--raw-output-dir; udfs/raw_output.py); None: not
+    # kept.
+    raw_output_dir: str | None = None
+
+    @functools.cached_property
+    def raw_outputs(self) -> RawOutputStore | None:
+        """The store, opened where the job runs (on first use in a model worker)."""
+        return RawOutputStore(self.raw_output_dir) if self.raw_output_dir else None
 
 
 @dataclass
@@ -336,6 +346,13 @@ def options() -> argparse.ArgumentParser:
         help="the only folder media references may point into "
         "(default: MODSTREAM_MEDIA_ROOT, else RUN_DIR/media)",
     )
+    parser.add_argument(
+        "--raw-output-dir",
+        type=Path,
+        default=None,
+        help="keep each result's raw detector output there (0700, files 0600, 30 days; "
+        "docs/retention.md); default: not kept",
+    )
     return parser
 
 
@@ -376,6 +393,7 @@ def _scan_config(
         shards=1 if job.parallelism == 1 else 8 * job.parallelism,
         onnx_threads=max(1, args.onnx_threads),
         media_root=str((args.media_root or settings.media_root).resolve()),
+        raw_output_dir=str(args.raw_output_dir.resolve()) if args.raw_output_dir else None,
         limits=Limits.from_env(),
         topics=job.topics,
         keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),

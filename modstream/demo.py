@@ -303,6 +303,8 @@ def _job_options(policy_path: Path, media_dir: Path, *, real: bool) -> dict[str,
             "--modalities", "text,image,video,audio",
             "--checkpoint-interval-ms", "1000",
             "--media-root", str(media_dir),
+            # each result's raw output, private and kept 30 days (udfs/raw_output.py)
+            "--raw-output-dir", str(media_dir.parent / "raw-output"),
         ]  # fmt: skip
     return options
 

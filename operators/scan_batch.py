@@ -263,7 +263,17 @@ def _scan_group(
     except Exception as error:
         why = str(error) if isinstance(error, KeyError) else unforeseen(error)
         return scan.ScanOutcome(permanent=[(r, why) for r in group])
-    return scan.scan_batch(scanner, group, load, now, max_attempts=config.max_attempts, clock=clock)
+    # The raw output store (jobs/scan.py: ScanConfig.raw_outputs, --raw-output-dir), if any.
+    store = getattr(config, "raw_outputs", None)
+    return scan.scan_batch(
+        scanner,
+        group,
+        load,
+        now,
+        max_attempts=config.max_attempts,
+        clock=clock,
+        keep_raw=store.keep if store is not None else None,
+    )
 
 
 def _emit(config: ScanSettings, outcome: scan.ScanOutcome, handled: Handled) -> None:

@@ -72,6 +72,9 @@ class Evidence:
     scores: dict[str, float]
     findings: tuple[dict[str, Any], ...] = ()
     language: Language | None = None
+    # What the model itself said, for the raw output store (udfs/raw_output.py): readers of
+    # text in media give every reading (its words, confidence and place); None: the scores.
+    raw: Any = None
 
 
 # One item's answer: scores, scores with findings, or why the item cannot be scanned.
