@@ -159,8 +159,7 @@ class Results:
     collected_at: int = 0  # wall clock (ms) when the outputs were read back
     # Score drift and cost per decision (issue 29 items 4 and 5): this run's detector.results.
     evidence: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    # Real media read (issue 28 item 8, `--detectors real`): demo_checks.read_media_outcomes.
-    read_media: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    read_media: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # issue 28 item 8
 
 
 def collect(
@@ -219,24 +218,8 @@ def collect(
         tasks_written=tasks_written,
         collected_at=int(time.time() * 1000),
         evidence=mine(settings, names["detector.results"], run_id),
-        read_media=read_media(latest, lines) if live else [],
+        read_media=demo_checks.read_media(latest, lines) if live else [],
     )
-
-
-def read_media(
-    latest: dict[tuple[str, int], dict[str, Any]], lines: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """How the real media kinds of a `--detectors real` run were decided (modstream/
-    demo_media.py; demo_checks.read_media_outcomes)."""
-    from modstream.demo_media import kinds_of
-    from modstream.demo_workload import upserts
-
-    return demo_checks.read_media_outcomes(latest, kinds_of(upserts(lines)))
-
-
-def results_by_detector(evidence: list[dict[str, Any]]) -> dict[str, int]:
-    """This run's detector results per detector (any status)."""
-    return dict(sorted(Counter(str(result["detector"]) for result in evidence).items()))
 
 
 def _latest_revisions(decisions: list[dict[str, Any]]) -> dict[tuple[str, int], dict[str, Any]]:
@@ -309,7 +292,7 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "second_reviews": quality.second_review_summary(results.tasks, results.reviews),
         "score_drift": drift_summary(results.evidence),
         "cost_per_decision": cost_summary(results),
-        "results_by_detector": results_by_detector(results.evidence),
+        "results_by_detector": demo_checks.results_by_detector(results.evidence),
         "read_media": results.read_media,
         "elapsed_s": round(time.monotonic() - started, 1),
     }
@@ -354,9 +337,8 @@ def cost_summary(results: Results) -> list[dict[str, Any]]:
 
 def succeeded(results: Results, summary: dict[str, Any]) -> bool:
     """Something was decided, no revision twice, every action enforced, nothing mismatched,
-    and no version left `scanning` long past its deadline (neither its evidence nor its
-    deadline decided it: demo_checks.overdue), and every real media kind decided as its label
-    says (`read_media`)."""
+    no version left `scanning` long past its deadline (neither its evidence nor its deadline
+    decided it: demo_checks.overdue), every real media kind decided as labelled (`read_media`)."""
     return (
         bool(results.latest)
         and summary["duplicate_revisions"] == 0
@@ -398,17 +380,6 @@ def _print_drift_and_cost(summary: dict[str, Any]) -> None:
             f"v{row['workflow_version'] or '-'}) {row['decisions']} decisions: "
             f"{each['detector_calls']} detector calls, {each['inference_ms']} inference ms, "
             f"{each['review_minutes']} review minutes, {each['reevaluations']} re-evaluations"
-        )
-
-
-def _print_read_media(summary: dict[str, Any]) -> None:
-    """Results per detector, and how each real media kind was decided (`--detectors real`)."""
-    _row("detector results", Counter(summary["results_by_detector"]))
-    for read in summary["read_media"]:
-        times = ", ".join(f"{ms} ms" for ms in read["finding_ms"]) or "no time (image)"
-        print(
-            f"  {read['kind']:<28} {read['content_id']}: {read['outcome']} "
-            f"(wanted {read['wanted']}; found at {times}){'' if read['ok'] else '  WRONG'}"
         )
 
 
@@ -464,7 +435,7 @@ def print_summary(
         f"checks; {saved['required']} calls with every required detector asked)"
     )
     _row("dead letters by class", Counter(letter["error_class"] for letter in results.letters))
-    _print_read_media(summary)
+    print("\n".join(demo_checks.read_media_lines(summary)))  # results per detector, media read
     print(
         f"  duplicate revisions seen by a read_committed consumer: {summary['duplicate_revisions']}"
     )

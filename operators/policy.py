@@ -173,9 +173,6 @@ class CompiledPolicy:
             modality: (tuple(req.required), tuple(req.gate), req.deadline_ms)
             for modality, req in document.detectors.items()
         }
-        self._sample_ms: dict[str, int | None] = {
-            modality: req.sample_ms for modality, req in document.detectors.items()
-        }
         # Per modality: its own `scanning` and `unknown` floors, else the document's.
         self._floors: dict[str, tuple[OutcomeBySurface, OutcomeBySurface]] = {
             modality: (req.scanning or document.scanning, req.unknown or document.unknown)
@@ -198,10 +195,6 @@ class CompiledPolicy:
     def deadline_ms(self, modality: str) -> int | None:
         requirement = self._requirements.get(modality)
         return requirement[2] if requirement else None
-
-    def sample_ms(self, modality: str) -> int | None:
-        """The frame sampling of `modality` (video: `detectors.video.sample_ms`), or None."""
-        return self._sample_ms.get(modality)
 
     def floors(self, modality: str) -> tuple[OutcomeBySurface, OutcomeBySurface]:
         """The (`scanning`, `unknown`) floors of `modality`."""

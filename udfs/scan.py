@@ -111,8 +111,7 @@ def scan_batch(
     """Every request answered (ok, error, timeout) or retried; never raises for one request's
     sake: whatever one request's media or scoring throws fails that request only. `now` is
     when the batch started; `clock` (default: `now`) tells when the model answered.
-    `keep_raw` (udfs/raw_output.py: RawOutputStore.keep) keeps each `ok` result's raw output
-    and names it in the result's `raw_output_ref`."""
+    `keep_raw` (udfs/raw_output.py) keeps each ok result's raw output (`raw_output_ref`)."""
     outcome = ScanOutcome()
     items: list[Item] = []
     loaded: list[dict[str, Any]] = []
@@ -156,22 +155,26 @@ def scan_batch(
                 findings=evidence.findings,
                 language=evidence.language,
             )
-            if keep_raw is not None:
-                _keep_raw(keep_raw, record, evidence)
-            outcome.results.append(record)
+            outcome.results.append(_with_raw(keep_raw, record, evidence))
     return outcome
 
 
-def _keep_raw(
-    keep_raw: Callable[[dict[str, Any], Any], str], record: dict[str, Any], evidence: Evidence
-) -> None:
-    """The detector's raw output (its scores where it hands none) kept, and referenced from
-    the result; a store that fails (a full disk) costs the reference, never the result."""
+def _with_raw(
+    keep_raw: Callable[[dict[str, Any], Any], str] | None,
+    record: dict[str, Any],
+    evidence: Evidence,
+) -> dict[str, Any]:
+    """The result, its detector's raw output (its scores where it hands none) kept and
+    referenced when there is a store; a store that fails (a full disk) costs the reference,
+    never the result."""
+    if keep_raw is None:
+        return record
     raw = evidence.raw if evidence.raw is not None else {"scores": evidence.scores}
     try:
         record["raw_output_ref"] = keep_raw(record, raw)
     except OSError as error:
         LOG.warning("scan: raw output of %s not kept (%s)", record["detector"], _kind(error))
+    return record
 
 
 def _budget(request: dict[str, Any]) -> int:

@@ -11,6 +11,7 @@ import pytest
 from modstream.limits import Limits
 from operators.policy import PolicyError, load_policy
 from operators.scan_batch import load_media
+from operators.scan_plan import sample_ms
 from tests.operators.policy_builders import global_document
 from tests.operators.test_moderation import Version, context
 
@@ -25,9 +26,9 @@ def with_sampling(modality: str, sample_ms: int) -> dict[str, object]:
 
 def test_sample_ms_is_a_video_setting() -> None:
     policy = load_policy(global_document(detectors=with_sampling("video", 1000)))
-    assert policy.sample_ms("video") == 1000
-    assert policy.sample_ms("image") is None
-    assert load_policy(global_document()).sample_ms("video") is None  # absent: every frame
+    assert sample_ms(policy, "video") == 1000
+    assert sample_ms(policy, "image") is None
+    assert sample_ms(load_policy(global_document()), "video") is None  # absent: every frame
     with pytest.raises(PolicyError, match="only video is sampled"):
         load_policy(global_document(detectors=with_sampling("image", 1000)))
     with pytest.raises(PolicyError, match="sample_ms"):
