@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import functools
 import json
 import logging
 import os
@@ -58,7 +57,7 @@ from operators.scan_batch import (
 from operators.signing import Keyring
 from udfs import scan
 from udfs.detector import Detector
-from udfs.raw_output import RawOutputStore
+from udfs.raw_output import RawOutputStore, store_at
 from udfs.registry import detector
 
 LOG = logging.getLogger("modstream.scan")
@@ -87,10 +86,11 @@ class ScanConfig(runtime.TopicNames):
     # kept.
     raw_output_dir: str | None = None
 
-    @functools.cached_property
+    @property
     def raw_outputs(self) -> RawOutputStore | None:
-        """The store, opened where the job runs (on first use in a model worker)."""
-        return RawOutputStore(self.raw_output_dir) if self.raw_output_dir else None
+        """The store, opened where the job runs (on first use in a model worker; one per
+        directory and process: udfs/raw_output.py `store_at`; the config itself is pickled)."""
+        return store_at(self.raw_output_dir) if self.raw_output_dir else None
 
 
 @dataclass

@@ -18,6 +18,7 @@ decisions cite results, never the raw output. It holds content (the words read o
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import os
@@ -96,6 +97,12 @@ class RawOutputStore:
         if folder.is_symlink():
             raise ValueError(f"raw output: {folder.name} is a symlink")
         os.chmod(folder, 0o700)
+
+
+@functools.lru_cache(maxsize=4)
+def store_at(directory: str) -> RawOutputStore:
+    """One store per directory in a process (the scan job's model workers share it)."""
+    return RawOutputStore(directory)
 
 
 def _day_ms(name: str) -> int | None:

@@ -91,3 +91,20 @@ def test_the_scan_job_keeps_raw_output_only_when_given_a_directory(tmp_path: Pat
             if t == "p.results"
         ]
         assert ("raw_output_ref" in value) == (directory is not None)
+
+
+def test_the_scan_config_with_a_store_pickles_as_the_job_ships_it(tmp_path: Path) -> None:
+    """`python -m jobs.scan` runs the module as __main__: cloudpickle ships the config's class
+    by value, so nothing on it may hold a lock (a cached_property does)."""
+    import cloudpickle
+
+    import jobs.scan
+
+    config = ScanConfig(topics={}, raw_output_dir=str(tmp_path))
+    assert config.raw_outputs is not None  # opened once used
+    cloudpickle.register_pickle_by_value(jobs.scan)
+    try:
+        shipped = cloudpickle.loads(cloudpickle.dumps(config))
+    finally:
+        cloudpickle.unregister_pickle_by_value(jobs.scan)
+    assert shipped.raw_outputs is config.raw_outputs  # one store per directory and process
