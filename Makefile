@@ -18,7 +18,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-language bench-bank bench-replay bench-overload
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-shots bench-language bench-bank bench-replay bench-overload
 
 help:
 	@echo "make setup             venv + Python deps, redis-server, promtool, espeak-ng, chromium (apt), jars (Maven Central)"
@@ -37,6 +37,7 @@ help:
 	@echo "make models            convert the text detector to ONNX (part of setup)"
 	@echo "make bench-detectors   detectors per record vs batched, bare and through the scan job (make up first)"
 	@echo "make bench-readers     ocr_text per image and video second, speech_text per audio second (no stack)"
+	@echo "make bench-shots       shot-aware video sampling vs every N-th frame: recall of a short shot (no stack)"
 	@echo "make bench-language    language identifiers on short texts: accuracy, µs per call, memory (no stack)"
 	@echo "make bench-bank        hash banks at 1,000,000 entries: load, match, memory"
 	@echo "make bench-overload    the image scan pool at 3x its measured capacity for 2 minutes: admission (make up first)"
@@ -211,6 +212,10 @@ bench-overload: setup
 # The readers of text in media on media made in the run (no stack needed): one JSON line.
 bench-readers: setup
 	@$(BIN)/python -m benchmarks.bench_readers $(BENCH_ARGS)
+
+# Shot-aware video sampling against every N-th frame (issue 28 item 4; no stack needed).
+bench-shots: setup
+	@$(BIN)/python -m benchmarks.bench_shots $(BENCH_ARGS)
 
 # Language identifiers compared (issue 28 item 3). langid and lingua are not dependencies:
 # installed beside the venv for the comparison only (lingua's wheel is 96 MB).

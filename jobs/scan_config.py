@@ -20,6 +20,7 @@ from modstream.limits import Limits
 from modstream.scan_pools import POOLS, Pool, parse_pool
 from operators.signing import Keyring
 from udfs import scan
+from udfs.raw_output import RawOutputStore, store_at
 
 SCAN_DOC = (
     "scan: scan requests of some modality pools -> detectors on ONNX Runtime -> detector.results."
@@ -49,6 +50,15 @@ class ScanConfig(runtime.TopicNames):
     capacity_rps: float | None = None
     # How often the oldest waiting request's age is reported, ms.
     metrics_every_ms: int = 1_000
+    # Where each result's raw output is kept (--raw-output-dir; udfs/raw_output.py); None: not
+    # kept.
+    raw_output_dir: str | None = None
+
+    @property
+    def raw_outputs(self) -> RawOutputStore | None:
+        """The store, opened where the job runs (on first use in a model worker; one per
+        directory and process: udfs/raw_output.py `store_at`; the config itself is pickled)."""
+        return store_at(self.raw_output_dir) if self.raw_output_dir else None
 
 
 def pools_from(args: argparse.Namespace) -> list[Pool]:
@@ -158,6 +168,13 @@ def options() -> argparse.ArgumentParser:
         help="the only folder media references may point into "
         "(default: MODSTREAM_MEDIA_ROOT, else RUN_DIR/media)",
     )
+    parser.add_argument(
+        "--raw-output-dir",
+        type=Path,
+        default=None,
+        help="keep each result's raw detector output there (0700, files 0600, 30 days; "
+        "docs/retention.md); default: not kept",
+    )
     return parser
 
 
@@ -202,4 +219,5 @@ def pool_config(
         topics=job.topics,
         keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),
         capacity_rps=args.capacity_rps,
+        raw_output_dir=str(args.raw_output_dir.resolve()) if args.raw_output_dir else None,
     )

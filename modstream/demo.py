@@ -56,6 +56,11 @@ DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not 
 # The demo requires signatures on every authority topic (docs/reliability/signing.md); keys
 # come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file) is set.
 DEMO_SIGNING_SECRET = "modstream-demo-signing"
+DEFAULT_POLICY = "policy_rules/global.yaml"
+# With real detectors every modality is really read (issue 28 item 8): global.yaml with
+# ocr_text and speech_text required and read (tests/operators/test_policy_read_all.py keeps
+# the two in step). The generated workload follows global.yaml (workload.REQUIRED).
+READ_ALL_POLICY = "policy_rules/examples/global-read-all.yaml"
 
 
 def _signing_env() -> dict[str, str]:
@@ -159,7 +164,7 @@ def _run(
         deployment = _create_deployment(settings, list(_job_options(Path(), Path(), real=real)))
     deployments.record_demo(settings, deployment.run_id)
     key = os.environ.get("MODSTREAM_POLICY_KEY") or DEMO_POLICY_KEY
-    policy_path = settings.project_root / "policy_rules" / "global.yaml"
+    policy_path = settings.project_root / (READ_ALL_POLICY if real else DEFAULT_POLICY)
     media_dir = settings.run_dir / "demo" / "media"
     env = {**os.environ, "MODSTREAM_POLICY_KEY": key, **_signing_env()}
     keyring = Keyring.from_env(env)
@@ -319,6 +324,8 @@ def _job_options(
             *as_options(pools),
             "--checkpoint-interval-ms", "1000",
             "--media-root", str(media_dir),
+            # each result's raw output, private and kept 30 days (udfs/raw_output.py)
+            "--raw-output-dir", str(media_dir.parent / "raw-output"),
         ]  # fmt: skip
     return options
 
@@ -349,7 +356,7 @@ def _send(
     say(
         f"demo: run {run_id[:-1]}: sent {len(demo.lines)} records "
         f"({count} content versions with their evidence and signals"
-        + (", text and images scanned by the real detectors)" if real else ")")
+        + (", every modality scanned by the real detectors)" if real else ")")
     )
 
 

@@ -1,6 +1,7 @@
 """What a `modstream demo` run must reach, from the records it sent and read back: every
 scanned upload answered by each detector its policy requires (`expected_scans`, `unanswered`),
-and no version still `scanning` long after its deadline (`overdue`).
+no version still `scanning` long after its deadline (`overdue`), and with real detectors each
+real media kind decided as its label says (`read_media`, issue 28 item 8).
 
 Pure: the demo's waits (modstream/demo_wait.py) and its summary (modstream/demo_summary.py)
 read the topics and call these.
@@ -8,6 +9,7 @@ read the topics and call these.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable
 from typing import Any
 
@@ -96,3 +98,66 @@ def overdue(
         if reached > upload["ts"] + 2 * deadline_ms + EVIDENCE_GRACE_MS:
             found.append(version)
     return sorted(set(found))
+
+
+def read_media_outcomes(
+    latest: dict[tuple[str, int], dict[str, Any]], kinds: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """Each real-media kind's version (modstream/demo_media.py, `--detectors real`) with the
+    outcome its label wants (BLOCK or RESTRICT for offensive words, ALLOW otherwise), the
+    outcome it got, and the media times (`finding_ms`) its decision cites from the readers
+    (ocr_text, speech_text); `ok` when the outcome is the wanted one and an offensive one's
+    decision cites where in the media the words are (an image has no time: its reading is
+    cited, without one)."""
+    checked = []
+    for content_id, kind in sorted(kinds.items()):
+        decision = latest.get((content_id, 1))
+        outcome = decision["outcome"] if decision else None
+        wanted = ("BLOCK", "RESTRICT") if kind.offensive else ("ALLOW",)
+        cited = [
+            entry
+            for entry in (decision or {}).get("evidence") or []
+            if entry.get("detector") in ("ocr_text", "speech_text")
+        ]
+        times = sorted({entry["finding_ms"] for entry in cited if "finding_ms" in entry})
+        timed = kind.modality == "image" or bool(times) or not kind.offensive
+        checked.append(
+            {
+                "content_id": content_id,
+                "kind": kind.name,
+                "wanted": "|".join(wanted),
+                "outcome": outcome,
+                "finding_ms": times,
+                "ok": outcome in wanted and bool(cited) and timed,
+            }
+        )
+    return checked
+
+
+def read_media(
+    latest: dict[tuple[str, int], dict[str, Any]], lines: Iterable[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """How the real media kinds of a `--detectors real` run were decided (`lines`: what it
+    sent; modstream/demo_media.py picks the kinds from its uploads)."""
+    from modstream.demo_media import kinds_of
+
+    return read_media_outcomes(latest, kinds_of(_uploads(lines)))
+
+
+def read_media_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary's rows for `results_by_detector`, and for `read_media` (`--detectors real`)
+    each kind's version, the outcome it got and the one wanted, and its finding times."""
+    counted = summary["results_by_detector"].items()
+    rows = [f"  {'detector results':<28} " + ", ".join(f"{k} {n}" for k, n in counted)]
+    for kind in summary["read_media"]:
+        times = ", ".join(f"{ms} ms" for ms in kind["finding_ms"]) or "no time (image)"
+        rows.append(
+            f"  {kind['kind']:<28} {kind['content_id']}: {kind['outcome']} "
+            f"(wanted {kind['wanted']}; found at {times}){'' if kind['ok'] else '  WRONG'}"
+        )
+    return rows
+
+
+def results_by_detector(evidence: Iterable[dict[str, Any]]) -> dict[str, int]:
+    """A run's detector results per detector (any status)."""
+    return dict(sorted(Counter(str(result["detector"]) for result in evidence).items()))

@@ -20,9 +20,11 @@ malware >= 0.75 -> `malware`; nudity >= 0.9 on a public surface, or >= 0.65 for 
 `sexual_content`; nudity >= 0.75 elsewhere -> `mature_content`; offensive text >= 0.8 ->
 `harassment` (any surface, dm included); a sha256 in the known-bad bank -> `known_match`; the
 first reason in that order wins. Then MISSES clean versions are marked violating on purpose
-(what a model misses), the last of them without a reason. With `--detectors real`, text and
-images are real (modstream/demo_workload.py): the abusive sample texts are `harassment`, the
-generated noise images are clean, and video and audio keep their generated truth.
+(what a model misses), the last of them without a reason. With `--detectors real`, every
+upload is real (modstream/demo_workload.py): the abusive sample texts are `harassment`, the
+generated noise images, videos and silent audio are clean, and the media kinds with words
+(modstream/demo_media.py: text on an image, speech, a video that shows or says it) are
+`harassment` when their words are offensive and clean otherwise (never one of the misses).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from modstream.demo_workload import SAMPLE_TEXTS, bank_addition_after_allow, real_content
+from modstream import demo_media
+from modstream.demo_workload import (
+    SAMPLE_TEXTS,
+    bank_addition_after_allow,
+    real_content,
+    upserts,
+)
 from modstream.workload import T0, Line, generate
 
 SEED = 7  # the demo's workload
@@ -57,6 +65,7 @@ def derive(real: bool = False) -> list[dict[str, Any]]:
     rng = random.Random(LABEL_SEED)
     lines = generate(seed=SEED, versions=REAL_EVENTS if real else VERSIONS, prefix="")
     scanned: set[str] = set()
+    kinds = demo_media.kinds_of(upserts(lines)) if real else {}
     if real:
         with tempfile.TemporaryDirectory() as media:
             lines, scanned = real_content(lines, Path(media), T0)
@@ -75,7 +84,8 @@ def derive(real: bool = False) -> list[dict[str, Any]]:
             noise = random.Random(f"{LABEL_SEED}:{content_id}")
             truths[content_id] = _truth(noise, scores.get((content_id, 1), {}))
         reason = _reason(upload, truths[content_id], banked, content_id in scanned)
-        labels.append(_record(upload, reason, rng.choice(LABELLERS)))
+        record = _record(upload, reason, rng.choice(LABELLERS))
+        labels.append(_with_media_kind(record, kinds.get(content_id)))
     _add_misses(rng, labels)
     return labels
 
@@ -164,10 +174,22 @@ def _record(upload: dict[str, Any], reason: str | None, labeller: str) -> dict[s
     }
 
 
+def _with_media_kind(
+    record: dict[str, Any], kind: demo_media.MediaKind | None
+) -> dict[str, Any]:  # fmt: skip
+    """A real-media kind's label (modstream/demo_media.py): the reader hears or sees its words,
+    `harassment` when they are offensive, clean otherwise; never one of the MISSES."""
+    if kind is None:
+        return record
+    reason = "harassment" if kind.offensive else None
+    return {**record, "violating": kind.offensive, "reason": reason, "_kind": kind.name}
+
+
 def _add_misses(rng: random.Random, labels: list[dict[str, Any]]) -> None:
     """MISSES clean versions labelled violating: what the models miss; the last one with no
-    reason (a labeller who flags without picking a code)."""
-    clean = [label for label in labels if not label["violating"]]
+    reason (a labeller who flags without picking a code). The real-media kinds are not among
+    them: their labels are what the demo checks its decisions against."""
+    clean = [label for label in labels if not label["violating"] and "_kind" not in label]
     for index, label in enumerate(rng.sample(clean, min(MISSES, len(clean)))):
         label["violating"] = True
         last = index == MISSES - 1

@@ -159,6 +159,7 @@ class Results:
     collected_at: int = 0  # wall clock (ms) when the outputs were read back
     # Score drift and cost per decision (issue 29 items 4 and 5): this run's detector.results.
     evidence: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    read_media: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # issue 28 item 8
 
 
 def collect(
@@ -217,6 +218,7 @@ def collect(
         tasks_written=tasks_written,
         collected_at=int(time.time() * 1000),
         evidence=mine(settings, names["detector.results"], run_id),
+        read_media=demo_checks.read_media(latest, lines) if live else [],
     )
 
 
@@ -290,6 +292,8 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "second_reviews": quality.second_review_summary(results.tasks, results.reviews),
         "score_drift": drift_summary(results.evidence),
         "cost_per_decision": cost_summary(results),
+        "results_by_detector": demo_checks.results_by_detector(results.evidence),
+        "read_media": results.read_media,
         "elapsed_s": round(time.monotonic() - started, 1),
     }
 
@@ -333,14 +337,15 @@ def cost_summary(results: Results) -> list[dict[str, Any]]:
 
 def succeeded(results: Results, summary: dict[str, Any]) -> bool:
     """Something was decided, no revision twice, every action enforced, nothing mismatched,
-    and no version left `scanning` long past its deadline (neither its evidence nor its
-    deadline decided it: demo_checks.overdue)."""
+    no version left `scanning` long past its deadline (neither its evidence nor its deadline
+    decided it: demo_checks.overdue), every real media kind decided as labelled (`read_media`)."""
     return (
         bool(results.latest)
         and summary["duplicate_revisions"] == 0
         and results.applied == len(results.actions)
         and not results.mismatched
         and not results.overdue
+        and all(read["ok"] for read in results.read_media)
     )
 
 
@@ -430,6 +435,7 @@ def print_summary(
         f"checks; {saved['required']} calls with every required detector asked)"
     )
     _row("dead letters by class", Counter(letter["error_class"] for letter in results.letters))
+    print("\n".join(demo_checks.read_media_lines(summary)))  # results per detector, media read
     print(
         f"  duplicate revisions seen by a read_committed consumer: {summary['duplicate_revisions']}"
     )

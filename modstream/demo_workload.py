@@ -2,8 +2,10 @@
 
 The generated workload (modstream/workload.py) under the run's id, with a signed shadow policy
 version first, a hash-bank addition that re-decides an upload the demo allowed, and end
-markers past the last deadline. With `--detectors real`, text and image uploads carry real
-texts and image files and their generated evidence is dropped: the scan job answers them.
+markers past the last deadline. With `--detectors real`, every upload carries a real text or
+file (images, video and audio: modstream/demo_media.py) and its generated evidence is dropped:
+the scan job answers them, under the policy that reads every modality
+(modstream/demo.py: `READ_ALL_POLICY`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from modstream import workload
+from modstream import demo_media, workload
 from modstream.workload import Line, generate
 from operators.keyring import Keyring
 from operators.two_person import authorship_record
@@ -120,9 +122,10 @@ def end_markers(lines: list[Line], policy: dict[str, Any], marker: str) -> list[
 
 
 def real_content(lines: list[Line], media_dir: Path, now: int) -> tuple[list[Line], set[str]]:
-    """For `--detectors real`: text uploads get real texts and image uploads real image files
-    (their generated evidence is dropped: the scan job answers), and event time starts now, so
-    that detector results (stamped with the time they were made) meet their deadlines."""
+    """For `--detectors real`: text uploads get real texts, image, video and audio uploads real
+    files (modstream/demo_media.py: a few with words the readers must find), their generated
+    evidence is dropped (the scan job answers), and event time starts now, so that detector
+    results (stamped with the time they were made) meet their deadlines."""
     uploads = media_dir / "uploads"
     uploads.mkdir(parents=True, exist_ok=True)
     start = min(
@@ -134,6 +137,7 @@ def real_content(lines: list[Line], media_dir: Path, now: int) -> tuple[list[Lin
     )
     scanned: set[str] = set()
     out: list[Line] = []
+    kinds = demo_media.kinds_of(upserts(lines))
     for index, line in enumerate(lines):
         value = line["value"]
         if isinstance(value, dict):
@@ -141,7 +145,10 @@ def real_content(lines: list[Line], media_dir: Path, now: int) -> tuple[list[Lin
             if isinstance(value.get("ts"), int):
                 value["ts"] = now + (value["ts"] - start)
             if line["topic"] == "content.versions" and value.get("type") == "upsert":
-                _give_real_body(value, index, uploads, scanned)
+                if value.get("modality") in ("video", "audio") or value.get("content_id") in kinds:
+                    _give_real_media(value, index, kinds, uploads, scanned)
+                else:
+                    _give_real_body(value, index, uploads, scanned)
         out.append({"topic": line["topic"], "value": value})
     kept = [
         line
@@ -173,6 +180,42 @@ def _give_real_body(value: dict[str, Any], index: int, uploads: Path, scanned: s
         value["size_bytes"] = len(body)
         value["sha256"] = hashlib.sha256(body).hexdigest()
         scanned.add(value["content_id"])
+
+
+def upserts(lines: list[Line]) -> list[dict[str, Any]]:
+    """The workload's upsert records, in order."""
+    return [
+        line["value"]
+        for line in lines
+        if line["topic"] == "content.versions"
+        and isinstance(line["value"], dict)
+        and line["value"].get("type") == "upsert"
+    ]
+
+
+def _give_real_media(
+    value: dict[str, Any],
+    index: int,
+    kinds: dict[str, demo_media.MediaKind],
+    uploads: Path,
+    scanned: set[str],
+) -> None:
+    """A video or audio upload's real file (its kind's, else clean filler: demo_media.body),
+    with its MIME type, size and sha256; the content id joins `scanned`."""
+    modality = value.get("modality")
+    kind = kinds.get(value["content_id"])
+    segments = int(value.get("segments") or 1)
+    data, mime_type = demo_media.body(kind, str(modality), index, segments)
+    extension = mime_type.split("/")[1]
+    path = uploads / f"{value['content_id']}.v{value['content_version']}.{extension}"
+    path.write_bytes(data)
+    value.update(
+        media_ref=path.as_uri(),
+        mime_type=mime_type,
+        size_bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    scanned.add(value["content_id"])
 
 
 def bank_addition_after_allow(lines: list[Line], run_id: str) -> Line | None:

@@ -35,6 +35,7 @@ from operators.version_state import (
 )
 from schemas.common import MAX_ID_CHARS
 from schemas.content import ContentUpsert
+from schemas.detector import first_finding_ms
 
 # Reports from new reporters that reach the review threshold within this window are flagged as
 # possible brigading (a review task in queue `brigading`) instead of counted.
@@ -116,6 +117,7 @@ def on_detector_result(
         ts,
         record.language,
         record.language_confidence,
+        first_finding_ms(record.findings),
     )
     result.outputs += _take_evidence(state, normalized, entry, ts, ctx)
     return True

@@ -68,6 +68,10 @@ class DetectorRequirement(_Section):
     # theirs off `public` until their integrity gate passed: media_exposed_early).
     scanning: OutcomeBySurface | None = None
     unknown: OutcomeBySurface | None = None
+    # Video only: frames scored are shot-aware, keyframes, scene changes and at least one
+    # every `sample_ms` of a shot (0: keyframes and scene changes alone); absent: every frame
+    # (udfs/video.py: Sampling; the recall it trades: docs/scanning.md, "Video").
+    sample_ms: Annotated[int, Field(ge=0, le=600_000)] | None = None
 
     @model_validator(mode="after")
     def _gate_is_required(self) -> Self:
@@ -222,6 +226,14 @@ class PolicyDocument(_Section):
             unknown = [rule for rule in self.second_review.rules if rule not in ids]
             if unknown:
                 raise ValueError(f"second_review.rules: no rule with id {', '.join(unknown)}")
+        return self
+
+    @model_validator(mode="after")
+    def _sample_ms_is_for_video(self) -> Self:
+        """Frame sampling means something for video alone: anywhere else it is a mistake."""
+        wrong = [m for m, r in self.detectors.items() if m != "video" and r.sample_ms is not None]
+        if wrong:
+            raise ValueError(f"detectors.{wrong[0]}.sample_ms: only video is sampled")
         return self
 
     @model_validator(mode="after")

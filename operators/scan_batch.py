@@ -71,6 +71,7 @@ def load_media(
         ref=ref,
         segment=segment,
         segments=segments,
+        sample_ms=request.get("sample_ms"),
     )
 
 
@@ -292,7 +293,17 @@ def _scan_group(
     except Exception as error:
         why = str(error) if isinstance(error, KeyError) else unforeseen(error)
         return scan.ScanOutcome(permanent=[(r, why) for r in group])
-    return scan.scan_batch(scanner, group, load, now, max_attempts=config.max_attempts, clock=clock)
+    # The raw output store (jobs/scan_config.py: ScanConfig.raw_outputs, --raw-output-dir), if any.
+    store = getattr(config, "raw_outputs", None)
+    return scan.scan_batch(
+        scanner,
+        group,
+        load,
+        now,
+        max_attempts=config.max_attempts,
+        clock=clock,
+        keep_raw=store.keep if store is not None else None,
+    )
 
 
 def _emit(config: ScanSettings, outcome: scan.ScanOutcome, handled: Handled) -> None:

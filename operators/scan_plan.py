@@ -50,6 +50,15 @@ def required(policy: CompiledPolicy | None, modality: str) -> list[str]:
     return list(policy.required_detectors(modality)) if policy else []
 
 
+def sample_ms(policy: CompiledPolicy, modality: str) -> int | None:
+    """The policy's frame sampling of `modality` (video: `detectors.video.sample_ms`), or None:
+    every frame (udfs/video.py: Sampling)."""
+    for name, requirement in policy.document.detectors.items():
+        if name == modality:
+            return requirement.sample_ms
+    return None
+
+
 def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
     """The required detectors that gate the others; empty when nothing would be gated (no
     `gate`, or every required detector is a gate detector)."""
@@ -125,6 +134,7 @@ def _requests(
     segments = content.segments
     received = answered(state)
     deadline = policy.deadline_ms(modality)
+    sampling = sample_ms(policy, modality)
     ts = max(ts, content.ts)  # asked no earlier than the upload's own time
     if state.deadline is not None and priority == "live":
         deadline_ts: int | None = state.deadline  # models asked after the gate: same deadline
@@ -165,6 +175,8 @@ def _requests(
             if content.media_ref is not None:
                 request["media_ref"] = content.media_ref
                 request["size_bytes"] = content.size_bytes  # the scan job reads no more
+            if sampling is not None:
+                request["sample_ms"] = sampling
             outputs.append((request_topic(modality, priority), state.content_id, request))
     return outputs
 

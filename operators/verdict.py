@@ -136,7 +136,8 @@ def _take_scores(
 
 def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:
     """What a decision cites of the results it was made on, in evidence-key order, with the
-    language a result named (operators/language.py) where it named one."""
+    language a result named (operators/language.py) where it named one, and when in the media
+    a reader's best finding is (`finding_ms`) where it has a time."""
     cited = []
     for result in results:
         entry: dict[str, Any] = {
@@ -147,6 +148,8 @@ def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:
         }
         if result.language is not None:
             entry["language"] = result.language
+        if result.finding_ms is not None:
+            entry["finding_ms"] = result.finding_ms
         cited.append(entry)
     return cited
 

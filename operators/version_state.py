@@ -125,6 +125,9 @@ class Evidence(msgspec.Struct, array_like=True):
     # None: it named none, or the result was stored before issue 28 item 3.
     language: str | None = None
     language_confidence: float | None = None
+    # When in the media its best finding is (a reader of text in media: schemas/detector.py
+    # `finding_ms`); None: no time, or stored before it was kept.
+    finding_ms: int | None = None
 
 
 class LastDecision(msgspec.Struct, array_like=True):

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Self
+from collections.abc import Iterable
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, model_validator
 
@@ -16,6 +17,32 @@ from schemas.common import (
 )
 
 DetectorStatus = Literal["ok", "timeout", "error"]
+MediaMs = Annotated[int, Field(ge=0)]
+
+
+class Finding(InputRecord):
+    """Where a reader of text in media found what it scored (udfs/text_in_media.py): a text
+    box (in a frame at `frame_ms` of a video), or a stretch of speech; modstream's extra field
+    (docs/contract-notes.md, "Findings")."""
+
+    offensive: Probability | None = None
+    confidence: Probability | None = None
+    box: list[int] | None = None
+    frame_ms: MediaMs | None = None
+    start_ms: MediaMs | None = None
+    end_ms: MediaMs | None = None
+
+
+def first_finding_ms(findings: Iterable[Finding | dict[str, Any]] | None) -> int | None:
+    """When in the media the best (first) finding is: a video frame's time, else where its
+    speech starts; None for a still image or no findings. Takes the model's findings or, as
+    the moderation job reads its own records back (schemas/own.py), their dicts."""
+    for finding in findings or ():
+        fields = finding if isinstance(finding, dict) else finding.model_dump()
+        at = fields.get("frame_ms")
+        at = fields.get("start_ms") if at is None else at
+        return at if isinstance(at, int) and not isinstance(at, bool) else None
+    return None
 
 
 class DetectorResult(InputRecord):
@@ -40,6 +67,13 @@ class DetectorResult(InputRecord):
     # read no text or named no language; the policy reads `und` then.
     language: LanguageCode | None = None
     language_confidence: Probability | None = None
+    # What a reader of text in media found, best first (issue 28; docs/contract-notes.md,
+    # "Findings"): the moderation job keeps the first one's time (`finding_ms`).
+    findings: Annotated[list[Finding], Field(max_length=64)] | None = None
+
+    @property
+    def finding_ms(self) -> int | None:
+        return first_finding_ms(self.findings)
 
     @model_validator(mode="after")
     def _scores_when_ok(self) -> Self:

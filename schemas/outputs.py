@@ -30,6 +30,9 @@ class EvidenceRef(OutputRecord):
     evidence_ref: str | None
     # The language the result named (docs/contract-notes.md, "Language"); absent when none.
     language: LanguageCode | None = None
+    # When in the media the result's best finding is, ms (docs/contract-notes.md, "Findings");
+    # absent for results without a time (text, a still image, no findings).
+    finding_ms: Annotated[int, Field(ge=0)] | None = None
 
 
 class Completeness(OutputRecord):
@@ -200,6 +203,9 @@ class ScanRequest(OutputRecord):
     # A live request for a policy's high-risk surface: admitted first (operators/scan_admission.py);
     # written only when true.
     high_risk: bool = False
+    # Video: the policy's frame sampling (`detectors.video.sample_ms`, docs/policy-language.md);
+    # absent when the policy sets none (every frame is scored).
+    sample_ms: Annotated[int, Field(ge=0)] | None = None
     ts: EventTime
 
 

@@ -31,6 +31,9 @@ class Item:
     ref: str | None = None  # where it came from (a path, a media_ref), for evidence_ref
     segment: int | None = None  # for video: which of `segments` equal runs of frames
     segments: int = 1
+    # For video: the policy's `detectors.video.sample_ms` (udfs/video.py: Sampling), None when
+    # it sets none (every frame).
+    sample_ms: int | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class Evidence:
     scores: dict[str, float]
     findings: tuple[dict[str, Any], ...] = ()
     language: Language | None = None
+    # What the model itself said, for the raw output store (udfs/raw_output.py): readers of
+    # text in media give every reading (its words, confidence and place); None: the scores.
+    raw: Any = None
 
 
 # One item's answer: scores, scores with findings, or why the item cannot be scanned.

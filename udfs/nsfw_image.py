@@ -84,17 +84,18 @@ class NsfwImage:
         results: list[dict[str, float] | MediaError] = [MediaError("not scored")] * len(items)
         stills: list[int] = []
         # A version's segment requests carry the same bytes: one decode for all of them.
-        videos: dict[tuple[bytes, str | None, int], list[int]] = {}
+        videos: dict[tuple[bytes, str | None, int, int | None], list[int]] = {}
         for index, item in enumerate(items):
             if (item.mime_type or "").startswith("video/"):
-                key = (item.data or b"", item.mime_type, item.segments)
+                key = (item.data or b"", item.mime_type, item.segments, item.sample_ms)
                 videos.setdefault(key, []).append(index)
             else:
                 stills.append(index)
         for index, best in self._stills(items, stills).items():
             results[index] = best if isinstance(best, MediaError) else ADAPTER([1 - best, best])
-        for (data, mime_type, segments), indexes in videos.items():
-            scores = self._video(data, mime_type, segments)
+        for (data, mime_type, segments, sample_ms), indexes in videos.items():
+            sampling = video.Sampling.of_request(sample_ms, self.sample_every)
+            scores = self._video(data, mime_type, segments, sampling)
             for index in indexes:
                 segment = items[index].segment or 0
                 if isinstance(scores, MediaError):
@@ -132,9 +133,11 @@ class NsfwImage:
             flush()
         return best
 
-    def _video(self, data: bytes, mime_type: str | None, segments: int) -> list[float] | MediaError:
-        """A video's segment scores (udfs/video.py), decoded once per content."""
-        key = (hashlib.sha256(data).digest(), mime_type, segments, self.sample_every)
+    def _video(
+        self, data: bytes, mime_type: str | None, segments: int, sampling: video.Sampling
+    ) -> list[float] | MediaError:
+        """A video's segment scores (udfs/video.py), decoded once per content and sampling."""
+        key = (hashlib.sha256(data).digest(), mime_type, segments, sampling)
         return self.videos.get(
             key,
             lambda: video.segment_scores(
@@ -142,7 +145,7 @@ class NsfwImage:
                 mime_type,
                 segments,
                 self.score_frames,
-                sample_every=self.sample_every,
+                sampling=sampling,
                 limits=self.limits,
             ),
         )

@@ -106,10 +106,12 @@ def scan_batch(
     max_attempts: int = MAX_ATTEMPTS,
     rng: random.Random | None = None,
     clock: Callable[[], int] | None = None,
+    keep_raw: Callable[[dict[str, Any], Any], str] | None = None,
 ) -> ScanOutcome:
     """Every request answered (ok, error, timeout) or retried; never raises for one request's
     sake: whatever one request's media or scoring throws fails that request only. `now` is
-    when the batch started; `clock` (default: `now`) tells when the model answered."""
+    when the batch started; `clock` (default: `now`) tells when the model answered.
+    `keep_raw` (udfs/raw_output.py) keeps each ok result's raw output (`raw_output_ref`)."""
     outcome = ScanOutcome()
     items: list[Item] = []
     loaded: list[dict[str, Any]] = []
@@ -142,20 +144,37 @@ def scan_batch(
                 _permanent(outcome, detector, request, str(scored), answered, begun)
                 continue
             evidence = scored if isinstance(scored, Evidence) else Evidence(scored)
-            outcome.results.append(
-                result_record(
-                    request,
-                    detector.model_version,
-                    "ok",
-                    answered,
-                    evidence.scores,
-                    started=begun,
-                    inference_ms=share_ms,
-                    findings=evidence.findings,
-                    language=evidence.language,
-                )
+            record = result_record(
+                request,
+                detector.model_version,
+                "ok",
+                answered,
+                evidence.scores,
+                started=begun,
+                inference_ms=share_ms,
+                findings=evidence.findings,
+                language=evidence.language,
             )
+            outcome.results.append(_with_raw(keep_raw, record, evidence))
     return outcome
+
+
+def _with_raw(
+    keep_raw: Callable[[dict[str, Any], Any], str] | None,
+    record: dict[str, Any],
+    evidence: Evidence,
+) -> dict[str, Any]:
+    """The result, its detector's raw output (its scores where it hands none) kept and
+    referenced when there is a store; a store that fails (a full disk) costs the reference,
+    never the result."""
+    if keep_raw is None:
+        return record
+    raw = evidence.raw if evidence.raw is not None else {"scores": evidence.scores}
+    try:
+        record["raw_output_ref"] = keep_raw(record, raw)
+    except OSError as error:
+        LOG.warning("scan: raw output of %s not kept (%s)", record["detector"], _kind(error))
+    return record
 
 
 def _budget(request: dict[str, Any]) -> int:

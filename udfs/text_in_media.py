@@ -70,7 +70,11 @@ def evidence_of(
         )
         read = " ".join(reading.text for reading in readings)
         language = identify_language(read) if read.strip() else None
-        results.append(Evidence({"offensive": best}, findings, language))
+        raw = [
+            {"text": reading.text, "confidence": reading.confidence, **reading.where}
+            for reading in readings
+        ]
+        results.append(Evidence({"offensive": best}, findings, language, raw))
     return results
 
 

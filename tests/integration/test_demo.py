@@ -124,6 +124,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
     _assert_quality(samples, summary)
     _assert_analytics(stack, summary)
+    _assert_results_by_detector(summary)
 
 
 def _modstream(*args: str) -> subprocess.CompletedProcess[str]:
@@ -241,3 +242,12 @@ def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:
         values = _values(samples, prometheus_name(gauge))
         assert values and all(value >= 0 for _, value in values), gauge
     assert _values(samples, prometheus_name("review_tasks"))
+
+
+def _assert_results_by_detector(summary: dict[str, Any]) -> None:
+    """The run's detector results per detector (issue 28 item 8): the generated workload's
+    detectors, as many as the archive kept; no real media read (`--detectors generated`)."""
+    counted = summary["results_by_detector"]
+    assert set(counted) == {"offensive_text", "media_check", "nsfw_image"}
+    assert 0 < sum(counted.values()) <= summary["archive"]["detector_results"]
+    assert summary["read_media"] == []

@@ -7,9 +7,11 @@ import io
 import pytest
 import yaml
 
-from modstream import demo_labels
+from modstream import demo_labels, demo_media
 from modstream.config import PROJECT_ROOT
+from modstream.demo_workload import upserts
 from modstream.labels import read_labels
+from modstream.workload import generate
 
 SHIPPED = {False: "deploy/demo/labels.jsonl", True: "deploy/demo/labels-real.jsonl"}
 
@@ -43,6 +45,22 @@ def test_the_shipped_labels_are_a_fair_test(real: bool) -> None:
     reasons = {label.reason for label in violating}
     assert None in reasons  # a labeller who flags without a code
     assert reasons - {None} <= _policy_reasons()
-    # the generated workload's hash-bank uploads are known matches; real text is harassment
-    expected = {"harassment", "malware"} | (set() if real else {"known_match", "mature_content"})
+    # the generated workload's hash-bank uploads are known matches and its generated media
+    # evidence says malware; real text, and real media with offensive words, are harassment
+    expected = {"harassment"} | (set() if real else {"malware", "known_match", "mature_content"})
     assert expected <= reasons
+
+
+def test_real_media_kinds_are_labelled_as_their_words_say() -> None:
+    """Every kind of modstream/demo_media.py is among the labelled versions (the first 60),
+    offensive ones `harassment`, benign ones clean: what the demo checks its decisions against."""
+    labels = {label.content_id: label for label in read_labels(PROJECT_ROOT / SHIPPED[True])}
+    lines = generate(seed=demo_labels.SEED, versions=demo_labels.REAL_EVENTS)
+    kinds = demo_media.kinds_of(upserts(lines))
+    assert sorted(kind.name for kind in kinds.values()) == sorted(k.name for k in demo_media.KINDS)
+    for content_id, kind in kinds.items():
+        label = labels[content_id]
+        assert label.violating == kind.offensive, content_id
+        assert label.reason == ("harassment" if kind.offensive else None), content_id
+    # within the first 30 versions: `modstream demo --events 30` (the cluster test) has them all
+    assert all((demo_media.content_index(c) or 99) < 30 for c in kinds)

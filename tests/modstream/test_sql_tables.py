@@ -61,7 +61,7 @@ def test_decision_columns_follow_the_model() -> None:
         Column(
             "evidence",
             "ARRAY<ROW<`detector` STRING, `model_version` STRING, `segment_id` BIGINT,"
-            " `evidence_ref` STRING, `language` STRING>>",
+            " `evidence_ref` STRING, `language` STRING, `finding_ms` BIGINT>>",
         ),
         Column(
             "completeness", "ROW<`required` BIGINT, `received` BIGINT, `unknown` ARRAY<STRING>>"

@@ -201,3 +201,75 @@ def test_the_decode_pass_checks_the_bounds_again(monkeypatch: pytest.MonkeyPatch
     with pytest.raises(MediaError, match="over the"):
         segment_scores(data, MP4, 1, score, limits=Limits(max_image_pixels=64 * 63))
     assert scored == []  # refused before a chunk was full
+
+
+def _h264(images: Sequence[Image.Image]) -> bytes:
+    """H.264 at 25 fps, with libx264's own keyframe placement (its first frame, scene cuts)."""
+    return encode(images, fps=25, codec="libx264")
+
+
+def _scored(data: bytes, sampling: video.Sampling, segments: int = 1) -> list[int]:
+    scored: list[tuple[int, int]] = []
+    segment_scores(data, MP4, segments, lambda f: [0.0] * len(f), sampling=sampling, scored=scored)
+    return [number for _, number in scored]
+
+
+def _panning(seed: int, count: int) -> list[Image.Image]:
+    """A shot: one backdrop, panning a pixel a frame (motion, no cut)."""
+    backdrop = background(seed, size=160)
+    return [backdrop.crop((i, i, i + 128, i + 128)) for i in range(count)]
+
+
+def test_shot_sampling_scores_each_shots_cut_and_nothing_else_without_a_floor() -> None:
+    """Two shots of 30 frames (25 fps): the first frame, the cut at frame 30, and whatever
+    libx264 marked a keyframe (here the same two frames); the pan within a shot is no cut."""
+    frames = [*_panning(1, 30), *_panning(2, 30)]
+    data = _h264(frames)
+    taken = _scored(data, video.Sampling(shots=True, every_ms=0))
+    assert taken[0] == 0 and 30 in taken
+    assert len(taken) <= 4, taken  # not every frame: the shots, not the motion
+    assert _scored(data, video.Sampling()) == list(range(60))  # the default: every frame
+
+
+def test_shot_sampling_adds_a_frame_every_sample_ms_within_a_shot() -> None:
+    """One shot of 75 frames at 25 fps (3 s): with a 1,000 ms floor, a frame each second."""
+    data = _h264(_panning(3, 75))
+    assert _scored(data, video.Sampling(shots=True, every_ms=0)) == [0]
+    assert _scored(data, video.Sampling(shots=True, every_ms=1000)) == [0, 25, 50]
+
+
+def test_each_segment_starts_with_a_scored_frame() -> None:
+    data = _h264(_panning(4, 60))
+    taken = _scored(data, video.Sampling(shots=True, every_ms=0), segments=3)
+    assert {0, 20, 40} <= set(taken)
+
+
+def test_a_short_shot_between_two_samples_is_found_by_its_cut(detector: NsfwImage) -> None:
+    """A 4-frame flagged shot inside 3 s of one backdrop: every 25th frame misses it; the
+    shot sampler takes its cut."""
+    frames = _panning(5, 75)
+    for number in range(40, 44):
+        frames[number] = flagged().resize((128, 128))
+    data = _h264(frames)
+    [every_25th] = segment_scores(data, MP4, 1, detector.score_frames, sample_every=25)
+    [by_shots] = segment_scores(
+        data, MP4, 1, detector.score_frames, sampling=video.Sampling(shots=True, every_ms=1000)
+    )
+    assert every_25th < 0.05 < by_shots
+
+
+def test_a_requests_sample_ms_chooses_the_sampling() -> None:
+    assert video.Sampling.of_request(None, 3) == video.Sampling(sample_every=3)
+    assert video.Sampling.of_request(500) == video.Sampling(shots=True, every_ms=500)
+
+
+def test_nsfw_image_samples_a_video_as_its_request_says(detector: NsfwImage) -> None:
+    frames = _panning(6, 75)
+    for number in range(40, 44):
+        frames[number] = flagged().resize((128, 128))
+    data = _h264(frames)
+    every_frame, by_shots = detector.detect(
+        [Item(data=data, mime_type=MP4), Item(data=data, mime_type=MP4, sample_ms=1000)]
+    )
+    assert isinstance(every_frame, dict) and isinstance(by_shots, dict)
+    assert every_frame["nsfw"] > 0.05 and by_shots["nsfw"] > 0.05

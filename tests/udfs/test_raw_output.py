@@ -1,0 +1,110 @@
+"""Raw detector output kept as evidence (udfs/raw_output.py, issue 28 item 5): a private file
+per result, referenced from the result, deleted after its retention."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.scan import ScanConfig
+from operators.scan_batch import handle_batch
+from tests.conftest import T0
+from tests.udfs.test_scan import Counting, Reading, loader, request
+from udfs.raw_output import DAY_MS, RawOutputStore
+from udfs.scan import scan_batch
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def result(event_id: str = "scan-a-m-ok", ts: int = T0) -> dict[str, Any]:
+    return {"event_id": event_id, "detector": "ocr_text", "model_version": "m-1", "ts": ts}
+
+
+def test_a_kept_output_is_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        store = RawOutputStore(tmp_path / "raw")
+        ref = store.keep(result(), [{"text": "words read", "confidence": 0.9}])
+    finally:
+        os.umask(old)
+    path = store.path(ref)
+    assert ref.startswith("raw://2025-11-30/") and path.is_file()
+    assert mode(tmp_path / "raw") == mode(path.parent) == 0o700 and mode(path) == 0o600
+    kept = json.loads(path.read_text())
+    assert kept["raw"] == [{"text": "words read", "confidence": 0.9}]
+    assert kept["event_id"] == "scan-a-m-ok" and kept["detector"] == "ocr_text"
+    assert store.keep(result(), [1.0]) == ref  # the same result made again: the same file
+
+
+def test_a_reference_names_a_file_inside_the_store_or_nothing(tmp_path: Path) -> None:
+    store = RawOutputStore(tmp_path)
+    for bad in ("file:///etc/passwd", "raw://../x.json", "raw://2025-11-30/../../x.json"):
+        with pytest.raises(ValueError):
+            store.path(bad)
+
+
+def test_days_past_the_retention_are_deleted_as_the_store_writes(tmp_path: Path) -> None:
+    store = RawOutputStore(tmp_path, retention_ms=2 * DAY_MS)
+    old = store.path(store.keep(result("old", T0), {}))
+    recent = store.path(store.keep(result("recent", T0 + 2 * DAY_MS), {}))
+    (tmp_path / "not-a-day").mkdir()
+    store.keep(result("later", T0 + 3 * DAY_MS), {})  # a new day: the first write purges
+    assert not old.exists() and recent.exists() and (tmp_path / "not-a-day").exists()
+    assert store.purge(T0 + 10 * DAY_MS) == 2  # both remaining days, when called
+
+
+def test_ok_results_reference_their_raw_output_and_nothing_else_does(tmp_path: Path) -> None:
+    store = RawOutputStore(tmp_path)
+    [read] = scan_batch(Reading(), [request("a", "x")], loader, T0, keep_raw=store.keep).results
+    kept = json.loads(store.path(read["raw_output_ref"]).read_text())
+    assert kept["raw"] == {"scores": {"offensive": 0.9}}  # no raw output handed: its scores
+    outcome = scan_batch(
+        Counting(), [request("b", "corrupt"), request("c", None)], loader, T0, keep_raw=store.keep
+    )
+    assert all("raw_output_ref" not in r for r in outcome.results)  # errors keep nothing
+
+
+def test_a_store_that_fails_costs_the_reference_not_the_result() -> None:
+    def full(record: dict[str, Any], raw: Any) -> str:
+        raise OSError(28, "No space left on device")
+
+    [answered] = scan_batch(Counting(), [request("a", "x")], loader, T0, keep_raw=full).results
+    assert answered["status"] == "ok" and "raw_output_ref" not in answered
+
+
+def test_the_scan_job_keeps_raw_output_only_when_given_a_directory(tmp_path: Path) -> None:
+    topics = {"scan.requests.text": "p.text", "detector.results": "p.results"}
+    rows = [("p.text", "c-a", json.dumps(request("a", "fine")))]
+    for directory in (None, str(tmp_path / "raw")):
+        config = ScanConfig(topics=topics, raw_output_dir=directory)
+        handled = handle_batch(config, rows, T0, lambda _: Counting())
+        [value] = [
+            json.loads(v)
+            for t, v in zip(handled.topics, handled.values, strict=True)
+            if t == "p.results"
+        ]
+        assert ("raw_output_ref" in value) == (directory is not None)
+
+
+def test_the_scan_config_with_a_store_pickles_as_the_job_ships_it(tmp_path: Path) -> None:
+    """`python -m jobs.scan` runs the module as __main__: cloudpickle ships the config's class
+    by value, so nothing on it may hold a lock (a cached_property does)."""
+    import cloudpickle
+
+    import jobs.scan
+
+    config = ScanConfig(topics={}, raw_output_dir=str(tmp_path))
+    assert config.raw_outputs is not None  # opened once used
+    cloudpickle.register_pickle_by_value(jobs.scan)
+    try:
+        shipped = cloudpickle.loads(cloudpickle.dumps(config))
+    finally:
+        cloudpickle.unregister_pickle_by_value(jobs.scan)
+    assert shipped.raw_outputs is config.raw_outputs  # one store per directory and process
