@@ -9,8 +9,9 @@ tests/modstream/test_demo_labels.py checks the shipped files are what this write
 The labelled versions are the first VERSIONS of the seed-7 workload (ids `c7-0` … `c7-59`, the
 edit `c7-4` v2 and the hash-bank upload `banked-1`), which every demo run sends whatever its
 `--events` (60 or more): ids carry no run id, `modstream eval --last-demo` puts it on. A
-version the workload's own reviewer decides (`c7-3`) is left to that review (review decisions
-count as labels).
+version the workload's own reviewers decide (`c7-3`; the second-reviewed `c7-22` and `c7-34`,
+modstream/workload_extras.py) is left to those reviews: review decisions count as labels, the
+latest one per version, so a disputed second review is labelled by its escalation's decision.
 
 The labeller sees the "true" content. For generated content, the truth of each detector's
 label is the generated score (its highest over segments) plus the labeller's own noise

@@ -142,8 +142,9 @@ def real_content(lines: list[Line], media_dir: Path, now: int) -> tuple[list[Lin
         value = line["value"]
         if isinstance(value, dict):
             value = dict(value)
-            if isinstance(value.get("ts"), int):
-                value["ts"] = now + (value["ts"] - start)
+            for field in ("ts", "expires_ts"):  # a lease keeps its length
+                if isinstance(value.get(field), int):
+                    value[field] = now + (value[field] - start)
             if line["topic"] == "content.versions" and value.get("type") == "upsert":
                 if value.get("modality") in ("video", "audio") or value.get("content_id") in kinds:
                     _give_real_media(value, index, kinds, uploads, scanned)

@@ -3,8 +3,9 @@
 Content versions of every modality (video with segments), evidence per required detector and
 segment with realistic delays, duplicates, evidence that carries an earlier `ts` than its
 upsert, missing and timed-out evidence (deadlines), edits, deletes, reports, a review, an
-appeal, a re-evaluation, a hash-bank entry with a matching upload, a signed policy version
-and malformed records (the fixed scenario after the versions: modstream/workload_extras.py).
+appeal, sampled reviews with their blind second reviews and an escalation, a re-evaluation, a
+hash-bank entry with a matching upload, a signed policy version and malformed records (the
+fixed scenario after the versions: modstream/workload_extras.py).
 Same seed, same records.
 
 Authority records (detector results, reviews, appeals, bank entries) are generated unsigned and
@@ -22,7 +23,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from modstream.review import grant_record
-from modstream.workload_extras import Emit, add_extras
+from modstream.workload_extras import (
+    ESCALATION_REVIEWER,
+    FIRST_REVIEWER,
+    SECOND_REVIEWER,
+    Emit,
+    add_extras,
+)
 from operators.signing import AUTHORITY_TOPICS, Keyring, signed
 
 T0 = 1_764_460_800_000
@@ -225,13 +232,24 @@ def _human(rng: random.Random, mix: Mix, upsert: dict[str, Any], emit: Emit) -> 
 # task the job issued); mod-2 decides the extras' appeal (operators/review_access.py).
 LEAD = "lead-1"
 REVIEWERS = 20
+# The extras' reviewers (modstream/workload_extras.py) and their queues.
+EXTRAS_GRANTS = {
+    "mod-1": ["external"],
+    "mod-2": ["appeals"],
+    FIRST_REVIEWER: ["external"],
+    SECOND_REVIEWER: ["second_review"],
+    ESCALATION_REVIEWER: ["escalation"],
+}
 
 
 def _grants(mix: Mix, emit: Emit, ts: int, extras: bool) -> None:
-    """The grants the workload's reviews need, first of all its records."""
+    """The grants the workload's reviews need, first of all its records; a reviewer both
+    drawn and named by the extras holds both's queues."""
     reviewers = {f"mod-{index}": ["external"] for index in range(REVIEWERS if mix.review else 0)}
     if extras:
-        reviewers |= {"mod-1": ["external"], "mod-2": ["appeals"]}
+        for reviewer_id, queues in EXTRAS_GRANTS.items():
+            held = reviewers.get(reviewer_id, [])
+            reviewers[reviewer_id] = held + [queue for queue in queues if queue not in held]
     for reviewer_id, queues in sorted(reviewers.items()):
         emit("review.grants", grant_record(reviewer_id, queues, LEAD, ts), ts)
 

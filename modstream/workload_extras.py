@@ -2,8 +2,9 @@
 
 After the generated versions, at one ts: a known-bad hash and an upload that matches it;
 reports from established reporters, a burst of new ones and a flooder past its hourly limit; a
-review, an appeal (and a conflicting second one) and the review that closes it; an edit, a
-delete, a re-evaluation; and, given a policy document and key, a signed shadow policy version.
+review, an appeal (and a conflicting second one) and the review that closes it; two reviews the
+policy samples for a blind second review, one confirmed and one disputed and escalated; an edit,
+a delete, a re-evaluation; and, given a policy document and key, a signed shadow policy version.
 Only the banked hash draws from the generator's random sequence, first, so the records stay
 the same for the same seed.
 """
@@ -14,8 +15,12 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from modstream.review import LEASE_MS, lease_record
+import yaml
+
+from modstream.config import PROJECT_ROOT
+from modstream.review import LEASE_MS, decision_record, lease_record
 from operators.keyring import Keyring
+from operators.second_review import escalation_task_id, sampled, second_task_id
 from operators.signing import sign
 from operators.two_person import authorship_record
 
@@ -35,6 +40,7 @@ def add_extras(
     _bank_match(rng, uploads, emit, ts, prefix)
     _reports(uploads, emit, ts, prefix)
     _review_and_appeals(uploads[3], emit, ts)
+    _second_reviews(uploads, emit, ts, policy_document)
     _edit_delete_reevaluate(uploads, emit, ts)
     if policy_document is not None and policy_key is not None:
         _shadow_policy(policy_document, policy_key, emit, ts, prefix)
@@ -163,6 +169,91 @@ def _review_and_appeals(reviewed: dict[str, Any], emit: Emit, ts: int) -> None:
         },
         ts + 500,
     )
+
+
+# Second review (policy `second_review`, operators/second_review.py): the workload's reviewers.
+# FIRST_REVIEWER's proactive reviews are sampled; SECOND_REVIEWER reviews them again blind
+# (queue `second_review`); ESCALATION_REVIEWER decides the disagreement (queue `escalation`).
+FIRST_REVIEWER, SECOND_REVIEWER, ESCALATION_REVIEWER = "mod-3", "mod-4", "senior-1"
+# The uploads reviewed twice (confirmed, disputed): no other extra touches them; in the demo's
+# seed both are clean audio the model allows, in the labelled range (modstream/demo_labels.py).
+SECOND_REVIEWED = (22, 34)
+DEFAULT_POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
+
+
+def _second_reviews(
+    uploads: list[dict[str, Any]], emit: Emit, ts: int, policy_document: dict[str, Any] | None
+) -> None:
+    """Two proactive reviews the policy samples for a blind second review (or requires one
+    for, where a rule it names matches): the second reviewer confirms the first's ALLOW of
+    one version and disputes the first's BLOCK of the other, and the escalation's reviewer
+    decides that one ALLOW, which is then in force. The reviews' event ids are chosen by the
+    job's own sampling rule and the tasks' ids computed by its own functions, so the leases and
+    decisions name the tasks the job opens. Nothing when the policy samples none or there are
+    too few versions."""
+    share = _sample_share(policy_document)
+    if share <= 0 or len(uploads) <= max(SECOND_REVIEWED):
+        return
+    confirmed, disputed = (uploads[index] for index in SECOND_REVIEWED)
+    confirmed_id, disputed_id = _sampled_event_ids(share, 2)
+    second = _first_review(confirmed, confirmed_id, "ALLOW", "no_violation", emit, ts + 310)
+    _leased_decision(second, SECOND_REVIEWER, "ALLOW", "no_violation", emit, ts + 320)
+    # `spam`: a reason that gives no strike (policy `strikes`), so no sanction follows it.
+    second = _first_review(disputed, disputed_id, "BLOCK", "spam", emit, ts + 340)
+    _leased_decision(second, SECOND_REVIEWER, "ALLOW", "no_violation", emit, ts + 350)
+    escalation = dict(
+        second,
+        task_id=escalation_task_id(disputed["content_id"], 1, second["task_id"]),
+        queue="escalation",
+    )
+    _leased_decision(escalation, ESCALATION_REVIEWER, "ALLOW", "no_violation", emit, ts + 370)
+
+
+def _sample_share(policy_document: dict[str, Any] | None) -> float:
+    """The share of human decisions the policy samples: `policy_document`'s, else the shipped
+    default policy's (the demo's jobs run it; its workload is generated without a document)."""
+    if policy_document is None:
+        policy_document = yaml.safe_load(DEFAULT_POLICY.read_text(encoding="utf-8"))
+    return float(((policy_document or {}).get("second_review") or {}).get("sample", 0.0))
+
+
+def _sampled_event_ids(share: float, count: int) -> list[str]:
+    """The first `count` event ids `rv-sampled-<n>` that the policy's share samples."""
+    chosen: list[str] = []
+    number = 0
+    while len(chosen) < count:
+        number += 1
+        if sampled(f"rv-sampled-{number}", share):
+            chosen.append(f"rv-sampled-{number}")
+    return chosen
+
+
+def _first_review(
+    reviewed: dict[str, Any], event_id: str, outcome: str, reason: str, emit: Emit, at: int
+) -> dict[str, Any]:
+    """FIRST_REVIEWER's proactive review of version 1 of `reviewed` (naming no task: queue
+    `external`); the second-review task it opens."""
+    content_id = reviewed["content_id"]
+    review = {
+        "event_id": event_id, "task_id": "external", "content_id": content_id,
+        "content_version": 1, "reviewer_id": FIRST_REVIEWER, "outcome": outcome,
+        "reason": reason, "ts": at,
+    }  # fmt: skip
+    emit("review.decisions", review, at)
+    return {
+        "task_id": second_task_id(content_id, 1, event_id),
+        "queue": "second_review",
+        "content_id": content_id,
+        "content_version": 1,
+    }
+
+
+def _leased_decision(
+    task: dict[str, Any], reviewer_id: str, outcome: str, reason: str, emit: Emit, at: int
+) -> None:
+    """`reviewer_id` leases `task` and decides it (a task the job issued needs both)."""
+    emit("review.leases", lease_record(task, reviewer_id, at, LEASE_MS), at)
+    emit("review.decisions", decision_record(task, reviewer_id, outcome, reason, at + 5), at + 5)
 
 
 def _edit_delete_reevaluate(uploads: list[dict[str, Any]], emit: Emit, ts: int) -> None:

@@ -80,7 +80,7 @@ def on_review(state: State, record: Any, ts: int, ctx: Context, result: StepResu
             result.outputs.append(_open_second(state, record, queue, ts, ctx, rules, shown, False))
             return True
         apply(state, record, ts, ctx, result, record.task_id)
-        if state.second is None and _sampled(record.event_id, rules.sample):
+        if state.second is None and sampled(record.event_id, rules.sample):
             result.outputs.append(_open_second(state, record, queue, ts, ctx, rules, shown, True))
         return True
     apply(state, record, ts, ctx, result, record.task_id)
@@ -173,8 +173,10 @@ def _requires_two(state: State, record: Any, ts: int, ctx: Context, rules: Secon
     return bool(set(matched) & set(rules.rules))
 
 
-def _sampled(event_id: str, sample: float) -> bool:
-    """Whether a review gets a blind second review: its event id's digest below the share."""
+def sampled(event_id: str, sample: float) -> bool:
+    """Whether a review gets a blind second review: its event id's digest below the share.
+    Public so that a workload can choose reviews the policy samples (modstream/workload_extras.py)
+    by this very rule."""
     if sample <= 0:
         return False
     return int(sha256_hex("second_review", event_id)[:8], 16) < sample * _SAMPLE_RANGE
@@ -189,9 +191,19 @@ def _shown(state: State) -> tuple[list[str], list[str]]:
     )
 
 
-def _digest(state: State, of: str) -> str:
-    """The deterministic part of a task id: replay opens the same tasks."""
-    return sha256_hex(state.content_id, state.content_version, of)[:20]
+def second_task_id(content_id: str, content_version: int, first_event_id: str) -> str:
+    """The second-review task of the review `first_event_id` of a version. Deterministic, so
+    replay opens the same task and a workload can lease and decide it in advance."""
+    return SECOND_PREFIX + _digest(content_id, content_version, first_event_id)
+
+
+def escalation_task_id(content_id: str, content_version: int, second_task: str) -> str:
+    """The escalation task a disagreement on `second_task` opens (deterministic, as above)."""
+    return ESCALATION_PREFIX + _digest(content_id, content_version, second_task)
+
+
+def _digest(content_id: str, content_version: int, of: str) -> str:
+    return sha256_hex(content_id, content_version, of)[:20]
 
 
 def _open_second(
@@ -205,7 +217,7 @@ def _open_second(
     sampled: bool,
 ) -> Output:
     """Open the blind second-review task of `record`'s review and wait for it."""
-    task_id = SECOND_PREFIX + _digest(state, record.event_id)
+    task_id = second_task_id(state.content_id, state.content_version, record.event_id)
     state.second = SecondReviewWait(
         task_id,
         record.task_id,
@@ -227,7 +239,7 @@ def _open_escalation(
 ) -> Output:
     """Two reviewers disagreed: a task for the escalation queue, showing both outcomes."""
     rules = _rules(ctx) or SecondReview()
-    task_id = ESCALATION_PREFIX + _digest(state, wait.task_id)
+    task_id = escalation_task_id(state.content_id, state.content_version, wait.task_id)
     state.escalation_task = task_id
     reasons, refs = _shown(state)
     note = {

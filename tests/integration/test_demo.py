@@ -123,6 +123,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
     _assert_quality(samples, summary)
+    _assert_second_reviews(samples, summary)
     _assert_analytics(stack, summary)
     _assert_results_by_detector(summary)
 
@@ -206,6 +207,28 @@ def _assert_quality(samples: list[endpoints.Sample], summary: dict[str, Any]) ->
     assert waits and {labels["queue"] for labels, _ in waits} <= set(queues)
     assert all(value >= 0 for _, value in waits)
     assert {queue: target_ms(queue) for queue in targets} == targets
+
+
+def _assert_second_reviews(samples: list[endpoints.Sample], summary: dict[str, Any]) -> None:
+    """Second review (issue 29 item 2; the workload's extras under global.yaml's sampling): two
+    sampled reviews get a blind second review, one agreeing and one not, whose escalation task
+    is decided. The summary and the report read the pairs back from the topics and the
+    archive, the job counts them in `second_reviews`; the summary measures both new queues."""
+    rows = summary["second_reviews"]
+    assert sum(row["items"] for row in rows) >= 2 and sum(row["agreed"] for row in rows) >= 1
+    assert any(row["agreed"] < row["items"] for row in rows), rows
+    kappas = [row["kappa"] for row in rows]  # None where undefined (one outcome throughout)
+    assert all(kappa is None or -1.0 <= kappa <= 1.0 for kappa in kappas), rows
+    counted = _values(samples, prometheus_name("second_reviews"))
+    agreed = [value for labels, value in counted if labels["outcome_a"] == labels["outcome_b"]]
+    disputed = [value for labels, value in counted if labels["outcome_a"] != labels["outcome_b"]]
+    assert sum(agreed) >= 1 and sum(disputed) >= 1, counted
+    assert {labels["sampled"] for labels, _ in counted} <= {"true", "false"}, counted
+    queues = summary["review_wait"]
+    assert queues["second_review"]["tasks"] >= 2 and queues["escalation"]["tasks"] >= 1, queues
+    page = Path(summary["report"]).read_text(encoding="utf-8")
+    table = page.split("<h2>Second reviews: agreement", 1)[1].split("<h2>", 1)[0]
+    assert table.count("<tr><td>") >= 1, table[:400]
 
 
 def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:

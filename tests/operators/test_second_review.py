@@ -12,7 +12,7 @@ import pytest
 from operators.policy import load_policy
 from operators.policy_document import PolicyError
 from operators.review_access import ReviewGrants
-from operators.second_review import _sampled
+from operators.second_review import escalation_task_id, sampled, second_task_id
 from operators.version_state import Agreement, from_document, to_document
 from schemas import parse
 from tests.conftest import T0
@@ -116,6 +116,17 @@ def test_a_disagreement_opens_an_escalation_task_which_decides() -> None:
     assert version.state is not None and version.state.escalation_task is None
 
 
+def test_the_task_ids_are_the_ones_a_workload_computes_in_advance() -> None:
+    """modstream/workload_extras.py leases and decides these tasks before the job opens them."""
+    version = adult_review()
+    first = by("r1", first_task(version), "BLOCK", T0 + 100)
+    version.send("review.decisions", first)
+    second = second_task(version)["task_id"]
+    assert second == second_task_id("c-1", 1, first["event_id"])
+    version.send("review.decisions", by("r2", second, "ALLOW", T0 + 200))
+    assert version.of("review.tasks")[-1]["task_id"] == escalation_task_id("c-1", 1, second)
+
+
 def test_a_review_while_a_block_waits_for_its_second_is_refused() -> None:
     version = adult_review()
     version.send("review.decisions", by("r1", first_task(version), "BLOCK", T0 + 100))
@@ -182,11 +193,11 @@ def test_a_closed_second_task_refuses_a_late_review() -> None:
 
 def test_sampling_is_a_deterministic_share_of_event_ids() -> None:
     ids = [f"rv-{n}" for n in range(4000)]
-    chosen = [event_id for event_id in ids if _sampled(event_id, 0.25)]
+    chosen = [event_id for event_id in ids if sampled(event_id, 0.25)]
     assert 900 < len(chosen) < 1100
-    assert chosen == [event_id for event_id in ids if _sampled(event_id, 0.25)]
-    assert not any(_sampled(event_id, 0.0) for event_id in ids)
-    assert all(_sampled(event_id, 1.0) for event_id in ids)
+    assert chosen == [event_id for event_id in ids if sampled(event_id, 0.25)]
+    assert not any(sampled(event_id, 0.0) for event_id in ids)
+    assert all(sampled(event_id, 1.0) for event_id in ids)
 
 
 def test_the_same_inputs_give_the_same_outputs() -> None:
