@@ -134,7 +134,7 @@ def _requests(
     segments = content.segments
     received = answered(state)
     deadline = policy.deadline_ms(modality)
-    sampling = sample_ms(policy, modality)
+    optional = _optional_fields(content, policy, priority, text)
     ts = max(ts, content.ts)  # asked no earlier than the upload's own time
     if state.deadline is not None and priority == "live":
         deadline_ts: int | None = state.deadline  # models asked after the gate: same deadline
@@ -167,18 +167,29 @@ def _requests(
                 "attempt": 1,
                 "deadline_ts": deadline_ts,
                 "ts": ts,
+                **optional,
             }
-            if priority == "live" and policy.is_high_risk(content.surface):
-                request["high_risk"] = True  # admitted first by the scan pool
-            if text is not None and modality == "text":
-                request["text"] = text
-            if content.media_ref is not None:
-                request["media_ref"] = content.media_ref
-                request["size_bytes"] = content.size_bytes  # the scan job reads no more
-            if sampling is not None:
-                request["sample_ms"] = sampling
             outputs.append((request_topic(modality, priority), state.content_id, request))
     return outputs
+
+
+def _optional_fields(
+    content: Any, policy: CompiledPolicy, priority: str, text: str | None
+) -> dict[str, Any]:
+    """A request's fields written only when they apply: the high-risk mark, the text inline,
+    the media reference with its size, the video's frame sampling."""
+    fields: dict[str, Any] = {}
+    if priority == "live" and policy.is_high_risk(content.surface):
+        fields["high_risk"] = True  # admitted first by the scan pool
+    if text is not None and content.modality == "text":
+        fields["text"] = text
+    if content.media_ref is not None:
+        fields["media_ref"] = content.media_ref
+        fields["size_bytes"] = content.size_bytes  # the scan job reads no more
+    sampling = sample_ms(policy, content.modality)
+    if sampling is not None:
+        fields["sample_ms"] = sampling
+    return fields
 
 
 def on_upsert(
