@@ -157,6 +157,28 @@ METRICS: dict[str, Metric] = {
         "moderation",
         "second reviews compared with the first: the pair `a,b` (a < b) and each one's outcome",
     ),
+    # Cost per workflow version (issue 29 item 5; the archive's `cost_per_decision` view is the
+    # same per version decided): decision revisions by the policy and workflow version that made
+    # them (re-evaluations: trigger reevaluation or policy_change), and the detector results
+    # the moderation step read with their inference time, by the job's workflow version.
+    "workflow_decisions": Metric(
+        "counter",
+        ("policy_version", "workflow_version", "trigger"),
+        "moderation",
+        "decision revisions by the policy and workflow version that made them",
+    ),
+    "workflow_detector_results": Metric(
+        "counter",
+        ("workflow_version", "detector"),
+        "moderation",
+        "detector results the moderation step read (a duplicate it drops included)",
+    ),
+    "workflow_inference_ms": Metric(
+        "counter",
+        ("workflow_version", "detector"),
+        "moderation",
+        "the `inference_ms` of those results, summed",
+    ),
     # Review wait (issue 29, item 3; jobs/review_wait.py), set every 10 s per queue.
     "oldest_review_wait_ms": Metric(
         "gauge",

@@ -28,6 +28,7 @@ from jobs.metrics import OperatorMetrics
 from operators import agreement, language, quality, state_schema
 from operators.timers import overdue_since
 from operators.version_state import Agreement, Content, Output, VersionState
+from schemas.workflow import WORKFLOW_VERSION
 
 # Decision states while evidence is still outstanding (contract: `state`).
 INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifying"})
@@ -99,9 +100,23 @@ class ModerationMetrics:
                 sampled=str(compared.sampled).lower(),
             )
 
+    def read_results(self, results: list[tuple[str, int]]) -> None:
+        """Count the detector results a firing read, (detector, inference_ms) each, under the
+        job's workflow version: what cost per decision divides (docs/OPERATIONS.md)."""
+        for detector, inference_ms in results:
+            labels = {"workflow_version": str(WORKFLOW_VERSION), "detector": detector}
+            self.metrics.inc("workflow_detector_results", 1, **labels)
+            if inference_ms:
+                self.metrics.inc("workflow_inference_ms", inference_ms, **labels)
+
     def _decision(self, key: str, content: Content | None, record: dict[str, Any]) -> None:
+        trigger = str(record.get("trigger"))
+        self.metrics.inc("decisions", outcome=str(record.get("outcome")), trigger=trigger)
         self.metrics.inc(
-            "decisions", outcome=str(record.get("outcome")), trigger=str(record.get("trigger"))
+            "workflow_decisions",
+            policy_version=str(record.get("policy_version")),
+            workflow_version=str(record.get("workflow_version")),
+            trigger=trigger,
         )
         upload_ts = int((content.ts if content else None) or record.get("ts") or 0)
         if record.get("trigger") == "fast_gate":

@@ -66,6 +66,7 @@ class Moderate(PolicyAware):
         # The second reviews compared by the last `apply` (operators/second_review.py): counted
         # by the metrics, never written.
         self.agreements: list[Agreement] = []
+        self.results_read: list[tuple[str, int]] = []  # (detector, inference_ms) per result read
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -179,6 +180,7 @@ class Moderate(PolicyAware):
         stored = raw_state
         self.reported.decided(key, state, outputs, timestamp, earlier=lambda: in_force(stored))
         self.reported.compared(self.agreements)
+        self.reported.read_results(self.results_read)
         for timer in set(timers):
             if due is None:  # stored before issue 14: its timers are Flink's alone
                 ctx.timer_service().register_event_time_timer(timer)
@@ -231,6 +233,7 @@ class Moderate(PolicyAware):
         set_aside: dict[int, BaseException] = {}
         while True:
             self.agreements = []  # a run again without a failed input compares again
+            self.results_read = []  # and reads its results again
             try:
                 return self._run(raw_state, inputs, set_aside, timestamp, store, banks), set_aside
             except _InputFailed as failed:
@@ -308,6 +311,8 @@ class Moderate(PolicyAware):
                     bool(weights.get("_modstream_new_reporter")),
                 ),
             )
+        if topic == "detector.results":
+            self.results_read.append((str(parsed.detector), int(parsed.inference_ms or 0)))
         return moderation.step(state, topic, parsed, ts, context), parsed.content_id
 
     def _context(

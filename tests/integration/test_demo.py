@@ -123,6 +123,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     samples = [(name, dict(labels), value) for (name, labels), value in scraped.items()]
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
     _assert_quality(samples, summary)
+    _assert_cost_metrics(samples)
     _assert_second_reviews(samples, summary)
     _assert_analytics(stack, summary)
     _assert_results_by_detector(summary)
@@ -229,6 +230,19 @@ def _assert_second_reviews(samples: list[endpoints.Sample], summary: dict[str, A
     page = Path(summary["report"]).read_text(encoding="utf-8")
     table = page.split("<h2>Second reviews: agreement", 1)[1].split("<h2>", 1)[0]
     assert table.count("<tr><td>") >= 1, table[:400]
+
+
+def _assert_cost_metrics(samples: list[endpoints.Sample]) -> None:
+    """Cost per workflow version as Prometheus reads it (issue 29 item 5, docs/OPERATIONS.md):
+    every decision revision counted (as many as by outcome and trigger, in the same scrape)
+    under this tree's workflow version, and the detector results the step read under it."""
+    made = _values(samples, prometheus_name("workflow_decisions"))
+    assert {labels["workflow_version"] for labels, _ in made} == {str(WORKFLOW_VERSION)}, made
+    revisions = _values(samples, prometheus_name("decisions"))
+    assert sum(value for _, value in made) == sum(value for _, value in revisions) > 0, made
+    read = _values(samples, prometheus_name("workflow_detector_results"))
+    assert {labels["workflow_version"] for labels, _ in read} == {str(WORKFLOW_VERSION)}, read
+    assert sum(value for _, value in read) > 0, read
 
 
 def _assert_metrics(samples: list[endpoints.Sample], names: list[str]) -> None:

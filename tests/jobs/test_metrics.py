@@ -28,6 +28,7 @@ from modstream import endpoints
 from operators import quality
 from operators.scan_batch import Handled
 from operators.version_state import Agreement, Content, VersionState
+from schemas.workflow import WORKFLOW_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -411,3 +412,23 @@ def test_second_reviews_are_counted_per_queue_and_pair_whoever_reviewed_first() 
     assert made[f"{pair}/second_reviews"].count == 2
     agreed = "modstream/queue=text/pair=r1,r3/outcome_a=ALLOW/outcome_b=ALLOW/sampled=true"
     assert made[f"{agreed}/second_reviews"].count == 1
+
+
+def test_cost_is_counted_per_workflow_version() -> None:
+    """Decisions by policy and workflow version, detector results and their inference time by
+    workflow version: cost per decision as Prometheus reads it (issue 29 item 5)."""
+    context = FakeContext()
+    reported = ModerationMetrics(OperatorMetrics(context, "test"), lambda: 0)
+    reported.read_results([("offensive_text", 12), ("offensive_text", 30), ("nsfw_image", 0)])
+    decision = {"outcome": "ALLOW", "trigger": "evidence", "ts": 1, "completeness": {}}
+    decision |= {"policy_version": 3, "workflow_version": WORKFLOW_VERSION}
+    reported.decided("c\x1f1", None, [("moderation.decisions", "c", decision)])
+    made = context.group.made
+    text = f"modstream/workflow_version={WORKFLOW_VERSION}/detector=offensive_text"
+    assert made[f"{text}/workflow_detector_results"].count == 2
+    assert made[f"{text}/workflow_inference_ms"].count == 42
+    image = f"modstream/workflow_version={WORKFLOW_VERSION}/detector=nsfw_image"
+    assert made[f"{image}/workflow_detector_results"].count == 1
+    assert f"{image}/workflow_inference_ms" not in made  # nothing to add
+    labels = f"policy_version=3/workflow_version={WORKFLOW_VERSION}/trigger=evidence"
+    assert made[f"modstream/{labels}/workflow_decisions"].count == 1
