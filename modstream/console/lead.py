@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import threading
 from collections import Counter, OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from modstream.quality import second_review_summary
 
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
+# (reviewer_id, queue, ts) -> whether a grant of the queue was in force (ReviewGrants.may).
+Granted = Callable[[str, str, int], bool]
 ACCESS_KEPT = 50_000  # review.access records held for the search
 DECISIONS_KEPT = 100_000  # review.decisions records held for throughput and agreement
 TASKS_KEPT = 100_000  # review.tasks records held for agreement (a second review names its first)
@@ -120,15 +122,21 @@ class ReviewActivity:
         with self._lock:
             self.access.append(dict(record))
 
-    def view(self, now_ms: int, query: AccessQuery) -> dict[str, Any]:
+    def view(self, now_ms: int, query: AccessQuery, granted: Granted) -> dict[str, Any]:
         """Throughput, agreement and the access search at `now_ms` (the queues come from the
-        review feed, not from here)."""
+        review feed, not from here). Decisions count only on a task held here whose queue the
+        reviewer was granted at the decision's `ts` (`granted`, the grants the job applies):
+        one the job refused as ungranted is not work done."""
         with self._lock:
-            tasks, decisions, access = (
-                list(self.tasks.values()),
-                list(self.decisions),
-                list(self.access),
-            )
+            tasks, held = list(self.tasks.values()), list(self.decisions)
+            access = list(self.access)
+        queue_of = {task["task_id"]: task["queue"] for task in tasks}
+        decisions = [
+            d
+            for d in held
+            if d["task_id"] in queue_of
+            and granted(d["reviewer_id"], queue_of[d["task_id"]], d["ts"])
+        ]
         return {
             "throughput": throughput(decisions, now_ms),
             "agreement": second_review_summary(tasks, decisions),

@@ -321,7 +321,7 @@ class Console:
             raise
         now = self.clock()
         self.audit(lead_id, "lead_view", detail=query.described())
-        figures = self.activity.view(now, query)
+        figures = self.activity.view(now, query, self.grants.may)
         return {"queues": backlog_rows(self.queue().backlog(now)), **figures}
 
     def reason_codes(self) -> list[str]:

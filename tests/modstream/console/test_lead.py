@@ -22,6 +22,10 @@ KEYRING = Keyring(dev_secret=b"console-lead-test")
 MINUTE = 60_000
 
 
+def all_granted(reviewer_id: str, queue: str, ts: int) -> bool:
+    return True
+
+
 def task(task_id: str, content_id: str, queue: str = "adult", of_task: str = "") -> dict[str, Any]:
     record = {"task_id": task_id, "content_id": content_id, "content_version": 1, "queue": queue}
     if of_task:
@@ -62,7 +66,7 @@ def test_agreement_pairs_the_first_and_the_second_review_of_a_task_per_queue() -
     ):
         activity.add_decision(decided("carol", firsts[n], first, T0 + n))
         activity.add_decision(decided("erin", seconds[n], second, T0 + 100 + n))
-    [row] = activity.view(T0 + 1_000, AccessQuery())["agreement"]
+    [row] = activity.view(T0 + 1_000, AccessQuery(), all_granted)["agreement"]
     assert (row["queue"], row["pair"], row["items"], row["agreed"]) == ("adult", "carol,erin", 4, 3)
     assert row["kappa"] == pytest.approx(0.5)
 
@@ -129,3 +133,19 @@ def test_queues_with_the_longest_wait_come_first() -> None:
         "text": {"depth": 1, "oldest_age_ms": 50},
     }
     assert [row["queue"] for row in lead.backlog_rows(backlog)] == ["text", "adult"]
+
+
+def test_a_decision_without_a_grant_or_on_a_task_not_held_is_not_counted() -> None:
+    activity = ReviewActivity()
+    adult, text = task("t-1", "c-1"), task("t-2", "c-2", queue="text")
+    activity.add_task(adult)
+    activity.add_task(text)
+    for reviewer, of in (("carol", adult), ("dave", adult), ("dave", text)):
+        activity.add_decision(decided(reviewer, of, "BLOCK", T0))
+    activity.add_decision(decided("carol", task("t-9", "c-9"), "BLOCK", T0))  # not held
+
+    def granted(reviewer_id: str, queue: str, ts: int) -> bool:
+        return (reviewer_id, queue) in {("carol", "adult"), ("dave", "text")} and ts >= T0
+
+    counted = activity.view(T0 + MINUTE, AccessQuery(), granted)["throughput"]
+    assert [(row["reviewer_id"], row["last_day"]) for row in counted] == [("carol", 1), ("dave", 1)]

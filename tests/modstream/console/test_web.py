@@ -89,7 +89,9 @@ class FakeConsole:
         )
         activity.add_access(access_record("dave", "refused", T0 + 1, detail="no grant"))
         activity.add_decision(decision_record(TASK, "carol", "BLOCK", "", T0 + 2))
-        view = activity.view(T0 + 3, query)
+        activity.add_task(TASK)
+        activity.add_decision(decision_record(TASK, "dave", "ALLOW", "", T0 + 2))  # ungranted
+        view = activity.view(T0 + 3, query, lambda reviewer, queue, ts: reviewer == "carol")
         return {"queues": [{"queue": "adult", "depth": 1, "oldest_age_ms": 120_000}], **view}
 
     def reason_codes(self) -> list[str]:
@@ -220,6 +222,7 @@ def test_a_lead_sees_the_lead_view_and_searches_the_access_log(console: FakeCons
         page = browser.get("/lead").text
         assert 'tr data-queue="adult"><td>adult</td><td>1</td><td>2 min</td>' in page
         assert '<tr data-reviewer="carol"><td>carol</td><td>1</td><td>1</td></tr>' in page
+        assert '<tr data-reviewer="dave">' not in page
         assert 'data-action="reveal" data-reviewer="carol"' in page
         assert "file:///media/c-1.png" in page and "2025-11-30 00:00:00" in page
         found = browser.get("/lead", params={"reviewer_id": "dave", "action": "refused"}).text
