@@ -138,12 +138,15 @@ def shot(driver: Any, name: str) -> None:
 
 def log_in(driver: Any, base: str, reviewer: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.delete_all_cookies()
     driver.get(f"{base}/login")
     driver.find_element(By.ID, "reviewer_id").send_keys(reviewer)
     driver.find_element(By.ID, "password").send_keys(PASSWORDS[reviewer])
     driver.find_element(By.ID, "sign-in").click()
+    # scrypt takes its time on a busy machine: wait for the next page, not the click
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "reviewer"))
     assert driver.find_element(By.ID, "reviewer").text == reviewer
 
 
@@ -337,7 +340,8 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
 
 
 def assert_lead_view(driver: Any, base: str, blocked: dict[str, Any], image: Path) -> None:
-    """The lead finds carol's reveal in the access log, and sees her decisions counted."""
+    """The lead finds carol's reveal in the access log and sees her decision counted, not
+    dave's forged one (signed, but without a grant: the job refused it)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -352,6 +356,8 @@ def assert_lead_view(driver: Any, base: str, blocked: dict[str, Any], image: Pat
     assert blocked["task_id"] in row.text and image.as_uri() in row.text
     counted = driver.find_element(By.CSS_SELECTOR, f'#throughput tr[data-reviewer="{CAROL}"]')
     assert counted.text.split()[-1] != "0"
+    assert not driver.find_elements(By.CSS_SELECTOR, f'#throughput tr[data-reviewer="{DAVE}"]')
+    driver.execute_script("document.getElementById('throughput').scrollIntoView()")
     shot(driver, "lead")
 
 
