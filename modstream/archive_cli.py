@@ -30,7 +30,8 @@ def add_parsers(add: Add) -> None:
         "archive",
         cmd_archive,
         "copy a deployment's decisions, shadow decisions, actions, reviews, appeals, DLQ, "
-        "upload facts and visibility into its Parquet archive (RUN_DIR/archive/<prefix>), "
+        "upload facts, visibility and the review console's access log into its Parquet archive "
+        "(RUN_DIR/archive/<prefix>), "
         "exactly once",
     )
     deployments.add_options(sub)

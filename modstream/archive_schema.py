@@ -34,6 +34,7 @@ from schemas.outputs import (
     ShadowDecision,
 )
 from schemas.registry import SchemaError, validate
+from schemas.review import ReviewAccess
 from schemas.signals import Appeal, ReviewDecision
 
 # Every row's Kafka coordinates (not fields of any model).
@@ -50,6 +51,12 @@ POLICY_VERSION = pa.field("policy_version", pa.int64())
 CONTENT_FACTS = (
     "event_id", "type", "content_id", "content_version", "author_id", "modality", "surface",
     "region", "audience", "account_risk", "size_bytes", "mime_type", "segments", "ts",
+)  # fmt: skip
+# The review console's access log, less the reviewer's private note (for leads, in the topic and
+# the console's lead view; the archive is read more widely): who saw what, when.
+REVIEW_ACCESS_FACTS = (
+    "event_id", "reviewer_id", "action", "ts", "task_id", "queue", "content_id",
+    "content_version", "evidence_ref", "outcome", "detail",
 )  # fmt: skip
 DETECTOR_RESULT_FACTS = (
     "event_id", "content_id", "content_version", "detector", "model_version", "status", "ts",
@@ -124,6 +131,15 @@ TABLES: dict[str, Table] = {
             (DetectorResult,),
             by_version=False,
             columns=DETECTOR_RESULT_FACTS,
+        ),
+        # modstream's own topic: the review console's access log (issue 30), for "who revealed
+        # what" (deploy/sql/audit/who_revealed_what.sql has the same over Kafka).
+        Table(
+            "review_access",
+            "review.access",
+            (ReviewAccess,),
+            by_version=False,
+            columns=REVIEW_ACCESS_FACTS,
         ),
     )
 }

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.config import PROJECT_ROOT
-from schemas.registry import INPUT_TOPICS, OUTPUT_TOPICS
+from schemas.registry import INPUT_TOPICS, OUTPUT_TOPICS, OWN_TOPICS
 
 TABLES_FILE = PROJECT_ROOT / "deploy" / "sql" / "tables.sql"
 QUERIES_DIR = PROJECT_ROOT / "deploy" / "sql" / "queries"
@@ -47,7 +47,9 @@ WATERMARK_DELAY = "INTERVAL '5' SECOND"
 # content.validated (modstream's own topic) holds content.versions records that passed the
 # ingest check; the demo's moderation job reads content.versions itself.
 SCHEMA_OF: dict[str, str] = {"content.validated": "content.versions"}
-TABLE_TOPICS: tuple[str, ...] = (*INPUT_TOPICS, *OUTPUT_TOPICS, *SCHEMA_OF)
+# modstream's own topics with a table: the review console's access log (issue 30).
+OWN_TABLE_TOPICS = ("review.access",)
+TABLE_TOPICS: tuple[str, ...] = (*INPUT_TOPICS, *OUTPUT_TOPICS, *SCHEMA_OF, *OWN_TABLE_TOPICS)
 
 # Columns every table gets after the record's own fields: (name, type and definition).
 KAFKA_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -96,6 +98,8 @@ def columns(topic: str) -> list[Column]:
         schema = INPUT_TOPICS[schema_topic].json_schema(mode="validation")
     elif schema_topic in OUTPUT_TOPICS:
         schema = OUTPUT_TOPICS[schema_topic].json_schema(mode="serialization")
+    elif schema_topic in OWN_TABLE_TOPICS:
+        schema = OWN_TOPICS[schema_topic].json_schema(mode="serialization")
     else:
         raise SqlSchemaError(f"no schema for topic {topic!r}")
     definitions = schema.get("$defs", {})

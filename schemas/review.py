@@ -59,8 +59,11 @@ class ReviewLease(InputRecord):
 
 
 # What the console logs: a page or evidence seen, blurred evidence revealed, a task claimed or
-# decided, a login, and each request the server refused (`refused`, with the reason in `detail`).
-AccessAction = Literal["login", "login_refused", "view", "evidence", "reveal", "claim", "decide"]
+# decided, a login, a lead's look at the lead view (`lead_view`, the search in `detail`), and
+# each request the server refused (`refused`, with the reason in `detail`).
+AccessAction = Literal[
+    "login", "login_refused", "view", "evidence", "reveal", "claim", "decide", "lead_view"
+]
 AccessActions = AccessAction | Literal["refused"]
 
 

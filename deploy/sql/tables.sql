@@ -549,3 +549,34 @@ CREATE TABLE `content_validated` (
   'json.fail-on-missing-field' = 'false',
   'json.ignore-parse-errors' = 'true'
 );
+
+-- review.access
+CREATE TABLE `review_access` (
+  `event_id` STRING,
+  `reviewer_id` STRING,
+  `action` STRING,
+  `ts` BIGINT,
+  `task_id` STRING,
+  `queue` STRING,
+  `content_id` STRING,
+  `content_version` BIGINT,
+  `evidence_ref` STRING,
+  `outcome` STRING,
+  `note` STRING,
+  `detail` STRING,
+  `_partition` INT METADATA FROM 'partition' VIRTUAL,
+  `_offset` BIGINT METADATA FROM 'offset' VIRTUAL,
+  `_timestamp` TIMESTAMP_LTZ(3) METADATA FROM 'timestamp' VIRTUAL,
+  `event_time` AS COALESCE(TO_TIMESTAMP_LTZ(`ts`, 3), `_timestamp`),
+  WATERMARK FOR `event_time` AS `event_time` - INTERVAL '5' SECOND
+) WITH (
+  'connector' = 'kafka',
+  'topic' = 'review.access',
+  'properties.bootstrap.servers' = '127.0.0.1:9092',
+  'properties.isolation.level' = 'read_committed',
+  'scan.startup.mode' = 'earliest-offset',
+  'scan.bounded.mode' = 'latest-offset',
+  'format' = 'json',
+  'json.fail-on-missing-field' = 'false',
+  'json.ignore-parse-errors' = 'false'
+);

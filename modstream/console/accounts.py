@@ -5,6 +5,11 @@ work factor OWASP lists for scrypt, 32 MiB per check, so a stolen accounts file 
 attacker that much per guess. The file holds no signing key: the console signs a reviewer's
 records with the deployment's key of that reviewer (operators/keyring.py), so the file alone
 lets nobody decide. `modstream review add-reviewer ID` writes an entry (docs/REVIEW.md).
+
+Leads are marked here too (`"leads": [ID, ...]`, `add-reviewer ID --lead`): the lead view shows
+every queue and the access log with the reviewers' private notes, so who is a lead is the
+deployment's word, like who has an account. Not the keyring: its dev secret derives a `lead` key
+for any id. A lead signs grants with their own key, apart from this (`modstream review grant`).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import os
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 SCHEME = "scrypt"
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**15, 8, 1
@@ -61,9 +67,11 @@ _DUMMY_HASH = hash_password("modstream-console-no-such-reviewer", salt=b"\x00" *
 
 @dataclass(frozen=True)
 class Accounts:
-    """reviewer id -> password hash, as the accounts file holds them."""
+    """reviewer id -> password hash, and the ids that are leads, as the accounts file holds
+    them (a lead with an identity header from a proxy needs no password entry)."""
 
     hashes: dict[str, str]
+    leads: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, path: Path) -> Accounts:
@@ -73,11 +81,15 @@ class Accounts:
             raw = json.loads(path.read_text(encoding="utf-8"))
             reviewers = raw["reviewers"]
             hashes = {str(rid): str(entry["password"]) for rid, entry in reviewers.items()}
+            leads = raw.get("leads") or []
+            if not isinstance(leads, list):
+                raise TypeError("leads")
         except (ValueError, KeyError, TypeError, AttributeError):
             raise AccountError(
-                f'{path}: not an accounts file ({{"reviewers": {{ID: {{"password": HASH}}}}}})'
+                f'{path}: not an accounts file ({{"reviewers": {{ID: {{"password": HASH}}}}, '
+                '"leads": [ID, ...]})'
             ) from None
-        return cls(hashes)
+        return cls(hashes, frozenset(str(lead) for lead in leads))
 
     def authenticate(self, reviewer_id: str, password: str) -> bool:
         """Whether the id exists and the password is its own."""
@@ -91,11 +103,18 @@ class Accounts:
             raise AccountError("a reviewer id is 1 to 256 characters")
         if len(password) < MIN_PASSWORD_CHARS:
             raise AccountError(f"a password is at least {MIN_PASSWORD_CHARS} characters")
-        return Accounts({**self.hashes, reviewer_id: hash_password(password)})
+        return Accounts({**self.hashes, reviewer_id: hash_password(password)}, self.leads)
+
+    def with_lead(self, reviewer_id: str) -> Accounts:
+        """These accounts with `reviewer_id` marked a lead (the lead view)."""
+        return Accounts(self.hashes, self.leads | {reviewer_id})
 
     def save(self, path: Path) -> None:
         """Written whole to a temporary file and renamed, readable by its owner only."""
-        body = {"reviewers": {rid: {"password": h} for rid, h in sorted(self.hashes.items())}}
+        body: dict[str, Any] = {
+            "reviewers": {rid: {"password": h} for rid, h in sorted(self.hashes.items())},
+            "leads": sorted(self.leads),
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp")
         descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

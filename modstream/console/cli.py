@@ -44,6 +44,9 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         help="serve: an address whose identity header is believed (repeatable)",
     )  # fmt: skip
     parser.add_argument("--secure-cookies", action="store_true", help="serve: behind TLS")
+    parser.add_argument(
+        "--lead", action="store_true", help="add-reviewer: mark the reviewer a lead (lead view)"
+    )
 
 
 def with_console(
@@ -77,11 +80,12 @@ def add_reviewer(args: argparse.Namespace, settings: Settings) -> int:
     else:
         password = sys.stdin.readline().rstrip("\n")
     try:
-        Accounts.load(path).with_reviewer(args.task, password).save(path)
+        accounts = Accounts.load(path).with_reviewer(args.task, password)
+        (accounts.with_lead(args.task) if args.lead else accounts).save(path)
     except AccountError as error:
         print(f"modstream review add-reviewer: {error}", file=sys.stderr)
         return 1
-    print(f"review add-reviewer: {args.task} in {path}")
+    print(f"review add-reviewer: {args.task}{' (a lead)' if args.lead else ''} in {path}")
     return 0
 
 

@@ -11,7 +11,7 @@ server is refused there too). Pure: no I/O, no clock.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from operators.keyring import Keyring
@@ -34,16 +34,24 @@ class Refused(Exception):
 
 def admit_grant(raw: bytes, keyring: Keyring, grants: ReviewGrants) -> str | None:
     """Apply one review.grants record as the job would; the refusal when it is not valid."""
-    try:
-        parse("review.grants", raw)
-    except SchemaError as error:
-        return f"console: review.grants: {error}"
-    record = json.loads(raw)
-    refusal = check("review.grants", record, keyring)
-    if refusal is not None:
+    record, refusal = admit_signed("review.grants", raw, keyring)
+    if record is None:
         return refusal
     grants.apply(record["reviewer_id"], record["queues"], record["ts"])
     return None
+
+
+def admit_signed(
+    topic: str, raw: bytes, keyring: Keyring
+) -> tuple[dict[str, Any] | None, str | None]:
+    """A record of an authority topic with a valid schema and signature, or why not."""
+    try:
+        parse(topic, raw)
+    except SchemaError as error:
+        return None, f"console: {topic}: {error}"
+    record = json.loads(raw)
+    refusal = check(topic, record, keyring)
+    return (None, refusal) if refusal is not None else (record, None)
 
 
 def granted_queues(
@@ -57,6 +65,12 @@ def granted_queues(
 def require_grant(grants: ReviewGrants, reviewer_id: str, queue: str, now_ms: int) -> None:
     if not grants.may(reviewer_id, queue, now_ms):
         raise Refused(f"reviewer {reviewer_id} holds no grant of queue {queue!r}")
+
+
+def require_lead(leads: Collection[str], reviewer_id: str) -> None:
+    """The reviewer is a lead (the accounts file's `leads`): only a lead sees the lead view."""
+    if reviewer_id not in leads:
+        raise Refused(f"reviewer {reviewer_id} is not a lead")
 
 
 def require_lease(lease: Mapping[str, Any], reviewer_id: str, task_id: str) -> None:

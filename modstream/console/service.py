@@ -24,12 +24,15 @@ from PIL import Image
 from modstream import topics
 from modstream.config import kafka_options
 from modstream.console.evidence import EvidenceItem, access_record, evidence_items
+from modstream.console.lead import AccessQuery, ReviewActivity, backlog_rows
 from modstream.console.permissions import (
     Refused,
     admit_grant,
+    admit_signed,
     check_decision,
     granted_queues,
     require_grant,
+    require_lead,
     require_lease,
 )
 from modstream.limits import Limits
@@ -118,12 +121,16 @@ class Console:
             request_timeout_ms=15_000,
             **kafka_options(),
         )
+        self.activity = ReviewActivity()  # the lead view's records
         self.followers = [
-            Follower(config.bootstrap_servers, self.topic("review.grants"), self._grant)
+            Follower(config.bootstrap_servers, self.topic(name), handle)
+            for name, handle in (
+                ("review.grants", self._grant),
+                ("review.tasks", self._task),
+                ("review.decisions", self._decision),
+                ("review.access", self._access),
+            )
         ]
-        if config.feed:
-            feed = Follower(config.bootstrap_servers, self.topic("review.tasks"), self._task)
-            self.followers.append(feed)
 
     def topic(self, name: str) -> str:
         return topics.physical(name, self.config.prefix)
@@ -162,7 +169,21 @@ class Console:
             log.warning("console: grant not applied: %s", refusal)
 
     def _task(self, raw: bytes) -> None:
-        self.queue().feed(json.loads(raw))
+        task = json.loads(raw)
+        if self.config.feed:
+            self.queue().feed(task)
+        self.activity.add_task(task)
+
+    def _decision(self, raw: bytes) -> None:
+        """A review decision for the lead view, when its signature is one the job accepts."""
+        decision, refusal = admit_signed("review.decisions", raw, self.config.keyring)
+        if decision is None:
+            log.warning("console: review decision not counted: %s", refusal)
+            return
+        self.activity.add_decision(decision)
+
+    def _access(self, raw: bytes) -> None:
+        self.activity.add_access(json.loads(raw))
 
     def queue(self) -> ReviewQueue:
         # ReviewQueue's own grant check reads these roles: the records' grants, none else.
@@ -289,6 +310,19 @@ class Console:
             raise Refused(str(error)) from None
         self.audit(reviewer_id, "decide", task, outcome=outcome, note=note[:4096])
         return record
+
+    def lead_view(self, lead_id: str, leads: frozenset[str], query: AccessQuery) -> dict[str, Any]:
+        """Every queue's backlog, throughput, agreement and the access search, for a lead
+        (`leads`: the accounts file's); the look itself goes to the access log."""
+        try:
+            require_lead(leads, lead_id)
+        except Refused as refused:
+            self.audit(lead_id, "refused", detail=str(refused))
+            raise
+        now = self.clock()
+        self.audit(lead_id, "lead_view", detail=query.described())
+        figures = self.activity.view(now, query, self.grants.may)
+        return {"queues": backlog_rows(self.queue().backlog(now)), **figures}
 
     def reason_codes(self) -> list[str]:
         from modstream.console.permissions import reason_codes

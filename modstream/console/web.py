@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -22,12 +23,21 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from modstream.console.accounts import Accounts
+from modstream.console.lead import AccessQuery
 from modstream.console.permissions import OUTCOMES, Refused, sensitive
 from modstream.console.service import Console
 from modstream.console.sessions import SESSION_COOKIE, RateLimiter, Session, SessionCodec
 
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+
+def utc(ms: int) -> str:
+    """An event time (ms since the epoch) as the lead view shows it."""
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+templates.env.filters["utc"] = utc
 # The page may load its own script, style and images only; no frame may embed it.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self'; script-src 'self'; "
@@ -80,8 +90,10 @@ class ConsoleWeb:
 
     def page(self, request: Request, name: str, status: int = 200, **context: Any) -> Response:
         session = self.session_of(request)
+        reviewer = self.reviewer_of(request)
         context |= {
-            "reviewer": self.reviewer_of(request),
+            "reviewer": reviewer,
+            "lead": reviewer in self.web.accounts.leads,
             "csrf": self.web.codec.csrf_token(session),
         }
         response = templates.TemplateResponse(request, name, context, status_code=status)
@@ -201,6 +213,13 @@ class ConsoleWeb:
         done = urlencode({"decided": task_id, "outcome": outcome})
         return RedirectResponse(f"/?{done}", status_code=303)
 
+    async def lead(self, request: Request, reviewer: str) -> Response:
+        """The lead view: every queue, throughput, agreement, the access log searched."""
+        query = AccessQuery.of(request.query_params)
+        leads = self.web.accounts.leads
+        view = await run_in_threadpool(self.console.lead_view, reviewer, leads, query)
+        return self.page(request, "lead.html", query=query, **view)
+
     async def health(self, request: Request) -> Response:
         ready = self.console.ready()
         return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
@@ -217,6 +236,7 @@ class ConsoleWeb:
             Route("/tasks/{task_id}/evidence/{index:int}", guarded(self.evidence), methods=["GET"]),
             Route("/tasks/{task_id}/reveal/{index:int}", guarded(self.reveal), methods=["POST"]),
             Route("/tasks/{task_id}/decide", guarded(self.decide), methods=["POST"]),
+            Route("/lead", guarded(self.lead), methods=["GET"]),
             Route("/healthz", self.health, methods=["GET"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ]

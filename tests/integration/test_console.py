@@ -40,12 +40,13 @@ from tests.integration.test_key_roles import grant, now_ms, refused, send, wait_
 pytestmark = pytest.mark.integration
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
-# carol: queue adult; erin: adult and appeals; dave: queue text only.
-CAROL, ERIN, DAVE = "console-carol", "console-erin", "console-dave"
+# carol: queue adult; erin: adult and appeals; dave: queue text only; lena: a lead, no queue.
+CAROL, ERIN, DAVE, LENA = "console-carol", "console-erin", "console-dave", "console-lena"
 PASSWORDS = {
     CAROL: "carol-console-passphrase",
     ERIN: "erin-console-passphrase",
     DAVE: "dave-console-passphrase",
+    LENA: "lena-console-passphrase",
 }
 LEASE_MS = 6_000  # the console's claims, short: another reviewer gets an abandoned task
 CONSOLE_REDIS_DB = 7  # the console's review queue, this test's own (flushed first)
@@ -96,7 +97,7 @@ def start_console(
     accounts = Accounts({})
     for reviewer, password in PASSWORDS.items():
         accounts = accounts.with_reviewer(reviewer, password)
-    accounts.save(tmp_path / "accounts.json")
+    accounts.with_lead(LENA).save(tmp_path / "accounts.json")
     port = free_port()
     redis_url = f"redis://{LOCALHOST}:{stack.redis_port}/{CONSOLE_REDIS_DB}"
     redis.Redis.from_url(redis_url).flushdb()
@@ -137,12 +138,15 @@ def shot(driver: Any, name: str) -> None:
 
 def log_in(driver: Any, base: str, reviewer: str) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
 
     driver.delete_all_cookies()
     driver.get(f"{base}/login")
     driver.find_element(By.ID, "reviewer_id").send_keys(reviewer)
     driver.find_element(By.ID, "password").send_keys(PASSWORDS[reviewer])
     driver.find_element(By.ID, "sign-in").click()
+    # scrypt takes its time on a busy machine: wait for the next page, not the click
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements(By.ID, "reviewer"))
     assert driver.find_element(By.ID, "reviewer").text == reviewer
 
 
@@ -329,9 +333,32 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
         shot(browser, "appeal")
 
         assert_access_log(kafka, topics, blocked, abandoned, image)
+        assert_lead_view(browser, base, blocked, image)
     finally:
         console.terminate()
         console.wait(timeout=30)
+
+
+def assert_lead_view(driver: Any, base: str, blocked: dict[str, Any], image: Path) -> None:
+    """The lead finds carol's reveal in the access log and sees her decision counted, not
+    dave's forged one (signed, but without a grant: the job refused it)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    log_in(driver, base, LENA)
+    driver.find_element(By.ID, "lead-link").click()
+    search = f"{base}/lead?reviewer_id={CAROL}&action=reveal"
+    reveal = f'tr[data-action="reveal"][data-reviewer="{CAROL}"]'
+    WebDriverWait(driver, 30, poll_frequency=1).until(
+        lambda d: d.get(search) or d.find_elements(By.CSS_SELECTOR, reveal)
+    )  # the console reads review.access as it is written
+    [row] = driver.find_elements(By.CSS_SELECTOR, reveal)
+    assert blocked["task_id"] in row.text and image.as_uri() in row.text
+    counted = driver.find_element(By.CSS_SELECTOR, f'#throughput tr[data-reviewer="{CAROL}"]')
+    assert counted.text.split()[-1] != "0"
+    assert not driver.find_elements(By.CSS_SELECTOR, f'#throughput tr[data-reviewer="{DAVE}"]')
+    driver.execute_script("document.getElementById('throughput').scrollIntoView()")
+    shot(driver, "lead")
 
 
 def assert_access_log(

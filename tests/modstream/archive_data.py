@@ -58,7 +58,28 @@ def records() -> dict[str, list[Any]]:
         found[topic] = golden(topic)
     found["content.visibility"] = visibility(found["moderation.actions"])
     found["enforcement.exposure"] = exposure(found)
+    found["review.access"] = access(found["review.tasks"])
     return found
+
+
+def access(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the review console logs (modstream/console/evidence.py) for reviewers who claim,
+    reveal and decide the first tasks, with a private note, and one refusal."""
+    from modstream.console.evidence import access_record
+
+    logged = []
+    for index, task in enumerate(tasks[:24]):
+        reviewer, at = f"reviewer-{index % 3}", task["ts"] + 60_000
+        logged.append(access_record(reviewer, "claim", at, task))
+        for ref in task.get("evidence", [])[:1]:
+            logged.append(access_record(reviewer, "reveal", at + 1_000, task, evidence_ref=ref))
+        outcome = ("BLOCK", "ALLOW")[index % 2]
+        note = f"private note {index}"
+        logged.append(
+            access_record(reviewer, "decide", at + 2_000, task, outcome=outcome, note=note)
+        )
+    logged.append(access_record("reviewer-9", "refused", tasks[0]["ts"], detail="no grant"))
+    return sorted(logged, key=lambda record: record["ts"])
 
 
 def exposure(found: dict[str, list[Any]]) -> list[dict[str, Any]]:

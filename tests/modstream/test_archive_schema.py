@@ -135,3 +135,16 @@ def test_the_partition_is_the_utc_day_of_ts_and_the_policy_version_where_split()
     assert partition_path(TABLES["appeals"], "2025-11-30", None) == "appeals/date=2025-11-30"
     with pytest.raises(Unfit, match="past any calendar day"):
         partition_of(TABLES["dlq"], {"ts": 2**62})
+
+
+def test_the_access_log_is_archived_without_the_reviewers_private_note() -> None:
+    table = TABLES["review_access"]
+    logged = archive_data.records()["review.access"]
+    decided = next(record for record in logged if record["action"] == "decide")
+    assert decided["note"] and "note" not in table.file_schema.names
+    row = row_of(table, decided)
+    assert "note" not in row and (row["reviewer_id"], row["outcome"]) == (
+        decided["reviewer_id"],
+        decided["outcome"],
+    )
+    assert any(record["action"] == "reveal" and record["evidence_ref"] for record in logged)

@@ -47,3 +47,18 @@ def test_a_file_that_is_not_an_accounts_file_is_refused(tmp_path: Path) -> None:
     path.write_text('{"reviewers": ["carol"]}')
     with pytest.raises(AccountError, match="not an accounts file"):
         Accounts.load(path)
+
+
+def test_leads_are_marked_in_the_accounts_file_and_survive_a_password_change(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "accounts.json"
+    Accounts.load(path).with_reviewer("lena", "a long passphrase").with_lead("lena").save(path)
+    Accounts.load(path).with_reviewer("lena", "another passphrase").save(path)
+    assert Accounts.load(path).leads == frozenset({"lena"})
+    proxied = tmp_path / "proxied.json"  # behind an identity proxy: leads, no passwords
+    proxied.write_text('{"reviewers": {}, "leads": ["lena"]}')
+    assert Accounts.load(proxied).leads == frozenset({"lena"})
+    proxied.write_text('{"reviewers": {}, "leads": "lena"}')
+    with pytest.raises(AccountError, match="not an accounts file"):
+        Accounts.load(proxied)

@@ -12,9 +12,13 @@ import pytest
 from starlette.testclient import TestClient
 
 from modstream.console.accounts import Accounts
+from modstream.console.evidence import access_record
+from modstream.console.lead import AccessQuery, ReviewActivity
 from modstream.console.permissions import Refused
 from modstream.console.sessions import SessionCodec
 from modstream.console.web import WebConfig, build_app
+from modstream.review import decision_record
+from tests.conftest import T0
 
 TASK = {
     "task_id": "review-1",
@@ -73,6 +77,23 @@ class FakeConsole:
     def decide(self, reviewer: str, task_id: str, outcome: str, reason: str, note: str) -> None:
         self.decided.append((reviewer, task_id, outcome, reason, note))
 
+    def lead_view(self, lead_id: str, leads: frozenset[str], query: AccessQuery) -> dict[str, Any]:
+        """The real figures over records the console writes (carol's reveal, her decision)."""
+        if lead_id not in leads:
+            self.audit(lead_id, "refused")
+            raise Refused(f"reviewer {lead_id} is not a lead")
+        self.audit(lead_id, "lead_view", detail=query.described())
+        activity = ReviewActivity()
+        activity.add_access(
+            access_record("carol", "reveal", T0, TASK, evidence_ref=TASK["evidence"][0])
+        )
+        activity.add_access(access_record("dave", "refused", T0 + 1, detail="no grant"))
+        activity.add_decision(decision_record(TASK, "carol", "BLOCK", "", T0 + 2))
+        activity.add_task(TASK)
+        activity.add_decision(decision_record(TASK, "dave", "ALLOW", "", T0 + 2))  # ungranted
+        view = activity.view(T0 + 3, query, lambda reviewer, queue, ts: reviewer == "carol")
+        return {"queues": [{"queue": "adult", "depth": 1, "oldest_age_ms": 120_000}], **view}
+
     def reason_codes(self) -> list[str]:
         return ["sexual_content"]
 
@@ -84,6 +105,8 @@ ACCOUNTS = (
     Accounts({})
     .with_reviewer("carol", "carol-passphrase")
     .with_reviewer("dave", "dave-passphrase-1")
+    .with_reviewer("lena", "lena-passphrase-1")
+    .with_lead("lena")
 )
 
 
@@ -190,3 +213,29 @@ def test_the_queues_notice_is_made_from_known_words_only(console: FakeConsole) -
         assert "Decided BLOCK on task review-1" in decided
         forged = browser.get("/", params={"decided": "x", "outcome": "Call 555-0100 now"}).text
         assert "555-0100" not in forged and 'id="notice"' not in forged
+
+
+def test_a_lead_sees_the_lead_view_and_searches_the_access_log(console: FakeConsole) -> None:
+    with client(console) as browser:
+        logged_in(browser, "lena", "lena-passphrase-1")
+        assert 'id="lead-link"' in browser.get("/").text
+        page = browser.get("/lead").text
+        assert 'tr data-queue="adult"><td>adult</td><td>1</td><td>2 min</td>' in page
+        assert '<tr data-reviewer="carol"><td>carol</td><td>1</td><td>1</td></tr>' in page
+        assert '<tr data-reviewer="dave">' not in page
+        assert 'data-action="reveal" data-reviewer="carol"' in page
+        assert "file:///media/c-1.png" in page and "2025-11-30 00:00:00" in page
+        found = browser.get("/lead", params={"reviewer_id": "dave", "action": "refused"}).text
+        assert 'data-reviewer="dave"' in found and 'data-action="reveal"' not in found
+        assert "No access record matches" in browser.get("/lead", params={"action": "claim"}).text
+    looks = [extra["detail"] for who, a, extra in console.log if a == "lead_view"]
+    assert looks == ["all", "reviewer_id=dave action=refused", "action=claim"]
+
+
+def test_a_reviewer_who_is_not_a_lead_is_refused_the_lead_view(console: FakeConsole) -> None:
+    with client(console) as browser:
+        logged_in(browser, "carol", "carol-passphrase")
+        assert 'id="lead-link"' not in browser.get("/").text
+        refused = browser.get("/lead")
+        assert refused.status_code == 403 and "carol is not a lead" in refused.text
+    assert ("carol", "refused", {}) in console.log
