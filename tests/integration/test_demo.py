@@ -21,6 +21,7 @@ import pytest
 from jobs.metrics import prometheus_name
 from modstream import analytics, deployments, endpoints
 from modstream.config import PROJECT_ROOT, Settings
+from modstream.console.accounts import Accounts
 from operators import drift
 from operators.review_wait import target_ms
 from schemas.common import Outcome, Trigger
@@ -124,6 +125,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     _assert_metrics(samples, sorted({name for name, _, _ in samples if "_modstream_" in name}))
     _assert_quality(samples, summary)
     _assert_cost_metrics(samples)
+    _assert_console_login(stack, summary)
     _assert_second_reviews(samples, summary)
     _assert_analytics(stack, summary)
     _assert_results_by_detector(summary)
@@ -230,6 +232,19 @@ def _assert_second_reviews(samples: list[endpoints.Sample], summary: dict[str, A
     page = Path(summary["report"]).read_text(encoding="utf-8")
     table = page.split("<h2>Second reviews: agreement", 1)[1].split("<h2>", 1)[0]
     assert table.count("<tr><td>") >= 1, table[:400]
+
+
+def _assert_console_login(stack: Settings, summary: dict[str, Any]) -> None:
+    """The demo ends with how to open the review console on its topics and a demo reviewer's
+    login (issue 30): the password printed is the one the accounts file checks."""
+    serve, address = summary["review_console"]
+    assert f"review serve --prefix {deployments.last_demo(stack)}" in serve, serve
+    accounts = Path(serve.split("--accounts ", 1)[1].split()[0])
+    reviewer = address.split("reviewer ", 1)[1].split(",")[0]
+    password = address.rsplit("password ", 1)[1].strip()
+    assert address.strip().startswith("then http://127.0.0.1:"), address
+    assert Accounts.load(accounts).authenticate(reviewer, password)
+    assert not Accounts.load(accounts).authenticate(reviewer, password + "x")
 
 
 def _assert_cost_metrics(samples: list[endpoints.Sample]) -> None:
