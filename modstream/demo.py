@@ -36,6 +36,7 @@ import redis
 
 from modstream import demo_analytics, deployments, endpoints, stack, topics, workload
 from modstream.config import Settings
+from modstream.console import demo_login
 from modstream.content_service import ContentService
 from modstream.demo_checks import expected_scans
 from modstream.demo_summary import LagWatch, collect, print_summary, succeeded, summarize
@@ -199,32 +200,18 @@ def _run(
     analysed = demo_analytics.analyse(
         settings, deployment.prefix, deployment.run_id, real=real, shown=shown, say=say
     )
-    console = _console_login(settings, deployment, keyring)
-    if as_json:
-        print(json.dumps({**outcome.summary, **analysed, "review_console": console}))
-    else:
-        say("\n".join(console))
+    console = demo_login.on_demo_run(settings, deployment.prefix, deployment.names, keyring)
+    _print_end({**outcome.summary, **analysed, "review_console": console}, as_json, say)
     return 0 if outcome.ok else 1
 
 
-def _console_login(settings: Settings, deployment: Deployment, keyring: Keyring) -> list[str]:
-    """A demo reviewer for the review console on this run's topics (docs/REVIEW.md, "After
-    the demo"): an account with a fresh password, granted every queue by the workload's lead
-    (signed), and the lines that say how to open the console and sign in."""
-    from modstream.console.demo_login import demo_reviewer
-
-    def grant(record: dict[str, Any]) -> None:
-        line: Line = {"topic": "review.grants", "value": record}
-        workload.produce(settings.bootstrap_servers, [line], deployment.names, keyring)
-
-    return demo_reviewer(
-        settings.run_dir / "console" / "accounts.json",
-        deployment.prefix,
-        grant,
-        workload.LEAD,
-        int(time.time() * 1000),
-        dev_secret_variable=f"MODSTREAM_SIGNING_DEV_SECRET={_signing_env()['MODSTREAM_SIGNING_DEV_SECRET']}",
-    )
+def _print_end(summary: dict[str, Any], as_json: bool, say: Say) -> None:
+    """The run's summary as one JSON line (`--json`), else how to open the review console (the
+    rest of the summary was printed as it was made)."""
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        say("\n".join(summary["review_console"]))
 
 
 def _create_deployment(settings: Settings, jobs: list[str]) -> Deployment:

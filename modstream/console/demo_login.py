@@ -1,18 +1,23 @@
 """A demo reviewer for the review console after `modstream demo` (issue 30): an account with a
 fresh password, a lead's grant of every queue on the run's review.grants, and the lines that
-say how to open the console on the run's topics. `modstream demo` is to call `demo_reviewer`
-once its summary is printed (docs/REVIEW.md, "After the demo")."""
+say how to open the console on the run's topics. `modstream demo` calls `on_demo_run` once
+its summary is printed (docs/REVIEW.md, "After the demo")."""
 
 from __future__ import annotations
 
+import os
 import secrets
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modstream import workload
+from modstream.config import Settings
 from modstream.console.accounts import Accounts
 from modstream.console.cli import DEFAULT_PORT
 from modstream.review import grant_record
+from operators.signing import Keyring
 
 DEMO_REVIEWER = "demo-reviewer"
 
@@ -35,3 +40,33 @@ def demo_reviewer(
         f"--accounts {accounts_path}",
         f"  then http://127.0.0.1:{DEFAULT_PORT}/  reviewer {DEMO_REVIEWER}, password {password}",
     ]
+
+
+def on_demo_run(
+    settings: Settings,
+    prefix: str,
+    names: dict[str, str],
+    keyring: Keyring,
+    secret_variable: str = "MODSTREAM_SIGNING_DEV_SECRET",
+) -> list[str]:
+    """`demo_reviewer` for a demo run: the account in RUN_DIR/console/accounts.json, the grant
+    signed by the workload's lead with the run's keyring and produced to the run's
+    review.grants (`names`: contract topic -> the run's topic). The dev secret the console
+    needs is the one the run signed with (`secret_variable` in the environment, else the
+    demo's)."""
+
+    def grant(record: dict[str, Any]) -> None:
+        line: workload.Line = {"topic": "review.grants", "value": record}
+        workload.produce(settings.bootstrap_servers, [line], names, keyring)
+
+    from modstream.demo import DEMO_SIGNING_SECRET
+
+    secret = os.environ.get(secret_variable) or DEMO_SIGNING_SECRET
+    return demo_reviewer(
+        settings.run_dir / "console" / "accounts.json",
+        prefix,
+        grant,
+        workload.LEAD,
+        int(time.time() * 1000),
+        dev_secret_variable=f"{secret_variable}={secret}",
+    )
