@@ -30,6 +30,8 @@ SLOWEST_FIRST = (
     "tests/integration/test_cluster.py",
     "tests/integration/test_restore.py",
     "tests/integration/test_scan.py",
+    "tests/integration/test_second_review.py",
+    "tests/integration/test_console.py",
     "tests/integration/test_retention.py",
     "tests/integration/test_ingest_job.py",
     "tests/integration/test_archive_lifecycle.py",
