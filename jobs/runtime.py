@@ -346,6 +346,22 @@ class TopicNames:
         return physical
 
 
+def inputs_missing(job: JobConfig, names: list[str]) -> bool:
+    """Whether an input topic (physical `names`) is missing on the broker, said on stderr: a
+    job refuses to start then, since Flink's Kafka source over a list with a missing topic
+    reads none of them."""
+    present = topics.partition_counts(job.bootstrap_servers, names)
+    missing = [name for name in names if not present.get(name)]
+    if missing:
+        print(
+            f"{job.name}: input topics missing on the broker: {', '.join(missing)}; create "
+            "them first (`modstream topics create`, docs/OPERATIONS.md)",
+            file=sys.stderr,
+            flush=True,
+        )
+    return bool(missing)
+
+
 def run_on_kafka(
     job: JobConfig,
     settings: Settings,
@@ -360,15 +376,7 @@ def run_on_kafka(
     over a list with a missing topic reads none of them (the reconciler, given review.tasks
     and review.decisions as inputs, reported no discrepancy at all)."""
     names = [job.topic(name) for name in input_topics]
-    present = topics.partition_counts(job.bootstrap_servers, names)
-    missing = [name for name in names if not present.get(name)]
-    if missing:
-        print(
-            f"{job.name}: input topics missing on the broker: {', '.join(missing)}; create "
-            "them first (`modstream topics create`, docs/OPERATIONS.md)",
-            file=sys.stderr,
-            flush=True,
-        )
+    if inputs_missing(job, names):
         return 2
     env = create_env(job, settings)
     source: DataStream = env.from_source(

@@ -90,18 +90,8 @@ def run_pools(
     model workers; one exactly-once sink for all."""
     from pyflink.common import WatermarkStrategy
 
-    from modstream import topics
-
     names = {pool.name: [job.topic(topic) for topic in pool.topics()] for pool in pools}
-    wanted = [name for listed in names.values() for name in listed]
-    present = topics.partition_counts(job.bootstrap_servers, wanted)
-    missing = [name for name in wanted if not present.get(name)]
-    if missing:
-        print(
-            f"scan: input topics missing on the broker: {', '.join(missing)}; create them "
-            "first (`modstream topics create`, docs/OPERATIONS.md)",
-            flush=True,
-        )
+    if runtime.inputs_missing(job, [name for listed in names.values() for name in listed]):
         return 2
     env = runtime.create_env(job, settings)
     results: list[DataStream] = []
