@@ -21,6 +21,7 @@ Pure: time comes in as `now` (ms), nothing here touches Flink.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 from collections import deque
@@ -88,7 +89,9 @@ def admission_fields(
     is not a JSON object with a content id and version (the model worker dead-letters it)."""
     try:
         fields = msgspec.json.decode(row[2] or "", type=_Admission)
-    except Exception:
+    # DecodeError: not JSON, or a field missing or mistyped (ValidationError is one);
+    # RecursionError: nesting deeper than msgspec decodes.
+    except (msgspec.DecodeError, RecursionError):
         return None
     budget = (
         max(0, fields.deadline_ts - fields.ts)
@@ -228,7 +231,7 @@ class AdmissionQueue:
         first = self._queues[PRIORITIES[0]]
         moved.sort(key=lambda w: w.arrived_ms)
         for waiting in reversed(moved):
-            bumped = _with_priority(waiting, PRIORITIES[0])
+            bumped = dataclasses.replace(waiting, priority=PRIORITIES[0])
             self._waiting[waiting.seq] = bumped
             first.appendleft(bumped)
         return len(moved)
@@ -255,16 +258,3 @@ class AdmissionQueue:
 
 def _of(waiting: Waiting, content_id: str, content_version: int) -> bool:
     return waiting.content_id == content_id and waiting.content_version == content_version
-
-
-def _with_priority(waiting: Waiting, priority: str) -> Waiting:
-    return Waiting(
-        seq=waiting.seq,
-        priority=priority,
-        modality=waiting.modality,
-        content_id=waiting.content_id,
-        content_version=waiting.content_version,
-        arrived_ms=waiting.arrived_ms,
-        answer_by_ms=waiting.answer_by_ms,
-        row=waiting.row,
-    )
