@@ -17,6 +17,7 @@ unpickling a keyring that came from a file, so a job graph never carries the fil
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -67,10 +68,12 @@ TRUE = ("1", "true", "yes")
 FALSE = ("0", "false", "no")
 
 
+@functools.lru_cache(maxsize=4096)  # a few producers sign nearly every record; bounded
 def derive_key(secret: bytes, producer: str, role: str) -> bytes:
     """The key of `producer` in `role` under a dev secret: the hex HMAC-SHA256 of
     `<role>:<id>`, as ASCII bytes (writable in a person's keys file as it is). One id gets
-    another key in each role, so a detector's derived key signs no review."""
+    another key in each role, so a detector's derived key signs no review. Cached: admitting
+    a signed record derived its producer's key each time (an HMAC of its own)."""
     message = f"{role}:{producer}".encode()
     return hmac.new(secret, message, hashlib.sha256).hexdigest().encode("ascii")
 

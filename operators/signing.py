@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from operators.keyring import (
     DEV_SECRET_VARIABLE,
     KEYS_FILE_VARIABLE,
@@ -44,11 +46,57 @@ SIGNATURE_PREFIX = "hmac-sha256:"
 # The bytes a signature covers, and the signature itself (policy records use the same).
 def canonical_json(record: Mapping[str, Any]) -> bytes:
     """The record without `signature`, keys sorted, separators `,` and `:`, no other
-    whitespace, non-ASCII kept as UTF-8. NaN and infinities raise ValueError (not JSON)."""
+    whitespace, non-ASCII kept as UTF-8, floats as Python's `repr` writes them (the bytes
+    `json.dumps` gives, which every producer's signer reproduces). NaN and infinities raise
+    ValueError (not JSON).
+
+    msgspec writes the same bytes about ten times faster (2 against 18 µs for a detector
+    result: the largest cost of admitting a signed record) except for floats that `repr`
+    writes with an exponent (below 1e-4, or from 1e16): msgspec writes `0.00001` and `1e16`
+    where `json` writes `1e-05` and `1e+16`. Bytes that may hold such a number, and every
+    record msgspec refuses or does not read back as it was (NaN, a datetime), take
+    `json.dumps`, which then decides (tests/operators/test_signing.py holds the two equal on
+    generated JSON)."""
     body = {key: value for key, value in record.items() if key != "signature"}
+    try:
+        fast = _CANONICAL.encode(body)
+    except (TypeError, ValueError, OverflowError, RecursionError):  # a key, a big int, a surrogate
+        fast = None
+    if fast is not None and _reads_back(fast, body):
+        return fast
     return json.dumps(
         body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     ).encode("utf-8")
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+class _SpelledOtherwise(ValueError):
+    """A float that `repr` writes with an exponent: msgspec spells it otherwise."""
+
+
+def _positional(text: str) -> float:
+    """msgspec's float hook: the number, unless `repr` writes it with an exponent (Python's
+    float repr is positional exactly for 0 and 1e-4 <= |x| < 1e16)."""
+    value = float(text)
+    size = abs(value)
+    if size != 0.0 and not 1e-4 <= size < 1e16:
+        raise _SpelledOtherwise(text)
+    return value
+
+
+_READ = msgspec.json.Decoder(float_hook=_positional).decode
+
+
+def _reads_back(fast: bytes, body: Mapping[str, Any]) -> bool:
+    """True when msgspec's bytes are json's: every float positional, and the bytes read back
+    as the record (msgspec writes NaN and infinities as `null`, and some values of no JSON
+    type, a datetime, bytes or a set, as text or lists, where json raises)."""
+    try:
+        return bool(_READ(fast) == body)
+    except msgspec.ValidationError:  # what msgspec makes of the hook's _SpelledOtherwise
+        return False
 
 
 def sign(record: Mapping[str, Any], key: bytes) -> str:

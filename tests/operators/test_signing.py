@@ -321,3 +321,62 @@ def test_approvals_count_only_for_this_document_by_someone_else_with_their_own_k
     assert [a["approver"] for a in found] == ["bob"]
     assert valid_approvals(document, "bob", [bob], approver_key(REQUIRED)) == []
     assert valid_approvals({**document, "version": 4}, "alice", [bob], approver_key(REQUIRED)) == []
+
+
+# canonical_json's fast path (msgspec) must write the bytes json.dumps writes, or defer to it.
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(),  # surrogates included: the bytes cannot be UTF-8, json.dumps refuses them
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+def slow_canonical(record: dict[str, Any]) -> bytes:
+    """The definition: json.dumps, as every producer's signer writes it."""
+    body = {key: value for key, value in record.items() if key != "signature"}
+    text = json.dumps(
+        body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return text.encode("utf-8")
+
+
+@given(st.dictionaries(st.text(), JSON_VALUES, max_size=6))
+def test_canonical_json_writes_the_bytes_json_dumps_writes(record: dict[str, Any]) -> None:
+    try:
+        expected: bytes | type[Exception] = slow_canonical(record)
+    except ValueError as error:  # NaN, infinity, a surrogate
+        expected = type(error)
+    try:
+        got: bytes | type[Exception] = canonical_json(record)
+    except ValueError as error:
+        got = type(error)
+    assert got == expected
+
+
+@pytest.mark.parametrize(
+    "score", [1e-05, 3.2e-07, 1e16, 1.5e300, 0.0001, 0.5, -0.0, 5.0, 123456789.25]
+)
+def test_canonical_json_spells_floats_as_python_repr(score: float) -> None:
+    """The floats msgspec spells otherwise (1e-05 as 0.00001, 1e+16 as 1e16) still sign."""
+    record = {"scores": {"toxic": score}, "ts": T0, "signature": "x"}
+    assert canonical_json(record) == slow_canonical(record)
+    assert repr(score).encode() in canonical_json(record)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_canonical_json_refuses_what_json_refuses(value: float) -> None:
+    with pytest.raises(ValueError):
+        canonical_json({"scores": {"toxic": value}})
+
+
+def test_canonical_json_refuses_values_of_no_json_type() -> None:
+    """msgspec would write a datetime or bytes; json.dumps refuses them, so canonical_json does."""
+    import datetime
+
+    for value in (datetime.datetime(2026, 1, 1), b"raw", {1, 2}):
+        with pytest.raises(TypeError):
+            canonical_json({"at": value})
