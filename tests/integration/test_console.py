@@ -305,7 +305,6 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
     topics["review.access"] = f"{moderation_deployment.prefix}.review.access"
     kafka.create_topics([topics["review.access"]])
     job = start_job("moderation", *moderation_deployment.args)
-    enforce = start_enforce(kafka, stack, start_job, moderation_deployment, tmp_path)
     grant(kafka, topics, CAROL, ["adult"], TEST_KEYRING)
     grant(kafka, topics, ERIN, ["adult", "appeals"], TEST_KEYRING)
     grant(kafka, topics, DAVE, ["text"], TEST_KEYRING)
@@ -316,7 +315,9 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
     raw_outputs = RawOutputStore(tmp_path / "raw-output")
     try:
         job.wait_running()
-        enforce.wait_running()
+        # Started once the moderation job runs: its JVM starts while the browser works (it reads
+        # moderation.actions from the beginning), not beside the moderation job's start.
+        enforce = start_enforce(kafka, stack, start_job, moderation_deployment, tmp_path)
         for content_id in ("console-1", "console-2"):
             mature_image(kafka, topics, content_id, image, data, platform, raw_outputs)
         tasks = {cid: review_task(kafka, topics, cid) for cid in ("console-1", "console-2")}
@@ -362,6 +363,7 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
         notice = decide_by_keyboard(browser, "b", "sexual_content", "clear nudity on a comment")
         assert f"Decided BLOCK on task {blocked['task_id']}" in notice
         wait_decision(kafka, topics, blocked["content_id"], "review", "BLOCK")
+        enforce.wait_running()
         assert_enforced(kafka, topics, platform, blocked["content_id"], "hidden")
 
         # carol claims the other task and leaves it; once her lease ran out, erin gets it.
