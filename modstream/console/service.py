@@ -29,6 +29,7 @@ from modstream.console.lead import AccessQuery, ReviewActivity, backlog_rows
 from modstream.console.media_text import (
     READERS,
     Moment,
+    ReaderResult,
     ReaderResults,
     moment_at,
     moments,
@@ -208,7 +209,7 @@ class Console:
         """A reader's result naming its kept words or a time, when the job would accept it
         (schema and signature): a forged result never points a page at another file."""
         record = json.loads(raw)
-        if record.get("detector") not in READERS:
+        if not isinstance(record, dict) or record.get("detector") not in READERS:
             return  # most results: not a reader's, not checked
         admitted, refusal = admit_signed("detector.results", raw, self.config.keyring)
         if admitted is None:
@@ -302,7 +303,7 @@ class Console:
         self.audit(reviewer_id, "view", task)
         return task, evidence_items(task)
 
-    def _reader_results(self, task: dict[str, Any]) -> list[Any]:
+    def _reader_results(self, task: dict[str, Any]) -> list[ReaderResult]:
         with self._readers_lock:
             return self.readers.of(str(task["content_id"]), int(task["content_version"]))
 
