@@ -58,11 +58,21 @@ class ReviewLease(InputRecord):
         return self
 
 
-# What the console logs: a page or evidence seen, blurred evidence revealed, a task claimed or
-# decided, a login, a lead's look at the lead view (`lead_view`, the search in `detail`), and
-# each request the server refused (`refused`, with the reason in `detail`).
+# What the console logs: a page or evidence seen (an image, or a video frame: `evidence_ref`
+# with `#t=` seconds), the words a reader kept read from the raw-output store (`raw_output`,
+# the file's `raw://` reference), blurred evidence revealed, a task claimed or decided, a
+# login, a lead's look at the lead view (`lead_view`, the search in `detail`), and each request
+# the server refused (`refused`, with the reason in `detail`).
 AccessAction = Literal[
-    "login", "login_refused", "view", "evidence", "reveal", "claim", "decide", "lead_view"
+    "login",
+    "login_refused",
+    "view",
+    "evidence",
+    "raw_output",
+    "reveal",
+    "claim",
+    "decide",
+    "lead_view",
 ]
 AccessActions = AccessAction | Literal["refused"]
 

@@ -12,7 +12,9 @@ decisions cite results, never the raw output. It holds content (the words read o
   decisions that cite the results, for appeals and audits); the job deletes them as it writes
   (the first write of each day purges), and `purge` deletes them when called;
 - a file's name is a digest of the result's `event_id`, so a result made again after a restore
-  writes the same file (its content the same detector's answer).
+  writes the same file (its content the same detector's answer);
+- the review console reads it (`read_kept`, for the reviewer of the version: docs/REVIEW.md)
+  without changing the store: no directory made, no mode changed, a link never followed.
 """
 
 from __future__ import annotations
@@ -23,13 +25,16 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any
 
 RETENTION_MS = 30 * 86_400_000
 DAY_MS = 86_400_000
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)
 SCHEME = "raw://"
+MAX_READ_BYTES = 4 << 20  # a kept file the console reads: readings of one result, bounded
 
 
 def _day(ts: int) -> str:
@@ -71,12 +76,7 @@ class RawOutputStore:
 
     def path(self, ref: str) -> Path:
         """The file a reference names (inside `root`, or a ValueError)."""
-        if not ref.startswith(SCHEME):
-            raise ValueError("raw_output_ref: not a raw:// reference")
-        day, _, name = ref[len(SCHEME) :].partition("/")
-        if _day_ms(day) is None or not name.endswith(".json") or "/" in name or ".." in name:
-            raise ValueError("raw_output_ref: not a day and a file name")
-        return self.root / day / name
+        return kept_path(self.root, ref)
 
     def purge(self, now_ms: int) -> int:
         """Delete every day folder that ended more than `retention_ms` before `now_ms`; how
@@ -97,6 +97,40 @@ class RawOutputStore:
         if folder.is_symlink():
             raise ValueError(f"raw output: {folder.name} is a symlink")
         os.chmod(folder, 0o700)
+
+
+def kept_path(root: Path, ref: str) -> Path:
+    """The file a `raw://<day>/<name>.json` reference names under `root`, or a ValueError."""
+    if not ref.startswith(SCHEME):
+        raise ValueError("raw_output_ref: not a raw:// reference")
+    day, _, name = ref[len(SCHEME) :].partition("/")
+    if _day_ms(day) is None or not name.endswith(".json") or "/" in name or ".." in name:
+        raise ValueError("raw_output_ref: not a day and a file name")
+    return root / day / name
+
+
+def read_kept(root: Path, ref: str, max_bytes: int = MAX_READ_BYTES) -> dict[str, Any]:
+    """The body `keep` wrote for `ref` (`event_id`, `detector`, `model_version`, `raw`), read
+    without following a link (the day folder nor the file) and at most `max_bytes`: ValueError
+    for a reference or file that is not the store's, OSError for ordinary I/O failures (a file
+    the retention already deleted: FileNotFoundError)."""
+    path = kept_path(root, ref)
+    if path.parent.is_symlink():
+        raise ValueError(f"raw output: {path.parent.name} is a symlink")
+    fd = os.open(path, _READ_FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError("raw output: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise ValueError(f"raw output: more than {max_bytes} bytes")
+    body = json.loads(data)
+    if not isinstance(body, dict):
+        raise ValueError("raw output: not a JSON object")
+    return body
 
 
 @functools.lru_cache(maxsize=4)

@@ -186,6 +186,27 @@ def decoded(
         raise MediaError(f"video does not decode ({type(error).__name__})") from None
 
 
+def frame_at(data: bytes, mime_type: str | None, at_ms: int, limits: Limits) -> Image.Image:
+    """The frame of the first video stream shown at `at_ms` (the last one presented at or
+    before it; the first frame for an earlier time), for a reviewer to see a finding's moment
+    (the review console). Decoded with the same bounds as scanning; MediaError otherwise."""
+    shown: Any = None
+    first_stream: int | None = None
+    for stream, _number, frame in decoded(data, mime_type, limits):
+        first_stream = stream if first_stream is None else first_stream
+        if stream != first_stream:
+            continue
+        frame_ms = round(frame.time * 1000) if frame.time is not None else None
+        if shown is not None and (frame_ms is None or frame_ms > at_ms):
+            break
+        shown = frame
+        if frame_ms is not None and frame_ms >= at_ms:
+            break
+    if shown is None:
+        raise MediaError("video has no frames")
+    return shown.to_image()
+
+
 def segment_scores(
     data: bytes,
     mime_type: str | None,

@@ -33,6 +33,11 @@ def add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", type=Path, default=None, help="serve: the policy's reasons")
     parser.add_argument("--lease-ms", type=int, default=None, help="serve: how long a claim holds")
     parser.add_argument(
+        "--raw-output-dir", type=Path, default=None,
+        help="serve: the scan job's raw-output store (its --raw-output-dir), read for the "
+        "words OCR read and speech said",
+    )  # fmt: skip
+    parser.add_argument(
         "--no-feed", action="store_true", help="serve: do not read review.tasks into the queue"
     )
     parser.add_argument(
@@ -107,6 +112,7 @@ def serve(args: argparse.Namespace, settings: Settings) -> int:
         policy=yaml.safe_load(policy_path.read_text(encoding="utf-8")),
         prefix=args.prefix,
         feed=not args.no_feed,
+        raw_output_dir=args.raw_output_dir,
     )
     if args.lease_ms:
         config.lease_ms = args.lease_ms

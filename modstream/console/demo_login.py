@@ -29,6 +29,7 @@ def demo_reviewer(
     lead: str,
     now_ms: int,
     dev_secret_variable: str = "MODSTREAM_SIGNING_DEV_SECRET=modstream-demo-signing",
+    raw_output_dir: Path | None = None,
 ) -> list[str]:
     """Add (or reset) the demo reviewer, `grant` it every queue from `now_ms` (`grant` signs
     with `lead`'s key and produces to the run's review.grants), and return what to print."""
@@ -37,7 +38,8 @@ def demo_reviewer(
     grant(grant_record(DEMO_REVIEWER, ["*"], lead, now_ms))
     return [
         f"review console: {dev_secret_variable} modstream review serve --prefix {prefix} "
-        f"--accounts {accounts_path}",
+        f"--accounts {accounts_path}"
+        + (f" --raw-output-dir {raw_output_dir}" if raw_output_dir is not None else ""),
         f"  then http://127.0.0.1:{DEFAULT_PORT}/  reviewer {DEMO_REVIEWER}, password {password}",
     ]
 
@@ -69,4 +71,6 @@ def on_demo_run(
         workload.LEAD,
         int(time.time() * 1000),
         dev_secret_variable=f"{secret_variable}={secret}",
+        # where the demo's scan job keeps what OCR read and speech said (modstream/demo.py)
+        raw_output_dir=settings.run_dir / "demo" / "raw-output",
     )

@@ -24,7 +24,17 @@ from PIL import Image
 from modstream import topics
 from modstream.config import kafka_options
 from modstream.console.evidence import EvidenceItem, access_record, evidence_items
+from modstream.console.kept_media import KeptMedia, MediaText
 from modstream.console.lead import AccessQuery, ReviewActivity, backlog_rows
+from modstream.console.media_text import (
+    READERS,
+    Moment,
+    ReaderResult,
+    ReaderResults,
+    moment_at,
+    moments,
+    reader_result,
+)
 from modstream.console.permissions import (
     Refused,
     admit_grant,
@@ -102,6 +112,9 @@ class ConsoleConfig:
     prefix: str = ""
     lease_ms: int = LEASE_MS
     feed: bool = True  # read review.tasks into the review queue (`modstream review feed`)
+    # The scan job's raw-output store (its --raw-output-dir; udfs/raw_output.py), read for the
+    # words OCR read and speech said; None: the task page shows none.
+    raw_output_dir: Path | None = None
     keyring: Keyring = field(default_factory=Keyring.from_env)
     limits: Limits = field(default_factory=Limits.from_env)
 
@@ -122,6 +135,13 @@ class Console:
             **kafka_options(),
         )
         self.activity = ReviewActivity()  # the lead view's records
+        self.readers = ReaderResults()  # the readers' results: where their words are kept
+        self.kept = KeptMedia(config.media_root, config.raw_output_dir, config.limits)
+        self._readers_lock = threading.Lock()
+        # Not waited for by `ready`: the topic is large; until it is read, a page says so.
+        self.results_follower = Follower(
+            config.bootstrap_servers, self.topic("detector.results"), self._result
+        )
         self.followers = [
             Follower(config.bootstrap_servers, self.topic(name), handle)
             for name, handle in (
@@ -144,18 +164,18 @@ class Console:
         finally:
             consumer.close()
         wanted = ["review.grants", "review.tasks", "review.leases", "review.decisions"]
-        missing = [self.topic(name) for name in [*wanted, "review.access"]]
+        missing = [self.topic(name) for name in [*wanted, "review.access", "detector.results"]]
         missing = [name for name in missing if name not in present]
         if missing:
             raise RuntimeError(
                 f"review console: topic(s) {', '.join(missing)} missing on "
                 f"{self.config.bootstrap_servers}: run `modstream topics create` first"
             )
-        for follower in self.followers:
+        for follower in [*self.followers, self.results_follower]:
             follower.start()
 
     def stop(self) -> None:
-        for follower in self.followers:
+        for follower in [*self.followers, self.results_follower]:
             follower.stopping.set()
         self.producer.close(timeout=10)
 
@@ -184,6 +204,21 @@ class Console:
 
     def _access(self, raw: bytes) -> None:
         self.activity.add_access(json.loads(raw))
+
+    def _result(self, raw: bytes) -> None:
+        """A reader's result naming its kept words or a time, when the job would accept it
+        (schema and signature): a forged result never points a page at another file."""
+        record = json.loads(raw)
+        if not isinstance(record, dict) or record.get("detector") not in READERS:
+            return  # most results: not a reader's, not checked
+        admitted, refusal = admit_signed("detector.results", raw, self.config.keyring)
+        if admitted is None:
+            log.warning("console: detector result not kept: %s", refusal)
+            return
+        result = reader_result(admitted)
+        if result is not None:
+            with self._readers_lock:
+                self.readers.add(result)
 
     def queue(self) -> ReviewQueue:
         # ReviewQueue's own grant check reads these roles: the records' grants, none else.
@@ -267,6 +302,46 @@ class Console:
         task = self.task(reviewer_id, task_id)
         self.audit(reviewer_id, "view", task)
         return task, evidence_items(task)
+
+    def _reader_results(self, task: dict[str, Any]) -> list[ReaderResult]:
+        with self._readers_lock:
+            return self.readers.of(str(task["content_id"]), int(task["content_version"]))
+
+    def media_text(self, reviewer_id: str, task_id: str) -> MediaText:
+        """The words the version's readers kept, read from the raw-output store on the server
+        (each file read is logged, `raw_output`), and the video moments of their findings."""
+        task = self.task(reviewer_id, task_id)
+        shown = self.kept.media_text(
+            self._reader_results(task), [str(ref) for ref in task.get("evidence") or []],
+            complete=self.results_follower.ready.is_set(),
+        )  # fmt: skip
+        for ref in shown.read:
+            self.audit(reviewer_id, "raw_output", task, evidence_ref=ref)
+        return shown
+
+    def _moment(self, task: dict[str, Any], index: int, at_ms: int) -> Moment:
+        evidence = [str(ref) for ref in task.get("evidence") or []]
+        moment = moment_at(moments(self._reader_results(task), evidence), index, at_ms)
+        if moment is None:
+            raise Refused(f"task {task['task_id']}: no finding at {at_ms} ms of evidence {index}")
+        return moment
+
+    def frame(self, reviewer_id: str, task_id: str, index: int, at_ms: int) -> tuple[bytes, str]:
+        """The video frame at a reader's finding, rendered by the server as a PNG (the video
+        read with the scan job's hostile-media checks and decoding bounds)."""
+        task = self.task(reviewer_id, task_id)
+        moment = self._moment(task, index, at_ms)
+        try:
+            png = self.kept.frame(moment)
+        except (MediaError, OSError) as error:
+            raise Refused(f"task {task_id}: no frame at {at_ms} ms ({error})") from None
+        self.audit(reviewer_id, "evidence", task, evidence_ref=moment.fragment_ref)
+        return png, "image/png"
+
+    def reveal_frame(self, reviewer_id: str, task_id: str, index: int, at_ms: int) -> None:
+        task = self.task(reviewer_id, task_id)
+        moment = self._moment(task, index, at_ms)
+        self.audit(reviewer_id, "reveal", task, evidence_ref=moment.fragment_ref)
 
     def evidence(self, reviewer_id: str, task_id: str, index: int) -> tuple[bytes, str]:
         """An image of the task's evidence from the media store, and its media type."""

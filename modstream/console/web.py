@@ -64,6 +64,8 @@ class WebConfig:
     clock: Callable[[], float] = time.monotonic  # seconds, for the rate limits
 
 
+# A video frame at a reader's finding: evidence `index` of the task at `at_ms` (one the page shows).
+FRAME = "/tasks/{task_id}/evidence/{index:int}/frame/{at_ms:int}"
 Handler = Callable[[Request], Awaitable[Response]]
 Action = Callable[[Request, str], Awaitable[Response]]
 
@@ -180,9 +182,10 @@ class ConsoleWeb:
     async def show(self, request: Request, reviewer: str) -> Response:
         task_id = request.path_params["task_id"]
         task, items = await run_in_threadpool(self.console.view, reviewer, task_id)
+        media_text = await run_in_threadpool(self.console.media_text, reviewer, task_id)
         return self.page(
             request, "task.html", task=task, evidence=items, blurred=sensitive(task),
-            outcomes=OUTCOMES, reason_codes=self.console.reason_codes(),
+            media_text=media_text, outcomes=OUTCOMES, reason_codes=self.console.reason_codes(),
             notices=self.console.notices(),
         )  # fmt: skip
 
@@ -192,6 +195,25 @@ class ConsoleWeb:
         response = Response(data, media_type=mime)
         response.headers.update(SECURITY_HEADERS | {"Content-Disposition": "inline"})
         return response
+
+    async def frame(self, request: Request, reviewer: str) -> Response:
+        """A video frame at a reader's finding, rendered by the server."""
+        params = request.path_params
+        data, mime = await run_in_threadpool(
+            self.console.frame, reviewer, params["task_id"], int(params["index"]),
+            int(params["at_ms"]),
+        )  # fmt: skip
+        response = Response(data, media_type=mime)
+        response.headers.update(SECURITY_HEADERS | {"Content-Disposition": "inline"})
+        return response
+
+    async def reveal_frame(self, request: Request, reviewer: str) -> Response:
+        params = request.path_params
+        index, at_ms = int(params["index"]), int(params["at_ms"])
+        await run_in_threadpool(
+            self.console.reveal_frame, reviewer, params["task_id"], index, at_ms
+        )  # fmt: skip
+        return JSONResponse({"revealed": index, "at_ms": at_ms})
 
     async def reveal(self, request: Request, reviewer: str) -> Response:
         task_id, index = request.path_params["task_id"], int(request.path_params["index"])
@@ -235,6 +257,8 @@ class ConsoleWeb:
             Route("/tasks/{task_id}", guarded(self.show), methods=["GET"]),
             Route("/tasks/{task_id}/evidence/{index:int}", guarded(self.evidence), methods=["GET"]),
             Route("/tasks/{task_id}/reveal/{index:int}", guarded(self.reveal), methods=["POST"]),
+            Route(FRAME, guarded(self.frame), methods=["GET"]),
+            Route(f"{FRAME}/reveal", guarded(self.reveal_frame), methods=["POST"]),
             Route("/tasks/{task_id}/decide", guarded(self.decide), methods=["POST"]),
             Route("/lead", guarded(self.lead), methods=["GET"]),
             Route("/healthz", self.health, methods=["GET"]),

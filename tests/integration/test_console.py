@@ -1,15 +1,17 @@
-"""The review console in a real browser (issue 30, must-show), against the real broker, Redis
-and a live moderation job: a reviewer logs in, claims a task, sees the image (blurred; the
-reveal is logged), decides BLOCK with the keyboard, and the job hides the version; a reviewer
-without the queue's grant sees no task and is refused by the server when the request is forged,
-and by the job when the decision is forged past the server.
+"""The review console in a real browser (issue 30, must-show), against the real broker, Redis,
+a live moderation job and a live enforce job: a reviewer logs in, claims a task, sees the image
+(blurred; the reveal is logged) and the words OCR read in it (from the raw-output store),
+decides BLOCK with the keyboard, and the version's visibility becomes `hidden` through the
+enforcement path; a reviewer without the queue's grant sees no task and is refused by the
+server when the request is forged, and by the job when the decision is forged past the server.
 
 Why the real stack: the console's grants are the review.grants records the job applies, its
 claims and decisions are signed records the job must accept (a lease the job checks before the
-decision), and "the version becomes hidden" is what the job commits to moderation.actions. The
-enforce job is not run here (a third JVM on the suite's two cores): the hide is asserted on
-moderation.actions, the enforcement path's input, whose application test_enforce.py covers.
-Screenshots go to $MODSTREAM_CONSOLE_SCREENSHOTS (docs/review-console/ refreshes docs/REVIEW.md).
+decision), and "the version becomes hidden" is what the enforce job (jobs/enforce.py, the
+production job, run as its own process like every job here) applies to the platform's store
+(the reference Content Service on Redis) and reports on content.visibility from the actions
+the moderation job commits. Screenshots go to $MODSTREAM_CONSOLE_SCREENSHOTS
+(docs/review-console/ refreshes docs/REVIEW.md).
 """
 
 from __future__ import annotations
@@ -29,13 +31,15 @@ from typing import Any
 
 import pytest
 import redis
-from PIL import Image
+from PIL import Image, ImageDraw, ImageFont
 
 from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.console.accounts import Accounts
+from modstream.content_service import ContentService
 from tests.conftest import TEST_KEYRING, appeal_record, evidence, review_decision, upload
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.test_key_roles import grant, now_ms, refused, send, wait_decision
+from udfs.raw_output import RawOutputStore
 
 pytestmark = pytest.mark.integration
 
@@ -49,7 +53,10 @@ PASSWORDS = {
     LENA: "lena-console-passphrase",
 }
 LEASE_MS = 6_000  # the console's claims, short: another reviewer gets an abandoned task
-CONSOLE_REDIS_DB = 7  # the console's review queue, this test's own (flushed first)
+# The console's review queue and the platform's store the enforce job applies to (the
+# reference Content Service's `content:<id>` hashes): this test's own database, flushed first.
+CONSOLE_REDIS_DB = 7
+READ_IN_IMAGE = "CONSOLE TEST CARD"  # what OCR read in console-1's image (its kept raw output)
 
 
 def free_port() -> int:
@@ -85,10 +92,37 @@ def striped_image(media: Path) -> tuple[Path, bytes]:
     picture = Image.new("RGB", (240, 160), (250, 240, 220))
     for left in range(0, 240, 40):  # stripes: a blur is visible on them
         picture.paste((200, 30, 40), (left, 0, left + 20, 160))
+    ImageDraw.Draw(picture).text(
+        (16, 66), READ_IN_IMAGE, fill="black", font=ImageFont.load_default(size=20)
+    )  # the words the test's OCR result says were read (raw output kept in mature_image)
     picture.save(out, format="PNG")
     path = media / "console-upload.png"
     path.write_bytes(out.getvalue())
     return path, out.getvalue()
+
+
+def console_redis_url(stack: Settings) -> str:
+    return f"redis://{LOCALHOST}:{stack.redis_port}/{CONSOLE_REDIS_DB}"
+
+
+def start_enforce(
+    kafka: Kafka, stack: Settings, start_job: Any, deployment: ModerationDeployment, tmp_path: Path
+) -> Any:
+    """The enforce job (jobs/enforce.py, as deployed) on the run's moderation.actions, applying
+    to the Content Service in this test's Redis database and media folder `platform`."""
+    topics, prefix = deployment.topics, deployment.prefix
+    for name in ("content.visibility", "enforcement.repairs"):
+        topics[name] = f"{prefix}.{name}"
+    kafka.create_topics([topics["content.visibility"], topics["enforcement.repairs"]])
+    args = [
+        "--checkpoint-dir", str(tmp_path / "enforce-ckpt"), "--checkpoint-interval-ms", "1000",
+        "--transactional-id-prefix", f"{prefix}-enforce", "--group-id", f"{prefix}-enforce",
+        "--bootstrap-servers", stack.bootstrap_servers, "--media-dir", str(tmp_path / "platform"),
+    ]  # fmt: skip
+    for name in ("moderation.actions", "enforcement.repairs", "content.visibility"):
+        args += ["--topic", f"{name}={topics[name]}"]
+    args += ["--topic", f"moderation.dlq={topics['moderation.dlq']}"]
+    return start_job("enforce", *args, env={"MODSTREAM_REDIS__URL": console_redis_url(stack)})
 
 
 def start_console(
@@ -99,7 +133,7 @@ def start_console(
         accounts = accounts.with_reviewer(reviewer, password)
     accounts.with_lead(LENA).save(tmp_path / "accounts.json")
     port = free_port()
-    redis_url = f"redis://{LOCALHOST}:{stack.redis_port}/{CONSOLE_REDIS_DB}"
+    redis_url = console_redis_url(stack)
     redis.Redis.from_url(redis_url).flushdb()
     env = {
         **os.environ,
@@ -110,7 +144,7 @@ def start_console(
     command = [
         sys.executable, "-m", "modstream.cli", "review", "serve", "--port", str(port),
         "--prefix", deployment.prefix, "--accounts", str(tmp_path / "accounts.json"),
-        "--lease-ms", str(LEASE_MS),
+        "--lease-ms", str(LEASE_MS), "--raw-output-dir", str(tmp_path / "raw-output"),
     ]  # fmt: skip
     log = open(tmp_path / "console.log", "wb")  # noqa: SIM115 (kept open for the process)
     process = subprocess.Popen(command, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=log)
@@ -173,10 +207,19 @@ def review_task(kafka: Kafka, topics: dict[str, str], content_id: str) -> dict[s
 
 
 def mature_image(
-    kafka: Kafka, topics: dict[str, str], content_id: str, image: Path, data: bytes
+    kafka: Kafka,
+    topics: dict[str, str],
+    content_id: str,
+    image: Path,
+    data: bytes,
+    platform: ContentService,
+    raw_outputs: RawOutputStore,
 ) -> None:
-    """An image the model finds mature: RESTRICT (age gate) and a task in queue adult."""
+    """An image the model finds mature: RESTRICT (age gate) and a task in queue adult. The
+    platform has the upload (pending until an action applies); OCR read READ_IN_IMAGE in it,
+    kept in `raw_outputs` as the scan job keeps a reader's words."""
     at = now_ms()
+    platform.upload(content_id, 1, data, at)
     version = upload(
         content_id, at=at, modality="image", mime_type="image/png", size_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(), media_ref=image.as_uri(),
@@ -185,11 +228,16 @@ def mature_image(
     for detector, scores in (
         ("media_check", {"malware": 0.0, "corrupt": 0.0, "mime_mismatch": 0.0}),
         ("nsfw_image", {"nsfw": 0.75}),
+        ("ocr_text", {"offensive": 0.01}),
     ):
         result = evidence(
             content_id, at=at, detector=detector, model_version="m-1", scores=scores,
             event_id=f"det-{content_id}-{detector}", evidence_ref=image.as_uri(),
         )  # fmt: skip
+        if detector == "ocr_text":
+            read = [{"text": READ_IN_IMAGE, "confidence": 0.97, "box": [12, 60, 228, 96]}]
+            result["findings"] = [{"offensive": 0.01, "confidence": 0.97, "box": read[0]["box"]}]
+            result["raw_output_ref"] = raw_outputs.keep(result, read)
         send(kafka, topics, "detector.results", result, TEST_KEYRING)
 
 
@@ -263,10 +311,15 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
     media = tmp_path / "media"
     image, data = striped_image(media)
     console, base = start_console(tmp_path, stack, moderation_deployment, media)
+    platform = ContentService(redis.Redis.from_url(console_redis_url(stack)), tmp_path / "platform")
+    raw_outputs = RawOutputStore(tmp_path / "raw-output")
     try:
         job.wait_running()
+        # Started once the moderation job runs: its JVM starts while the browser works (it reads
+        # moderation.actions from the beginning), not beside the moderation job's start.
+        enforce = start_enforce(kafka, stack, start_job, moderation_deployment, tmp_path)
         for content_id in ("console-1", "console-2"):
-            mature_image(kafka, topics, content_id, image, data)
+            mature_image(kafka, topics, content_id, image, data, platform, raw_outputs)
         tasks = {cid: review_task(kafka, topics, cid) for cid in ("console-1", "console-2")}
         assert {t["queue"] for t in tasks.values()} == {"adult"}
         assert image.as_uri() in tasks["console-1"]["evidence"]
@@ -297,17 +350,21 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
         assert image_shown(browser)
         figure = browser.find_element(By.CSS_SELECTOR, "figure.evidence-image")
         assert "blurred" in figure.get_attribute("class")
+        WebDriverWait(browser, 30, poll_frequency=1).until(
+            lambda d: READ_IN_IMAGE in d.page_source or d.refresh()
+        )  # the words OCR read, from the raw output (the console reads detector.results live)
+        figure = browser.find_element(By.CSS_SELECTOR, "figure.evidence-image")
+        assert image_shown(browser)
+        row = browser.find_element(By.CSS_SELECTOR, '#media-text tr[data-detector="ocr_text"]')
+        assert READ_IN_IMAGE in row.text and "0.97" in row.text
         shot(browser, "task-blurred")
         browser.find_element(By.CSS_SELECTOR, "button.reveal").click()
         WebDriverWait(browser, 10).until(lambda d: "blurred" not in figure.get_attribute("class"))
         notice = decide_by_keyboard(browser, "b", "sexual_content", "clear nudity on a comment")
         assert f"Decided BLOCK on task {blocked['task_id']}" in notice
         wait_decision(kafka, topics, blocked["content_id"], "review", "BLOCK")
-        actions = [
-            a for a in kafka.values(topics["moderation.actions"])
-            if a["content_id"] == blocked["content_id"]
-        ]  # fmt: skip
-        assert actions[-1]["visibility"] == "hidden", actions
+        enforce.wait_running()
+        assert_enforced(kafka, topics, platform, blocked["content_id"], "hidden")
 
         # carol claims the other task and leaves it; once her lease ran out, erin gets it.
         abandoned = by_id[claim(browser, base, "adult")]
@@ -316,6 +373,7 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
         assert claim(browser, base, "adult", timeout_s=LEASE_MS / 1000 + 30) == abandoned["task_id"]
         decide_by_keyboard(browser, "a", "", "not nudity: a striped test card")
         wait_decision(kafka, topics, abandoned["content_id"], "review", "ALLOW")
+        assert_enforced(kafka, topics, platform, abandoned["content_id"], "public")
 
         # The author appeals the BLOCK: erin sees the appealed decision's evidence.
         revision = max(
@@ -337,6 +395,35 @@ def test_reviewers_decide_in_the_browser_and_an_ungranted_one_is_refused(
     finally:
         console.terminate()
         console.wait(timeout=30)
+
+
+def assert_enforced(
+    kafka: Kafka, topics: dict[str, str], platform: ContentService, content_id: str, seen: str
+) -> None:
+    """The enforce job applied the reviewer's decision: the platform's store serves the version
+    as `seen` at the decision's revision (the age gate the model's RESTRICT applied before it
+    replaced), and content.visibility reports it."""
+    [action] = [
+        a for a in kafka.wait_for(
+            topics["moderation.actions"],
+            lambda vs: any(a["content_id"] == content_id and a["visibility"] == seen for a in vs),
+        ) if a["content_id"] == content_id and a["visibility"] == seen
+    ]  # fmt: skip
+    values = kafka.wait_for(
+        topics["content.visibility"],
+        lambda vs: any(
+            (v["content_id"], v["decision_revision"], v["visibility"])
+            == (content_id, action["decision_revision"], seen)
+            for v in vs
+        ),
+        timeout_s=90,
+    )  # fmt: skip
+    reported = [v["visibility"] for v in values if v["content_id"] == content_id]
+    assert "limited" in reported and reported[-1] == seen, reported
+    served = platform.effective(content_id, now_ms())
+    assert served is not None and served.visibility == seen
+    assert served.decision_revision == action["decision_revision"]
+    assert platform.is_exported(content_id, 1) == (seen == "public")
 
 
 def assert_lead_view(driver: Any, base: str, blocked: dict[str, Any], image: Path) -> None:
@@ -373,6 +460,7 @@ def assert_access_log(
     of_blocked = [a for a in access if a.get("task_id") == blocked["task_id"]]
     seen = {(a["reviewer_id"], a["action"]) for a in of_blocked}
     assert {(CAROL, a) for a in ("claim", "view", "evidence", "reveal", "decide")} <= seen
+    assert (CAROL, "raw_output") in seen  # the words OCR read, read from the store
     [reveal] = [a for a in of_blocked if a["action"] == "reveal"]
     assert reveal["evidence_ref"] == image.as_uri()
     [decide] = [a for a in of_blocked if a["action"] == "decide"]

@@ -108,3 +108,41 @@ def test_the_scan_config_with_a_store_pickles_as_the_job_ships_it(tmp_path: Path
     finally:
         cloudpickle.unregister_pickle_by_value(jobs.scan)
     assert shipped.raw_outputs is config.raw_outputs  # one store per directory and process
+
+
+def test_the_console_reads_a_kept_file_without_changing_the_store(tmp_path: Path) -> None:
+    from udfs.raw_output import read_kept
+
+    store = RawOutputStore(tmp_path / "raw")
+    ref = store.keep(result(), [{"text": "words read", "confidence": 0.9, "box": [1, 2, 3, 4]}])
+    os.chmod(tmp_path / "raw", 0o500)  # read-only for the reader: it makes and changes nothing
+    try:
+        body = read_kept(tmp_path / "raw", ref)
+    finally:
+        os.chmod(tmp_path / "raw", 0o700)
+    assert body["event_id"] == "scan-a-m-ok" and body["raw"][0]["text"] == "words read"
+    with pytest.raises(ValueError, match="more than 10 bytes"):
+        read_kept(tmp_path / "raw", ref, max_bytes=10)
+    with pytest.raises(FileNotFoundError):  # a day the retention deleted
+        read_kept(tmp_path / "raw", ref.replace("2025-11-30", "2025-11-01"))
+    with pytest.raises(ValueError):
+        read_kept(tmp_path / "raw", "raw://2025-11-30/../../etc/passwd")
+
+
+def test_the_console_follows_no_link_in_the_store(tmp_path: Path) -> None:
+    from udfs.raw_output import read_kept
+
+    store = RawOutputStore(tmp_path / "raw")
+    ref = store.keep(result(), [])
+    secret = tmp_path / "elsewhere.json"
+    secret.write_text('{"raw": "not the store\'s"}')
+    path = store.path(ref)
+    path.unlink()
+    path.symlink_to(secret)
+    with pytest.raises(OSError):  # O_NOFOLLOW: ELOOP
+        read_kept(tmp_path / "raw", ref)
+    (tmp_path / "other-day").mkdir()
+    (tmp_path / "other-day" / path.name).write_text("{}")
+    (tmp_path / "raw" / "2025-12-01").symlink_to(tmp_path / "other-day")
+    with pytest.raises(ValueError, match="symlink"):
+        read_kept(tmp_path / "raw", f"raw://2025-12-01/{path.name}")

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -273,3 +274,23 @@ def test_nsfw_image_samples_a_video_as_its_request_says(detector: NsfwImage) -> 
     )
     assert isinstance(every_frame, dict) and isinstance(by_shots, dict)
     assert every_frame["nsfw"] > 0.05 and by_shots["nsfw"] > 0.05
+
+
+def test_the_frame_at_a_time_is_the_one_shown_then() -> None:
+    """The review console's frame at a finding: the frame presented at or before the time
+    (a written video: blank, then the words for the middle segment's 3 s, then blank)."""
+    from modstream.demo_media import written_video
+
+    data = written_video("you stupid bitch", segments=3)
+
+    def inked(at_ms: int) -> float:
+        grey = np.asarray(video.frame_at(data, "video/mp4", at_ms, Limits()).convert("L"))
+        return float((grey < 128).mean())  # share of dark (written) pixels
+
+    assert inked(0) == inked(1_500) == 0.0
+    assert inked(3_000) > 0.01 and inked(4_700) > 0.01  # 3.0 s: the middle segment's first
+    assert inked(6_000) == inked(60_000) == 0.0  # past the end: the last frame, blank
+    with pytest.raises(MediaError):
+        video.frame_at(data, "video/x-unknown", 0, Limits())
+    with pytest.raises(MediaError):
+        video.frame_at(b"not a video", "video/mp4", 0, Limits())

@@ -1,5 +1,5 @@
-// The review console's only script: reveal blurred evidence (the server logs it first) and
-// keyboard shortcuts. No build step; CSP allows this file and nothing inline.
+// The review console's only script: reveal blurred evidence, an image or a video frame (the
+// server logs it first), and keyboard shortcuts. No build step; CSP allows this file and nothing inline.
 "use strict";
 
 function csrfToken() {
@@ -7,7 +7,7 @@ function csrfToken() {
 }
 
 async function reveal(button) {
-  const response = await fetch(`/tasks/${encodeURIComponent(button.dataset.task)}/reveal/${button.dataset.index}`, {
+  const response = await fetch(button.dataset.reveal, {
     method: "POST",
     headers: {"X-CSRF-Token": csrfToken()},
     credentials: "same-origin",

@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from modstream.console.accounts import Accounts
 from modstream.console.evidence import access_record
+from modstream.console.kept_media import MediaText
 from modstream.console.lead import AccessQuery, ReviewActivity
 from modstream.console.permissions import Refused
 from modstream.console.sessions import SessionCodec
@@ -69,6 +70,10 @@ class FakeConsole:
 
         self._granted(reviewer)
         return TASK, evidence_items(TASK)
+
+    def media_text(self, reviewer: str, task_id: str) -> MediaText:
+        self._granted(reviewer)
+        return MediaText([], [], [], [])  # an image without words (test_kept_media: with)
 
     def reveal(self, reviewer: str, task_id: str, index: int) -> None:
         self._granted(reviewer)
@@ -144,6 +149,7 @@ def test_login_then_claim_view_and_decide(console: FakeConsole) -> None:
         page = browser.get("/tasks/review-1")
         assert page.status_code == 200
         assert 'class="evidence-image blurred"' in page.text
+        assert "Text read and speech heard" not in page.text  # nothing read, nothing said
         assert page.headers["content-security-policy"].startswith("default-src 'self'")
         assert page.headers["cache-control"] == "no-store"
         cookie = page.headers["set-cookie"].lower()
