@@ -467,3 +467,28 @@ def test_the_kustomization_applies_every_manifest_but_the_example_secret() -> No
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text(encoding="utf-8"))
     listed = set(kustomization["resources"])
     assert listed == {path.name for path in K8S.glob("*.yaml")} - NOT_IN_KUSTOMIZATION
+
+
+def test_every_scan_pool_keeps_raw_output_where_the_review_console_reads_it() -> None:
+    """Each pool writes its results' raw output (`--raw-output-dir`) onto one claim, mounted
+    writable there; the console mounts the same claim read-only at the directory it is given
+    (the task page's words read and heard come from it)."""
+    console = _of_kind("Deployment")["modstream-review-console"]["spec"]["template"]
+    [console_container] = console["spec"]["containers"]
+    console_args = console_container["args"]
+    console_dir = console_args[console_args.index("--raw-output-dir") + 1]
+    claims = set()
+    for template, container, directory, read_only in [
+        (console, console_container, console_dir, True)
+    ] + [
+        (d["spec"]["podTemplate"], _main_container(d["spec"]["podTemplate"]),
+         str(scan_config.options().parse_args(d["spec"]["job"]["args"][4:]).raw_output_dir),
+         False)
+        for d in FLINK if d["metadata"]["name"].startswith("modstream-scan-")
+    ]:  # fmt: skip
+        [mount] = [m for m in container["volumeMounts"] if m["mountPath"] == directory]
+        assert bool(mount.get("readOnly")) is read_only, directory
+        volumes = {volume["name"]: volume for volume in template["spec"]["volumes"]}
+        claims.add(volumes[mount["name"]]["persistentVolumeClaim"]["claimName"])
+    assert claims == {"modstream-raw-output"}
+    assert "modstream-raw-output" in _of_kind("PersistentVolumeClaim")
