@@ -51,6 +51,7 @@ from jobs.moderation_java import (
     by_topic,
     in_event_time_order,
     projected,
+    pyflink_order_in,
     unbatched,
     validated_time,
 )
@@ -311,6 +312,16 @@ def main(argv: list[str] | None = None) -> int:
     refuse_empty_state(job, args)
     config = configured(args, job)
     env = runtime.create_env(job, settings)
+    if config.engine == ENGINE_BATCHED and job.restore_from:
+        # A savepoint of the PyFlink engine: its held input is handed on (RestoredOrder.java).
+        restores = pyflink_order_in(job.restore_from)
+        config = dataclasses.replace(config, restores_pyflink_order=restores)
+        if restores:
+            print(
+                "moderation: the PyFlink engine's held input restores through its event-time"
+                " order's uid (RestoredOrder)",
+                flush=True,
+            )
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.
     # No watermarks at the sources: event time comes from admitted records (validated_time).

@@ -115,6 +115,9 @@ class ModerationConfig(runtime.TopicNames):
     # readied one). It adds up to this to a decision's latency and divides the calls by the
     # watermarks in it (a live job's watermark interval is 50 ms, jobs/runtime.py).
     batch_interval_ms: int = 200
+    # The batched engine restoring a savepoint of the PyFlink engine that holds input in its
+    # event-time order (RestoredOrder.java hands it on): set by `main` from the savepoint.
+    restores_pyflink_order: bool = False
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
