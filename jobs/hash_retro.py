@@ -23,7 +23,7 @@ from pyflink.java_gateway import get_gateway
 
 from jobs import python_calls, runtime
 from jobs.moderation_config import HASH_ROUTE
-from jobs.moderation_java import batched_by_key
+from jobs.moderation_java import RETRO_RESTORED, RETRO_UID, batched_by_key
 from operators import retro, state_schema
 from operators.moderation import RETRO
 
@@ -165,8 +165,9 @@ def batched_retro_rows(timed: DataStream, decoded_row: Any, config: Any) -> Data
     return batched_by_key(
         j_keyed,
         config,
-        "moderation_retro_join_batched",
+        RETRO_UID,
         "retro_join (batched)",
         "jobs.retro_batch:BatchedRetro",
         decoded_row.get_java_type_info(),
+        restored=(RETRO_RESTORED, None),
     )

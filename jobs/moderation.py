@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from py4j.protocol import Py4JJavaError
 from pyflink.common import WatermarkStrategy
 from pyflink.datastream import DataStream, StreamExecutionEnvironment
 from pyflink.java_gateway import get_gateway
@@ -51,6 +52,7 @@ from jobs.moderation_java import (
     by_topic,
     in_event_time_order,
     projected,
+    pyflink_order_in,
     unbatched,
     validated_time,
 )
@@ -236,9 +238,10 @@ def engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default="pyflink",
-        help="the keyed operator: pyflink (Moderate per version) or batched (BatchedVersions.java:"
-        " order, state and timers in Java, Python once per watermark; issue 26)",
+        default=ENGINE_BATCHED,
+        help="the keyed operators: batched (the default: BatchedVersions.java, order, state and"
+        " timers in Java, Python once per batch interval; issue 26) or pyflink (Moderate per"
+        " version); a pyflink savepoint restores into batched, not back (docs/OPERATIONS.md)",
     )
 
 
@@ -302,6 +305,32 @@ def configured(args: argparse.Namespace, job: runtime.JobConfig) -> ModerationCo
     return config
 
 
+def with_restored_order(
+    config: ModerationConfig, env: StreamExecutionEnvironment
+) -> ModerationConfig:
+    """The batched engine started from a checkpoint or savepoint that holds the PyFlink
+    engine's event-time order: its held input is handed on (RestoredOrder.java). The path is
+    the job's `execution.state-recovery.path`: `--restore-from`, or what a Kubernetes operator
+    set. One that cannot be read here is said, and left to Flink's own restore (which refuses
+    state it cannot map)."""
+    j_conf = env._j_stream_execution_environment.getConfiguration().toMap()
+    path = j_conf.get("execution.state-recovery.path")
+    if config.engine != ENGINE_BATCHED or not path:
+        return config
+    try:
+        restores = pyflink_order_in(path)
+    except Py4JJavaError as error:
+        LOG.warning("moderation: %s not read for the PyFlink engine's held input: %s", path, error)
+        return config
+    if restores:
+        print(
+            "moderation: the PyFlink engine's held input restores through its event-time"
+            " order's uid (RestoredOrder)",
+            flush=True,
+        )
+    return dataclasses.replace(config, restores_pyflink_order=restores)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the moderation job on Kafka (the local stack by default) until SIGTERM."""
     args = options().parse_args(argv)
@@ -311,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     refuse_empty_state(job, args)
     config = configured(args, job)
     env = runtime.create_env(job, settings)
+    config = with_restored_order(config, env)
     # Keyed inputs resume from committed offsets; policy.rules and hash.bank are state, read
     # from the beginning whenever the job starts without a checkpoint.
     # No watermarks at the sources: event time comes from admitted records (validated_time).

@@ -17,6 +17,7 @@ fired ones, as Flink's timer service fires it within the same watermark.
 from __future__ import annotations
 
 import heapq
+import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -76,13 +77,14 @@ class RecordedMetrics(OperatorMetrics):
 
 
 class _Versions:
-    """The versions' stored values during one call, Flink's ValueState for `Moderate`."""
+    """The versions' stored values during one call, Flink's ValueState for `Moderate` (text:
+    a value restored from before state schema 3, `restored`)."""
 
     def __init__(self) -> None:
-        self.values: dict[str, bytes | None] = {}
+        self.values: dict[str, str | bytes | None] = {}
         self.key = ""
 
-    def value(self) -> bytes | None:
+    def value(self) -> str | bytes | None:
         return self.values.get(self.key)
 
     def update(self, value: bytes) -> None:
@@ -187,7 +189,7 @@ class BatchedModerate:
         ts, seq], ...]] or [TIMER, key, ts], in the order Flink made them ready."""
         watermark, stored, tasks = _UNPACK(payload)
         self.watermark = watermark
-        self.versions.values = {key: value for key, value in stored}
+        self.versions.values = {key: restored(value) for key, value in stored}
         self.timer_changes = {}
         self.due_now = []
         rows: list[Any] = []
@@ -224,12 +226,33 @@ class BatchedModerate:
         heapq.heappush(self.due_now, (timestamp, self.order, key))
 
     def _answer(self, rows: Iterable[tuple[str, str | None, str]]) -> bytes:
-        states = [[key, value] for key, value in self.versions.values.items()]
+        states = [[key, _as_bytes(value)] for key, value in self.versions.values.items()]
         timers = [[key, ts, register] for (key, ts), register in self.timer_changes.items()]
         puts, self.broadcast_state.puts = self.broadcast_state.puts, []
         self.versions.values = {}
         self.timer_changes = {}
         return _PACK([states, timers, [list(row) for row in rows], self.metrics.drain(), puts])
+
+
+def restored(value: bytes | None) -> str | bytes | None:
+    """A version's stored value as `Moderate` reads it (`stored`). This operator's own value is
+    the MessagePack array `[due timers, state document]` (fixarray, 0x92). Java hands on a
+    value restored from the PyFlink engine's savepoint as that engine stored it: since state
+    schema 3 `Types.PICKLED_BYTE_ARRAY`, the pickle of those bytes (opcode PROTO, 0x80,
+    first), unpickled here as PyFlink unpickles its own state; before, JSON text (`{` or `[`),
+    read as text."""
+    if value is None or value[:1] == b"\x92":
+        return value
+    if value[:1] == b"\x80":
+        unpickled: bytes = pickle.loads(value)
+        return unpickled
+    return value.decode("utf-8")
+
+
+def _as_bytes(value: str | bytes | None) -> bytes | None:
+    """A stored value for Java: restored JSON text not rewritten in this call as its bytes
+    (read as text again next time, `restored`)."""
+    return value.encode("utf-8") if isinstance(value, str) else value
 
 
 def _unbatched(batches: Iterable[Any]) -> Iterator[tuple[str, str | None, str]]:

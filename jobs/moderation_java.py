@@ -3,6 +3,10 @@ from Python: event time from admitted records (ValidatedTime), the routing filte
 projections, the per-version input order (EventTimeOrder) for the PyFlink engine, and the
 batched engine's keyed operators (BatchedVersions: the per-version step and the sanctions).
 jobs/moderation.py builds the job from these and the Python operators.
+
+The batched engine's keyed operators run under the uids of the PyFlink operators they replace
+and read those operators' state where theirs has none, so a savepoint of the PyFlink engine
+restores into the batched one (docs/OPERATIONS.md, "Changing the engine").
 """
 
 from __future__ import annotations
@@ -15,7 +19,28 @@ from pyflink.datastream import DataStream, KeyedStream
 from pyflink.java_gateway import get_gateway
 
 from jobs import runtime
-from jobs.moderation_config import ORDERED_BATCH, ModerationConfig
+from jobs.moderation_config import DECODED_ROW, ORDERED_BATCH, ModerationConfig
+
+# The PyFlink engine's keyed operators' uids, which the batched engine's take over, and the
+# state of theirs each reads where its own has none ("name:pickled" for Types.PICKLED_BYTE_ARRAY,
+# "name:string" for Types.STRING(): jobs/moderation_moderate.py, moderation_sanctions.py,
+# hash_retro.py).
+MODERATE_UID = "moderation_moderate"
+# `Moderate`'s value since state schema 3, then its JSON text from before.
+MODERATE_RESTORED = "version_packed:pickled,version:string"
+SANCTIONS_UID = "moderation_sanctions"
+SANCTIONS_RESTORED = "account:string"
+SANCTIONS_BUFFER = "decisions"  # `Sanctions`' decisions held until a timer at their `at`
+RETRO_UID = "moderation_retro_join"
+RETRO_RESTORED = "retro:string"
+
+
+def pyflink_order_in(savepoint: str) -> bool:
+    """Whether the checkpoint or savepoint at `savepoint` holds the PyFlink engine's
+    event-time order (its held input), which the batched engine then restores
+    (RestoredOrder.java)."""
+    flink = get_gateway().jvm.io.modstream.flink
+    return bool(flink.SavepointUids.holds(savepoint, flink.RestoredOrder.UID))
 
 
 def projected(stream: DataStream, fields: tuple[int, ...]) -> DataStream:
@@ -56,16 +81,29 @@ def batched_versions(
     """Decoded rows keyed by version through BatchedVersions.java: input order, the version's
     stored value and its timers in Java, the per-version code in Python once per watermark for
     every version it made ready (jobs/moderation_batch.py); policy and hash-bank rows from
-    `broadcast`. Out: sink rows Row(topic, key, value)."""
-    flink = get_gateway().jvm.io.modstream.flink
+    `broadcast`. Out: sink rows Row(topic, key, value). With `restores_pyflink_order`, the
+    input held by the PyFlink engine's event-time order comes first through RestoredOrder."""
+    gateway = get_gateway()
+    flink = gateway.jvm.io.modstream.flink
     j_keyed = keyed._j_data_stream.keyBy(flink.FieldKey.selector(1), flink.FieldKey.keyType())
+    if config.restores_pyflink_order:
+        j_restored = (
+            j_keyed.process(flink.RestoredOrder(), DECODED_ROW.get_java_type_info())
+            .name("event-time order (restored)")
+            .uid(flink.RestoredOrder.UID)
+        )
+        utils = gateway.jvm.org.apache.flink.streaming.api.datastream.DataStreamUtils
+        j_keyed = utils.reinterpretAsKeyedStream(
+            j_restored, flink.FieldKey.selector(1), flink.FieldKey.keyType()
+        )
     j_rows = flink.BatchedVersions.apply(
         j_keyed,
         broadcast._j_data_stream,
         cloudpickle.dumps(config),
         sys.executable,
-        "moderation_moderate_batched",
+        MODERATE_UID,
         config.batch_interval_ms,
+        MODERATE_RESTORED,
     )
     return DataStream(j_rows)
 
@@ -82,19 +120,27 @@ def batched_sanctions(entries: DataStream, config: ModerationConfig) -> DataStre
     return batched_by_key(
         j_keyed,
         config,
-        "moderation_sanctions_batched",
+        SANCTIONS_UID,
         "sanctions (batched)",
         "jobs.sanctions_batch:BatchedSanctions",
         flink.BatchedVersions.outputType(),
+        restored=(SANCTIONS_RESTORED, SANCTIONS_BUFFER),
     )
 
 
 def batched_by_key(
-    j_keyed: Any, config: ModerationConfig, uid: str, name: str, handler: str, output_type: Any
+    j_keyed: Any,
+    config: ModerationConfig,
+    uid: str,
+    name: str,
+    handler: str,
+    output_type: Any,
+    restored: tuple[str, str | None],
 ) -> DataStream:
     """A Java keyed stream through BatchedVersions.java with no broadcast input: the Python
     `handler` ("module:Class", jobs/keyed_batch.py) called once per flush for every key made
-    ready since the last; `output_type` its rows' Java type."""
+    ready since the last; `output_type` its rows' Java type; `restored` the PyFlink operator's
+    value state and input buffer (None: none) read where its own state has none."""
     flink = get_gateway().jvm.io.modstream.flink
     module, handler_class = handler.split(":")
     j_rows = flink.BatchedVersions.apply(
@@ -108,6 +154,7 @@ def batched_by_key(
         module,
         handler_class,
         output_type,
+        *restored,
     )
     return DataStream(j_rows)
 

@@ -20,6 +20,10 @@ from jobs.keyed_batch import Entry, KeyedBatch
 from jobs.moderation_sanctions import account_rows, settled
 from operators import sanctions, state_schema
 
+# The topic BatchedVersions.java gives the decisions `Sanctions` (the PyFlink engine's adapter)
+# held in its buffer at one `at`, restored from its savepoint: one JSON list, "at" removed.
+RESTORED_BUFFER = "_restored_buffer"
+
 
 class BatchedSanctions(KeyedBatch):
     """The sanctions' Python side: an author's decisions at one time, and its timers."""
@@ -29,7 +33,10 @@ class BatchedSanctions(KeyedBatch):
 
     def on_input(self, key: str, ts: int, entries: list[Entry]) -> list[list[Any]]:
         decisions = []
-        for _, value, _, _ in entries:
+        for topic, value, _, _ in entries:
+            if topic == RESTORED_BUFFER:  # `Sanctions`' buffer at ts, from its savepoint
+                decisions += json.loads(value)
+                continue
             entry = json.loads(value)
             entry.pop("at", None)
             decisions.append(entry)

@@ -143,7 +143,7 @@ def run(
     parallelism: int = 1,
     *,
     scan_requests: bool = False,
-    engine: str = "pyflink",
+    engine: str = "batched",
 ) -> int:
     from jobs import files, runtime
     from jobs.moderation import build

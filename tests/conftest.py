@@ -29,6 +29,7 @@ SLOWEST_FIRST = (
     "tests/integration/test_event_time.py",
     "tests/integration/test_cluster.py",
     "tests/integration/test_restore.py",
+    "tests/integration/test_engine_migration.py",
     "tests/integration/test_scan.py",
     "tests/integration/test_second_review.py",
     "tests/integration/test_console.py",

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 from typing import Any
 
 import cloudpickle
 import msgspec
 import yaml
 
-from jobs.moderation_batch import BATCH, TIMER, BatchedModerate
+from jobs.moderation_batch import BATCH, TIMER, BatchedModerate, restored
 from jobs.moderation_config import ModerationConfig
 from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import _decisions, decoded, moderate
@@ -168,3 +169,32 @@ def test_a_retired_version_leaves_no_stored_value() -> None:
     java.watermark(T0 + 10)
     java.watermark(T0 + 10 * config.state_ttl_ms + config.review_retention_ms * 2)
     assert java.values == {} and java.timers == set()
+
+
+def test_a_value_restored_from_the_pyflink_engine_decides_as_that_engine_would() -> None:
+    """A savepoint of the PyFlink engine (issue 26) taken after an upload's fast gate: Java
+    hands on `Moderate`'s stored value as PyFlink wrote it (`Types.PICKLED_BYTE_ARRAY`, the
+    pickle of the bytes) and fires its restored timers as the version's own; the deadline and
+    late evidence then give the PyFlink engine's rows, and the value is stored back as bytes
+    equal to that engine's."""
+    stepwise, runtime_context, ctx = moderate(_policy())
+    stepwise.process_element(decoded("content.versions", _text_upload()), ctx)
+    list(stepwise.on_timer(T0, ctx))
+    saved = runtime_context.packed.value()
+    restored_timers = msgspec.msgpack.decode(saved)[0]
+    expected = list(stepwise.on_timer(T0 + 5000, ctx))
+    stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
+    expected += stepwise.on_timer(T0 + 6000, ctx)
+
+    java = JavaSide(_policy())
+    key = decoded("content.versions", _text_upload())[1]
+    java.values[key] = pickle.dumps(saved)
+    java.timers |= {(key, ts) for ts in restored_timers}  # the restored `user-timers` timers
+    got = java.watermark(T0 + 5000)
+    java.element(decoded("detector.results", evidence(at=T0 + 6000)))
+    got += java.watermark(T0 + 6000)
+    assert got == [tuple(row) for row in expected]
+    assert "deadline" in [trigger for trigger, _, _ in _decisions(got)]
+    assert java.values[key] == runtime_context.packed.value()
+    assert restored(saved) == saved  # this engine's own value is read as it is
+    assert restored(b"[1]\n{}") == "[1]\n{}"  # JSON text, from before state schema 3

@@ -13,7 +13,7 @@ from pyflink.common import Row
 
 from jobs.moderation_config import ModerationConfig
 from jobs.moderation_sanctions import Sanctions
-from jobs.sanctions_batch import BatchedSanctions
+from jobs.sanctions_batch import RESTORED_BUFFER, BatchedSanctions
 from operators import sanctions, state_schema
 from tests.conftest import T0
 from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed
@@ -128,3 +128,18 @@ def test_a_state_too_new_sends_each_decision_to_the_dlq_and_keeps_the_state() ->
     assert json.loads(letter[2])["error_class"] == "permanent"
     assert java.values == {"author-1": too_new}
     assert java.metrics[0][:2] == ["counter", "dlq"]
+
+
+def test_decisions_held_in_the_pyflink_buffer_restore_as_that_times_input() -> None:
+    """A savepoint of the PyFlink engine (issue 26): `Sanctions` held an author's decisions at
+    one `at` in its buffer (a JSON list, `at` removed) until its timer there. Java hands that
+    list on at the timer as one input of topic RESTORED_BUFFER: the same actions and state as
+    `Sanctions` gives for the same decisions."""
+    held = [_entry("author-1", "c-1", T0, T0 + 5), _entry("author-1", "c-2", T0, T0 + 5)]
+    flink, _, stepwise, _ = _both([*held, T0 + 5])
+    buffer = [{k: v for k, v in json.loads(row[2]).items() if k != "at"} for row in held]
+    java = JavaKeyed(BatchedSanctions, ModerationConfig())
+    java.element(Row("keyed", "author-1", RESTORED_BUFFER, json.dumps(buffer), T0 + 5, 0, ""))
+    batched = java.watermark(T0 + 5)
+    assert batched == stepwise and len(batched) >= 2
+    _same_state(flink, java)

@@ -1,12 +1,15 @@
 package io.modstream.flink;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import org.apache.flink.api.common.state.BroadcastState;
 import org.apache.flink.api.common.state.MapState;
@@ -24,6 +27,8 @@ import org.apache.flink.metrics.Histogram;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
 import org.apache.flink.runtime.state.StateSnapshotContext;
+import org.apache.flink.runtime.state.VoidNamespace;
+import org.apache.flink.runtime.state.VoidNamespaceSerializer;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.KeyedStream;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
@@ -34,6 +39,7 @@ import org.apache.flink.streaming.api.operators.Triggerable;
 import org.apache.flink.streaming.api.operators.TwoInputStreamOperator;
 import org.apache.flink.streaming.api.transformations.OneInputTransformation;
 import org.apache.flink.streaming.api.transformations.TwoInputTransformation;
+import org.apache.flink.streaming.api.typeinfo.python.PickledByteArrayTypeInfo;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.types.Row;
@@ -77,6 +83,19 @@ import pemja.core.PythonInterpreterConfig;
  * is the caller's). Input 2 is optional: without it the operator is a one-input operator, so a
  * handler that keeps nothing of the policy and banks is not called for each of their records
  * (and its held work is not flushed at each).
+ *
+ * <p>A savepoint of the PyFlink engine restores into this operator (issue 26): it runs under
+ * the uid of the PyFlink operator it replaces and reads that operator's state where its own
+ * has none. {@code restoredValue} names the PyFlink value states, the first holding a value
+ * wins, comma-separated ({@code "name:pickled"} for {@code Types.PICKLED_BYTE_ARRAY}, handed
+ * to Python as the pickle PyFlink wrote, or {@code "name:string"}, handed on as UTF-8 bytes);
+ * a key's restored value moves into this operator's own state at its first write. The PyFlink operator's timers ({@code "user-timers"},
+ * void namespace) fire as this operator's own; one that Python sets again is deleted there (so
+ * it fires once). {@code restoredBuffer} names the map state in which a PyFlink adapter held
+ * its input until a timer at the input's ts (the sanctions' {@code decisions}): at that timer
+ * the held JSON list reaches Python as one input record of topic {@link #RESTORED_BUFFER}.
+ * The held input of the PyFlink engine's event-time order is another operator's state
+ * ({@link RestoredOrder}).
  */
 public final class BatchedVersions extends AbstractStreamOperator<Row>
         implements TwoInputStreamOperator<Row, Row, Row>, OneInputStreamOperator<Row, Row>,
@@ -92,14 +111,22 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     /** The moderation step's Python side, the handler when none is named. */
     public static final String MODERATE_MODULE = "jobs.moderation_batch";
     public static final String MODERATE_CLASS = "BatchedModerate";
+    /** The PyFlink engine's broadcast state (jobs/moderation_config.py BROADCAST_STATE): the
+     * same entries, written by the same Python code, so a savepoint of either restores. */
     private static final MapStateDescriptor<String, String> BROADCAST = new MapStateDescriptor<>(
-            "moderation_broadcast_batched", BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
+            "moderation_broadcast", BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
+    /** The topic of a restored PyFlink buffer entry: a JSON list of the inputs held at its ts. */
+    public static final String RESTORED_BUFFER = "_restored_buffer";
+    /** The PyFlink keyed operators' timer service: its timers restore here. */
+    private static final String PYFLINK_TIMERS = "user-timers";
 
     private final byte[] pickledConfig;
     private final String pythonExec;
     private final long flushIntervalMs;
     private final String handlerModule;
     private final String handlerClass;
+    private final String restoredValue;
+    private final String restoredBuffer;
 
     private transient PythonInterpreter interpreter;
     private transient String handler;
@@ -107,6 +134,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient MapState<Long, String[]> pending;
     private transient ValueState<byte[]> version;
     private transient BroadcastState<String, String> broadcast;
+    private transient List<ValueState<?>> pyflinkValues; // restored: pickled bytes or text
+    private transient MapState<Long, String> pyflinkBuffer;
+    private transient InternalTimerService<VoidNamespace> pyflinkTimers;
+    private transient Set<String> restoredKeys; // read from the PyFlink state in this flush
     private transient LinkedHashSet<String> inputKeys;
     private transient List<Object[]> firedTimers;
     private transient long watermark;
@@ -121,18 +152,16 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Map<String, Object> metrics;
     private transient Map<String, long[]> gauges;
 
-    public BatchedVersions(byte[] pickledConfig, String pythonExec, long flushIntervalMs) {
-        this(pickledConfig, pythonExec, flushIntervalMs, MODERATE_MODULE, MODERATE_CLASS);
-    }
-
     public BatchedVersions(
             byte[] pickledConfig, String pythonExec, long flushIntervalMs, String handlerModule,
-            String handlerClass) {
+            String handlerClass, String restoredValue, String restoredBuffer) {
         this.pickledConfig = pickledConfig;
         this.pythonExec = pythonExec;
         this.flushIntervalMs = flushIntervalMs;
         this.handlerModule = handlerModule;
         this.handlerClass = handlerClass;
+        this.restoredValue = restoredValue;
+        this.restoredBuffer = restoredBuffer;
     }
 
     /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
@@ -141,20 +170,24 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
      * watermark that readied one). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String pythonExec, String uid, long flushIntervalMs) {
+            String pythonExec, String uid, long flushIntervalMs, String restoredValue) {
         return apply(keyed, broadcast, pickledConfig, pythonExec, uid, flushIntervalMs,
-                "moderate (batched)", MODERATE_MODULE, MODERATE_CLASS, outputType());
+                "moderate (batched)", MODERATE_MODULE, MODERATE_CLASS, outputType(),
+                restoredValue, null);
     }
 
     /** {@code keyed} through this operator with the Python handler {@code handlerModule.
      * handlerClass}, named {@code name}, its rows of type {@code type}; {@code broadcast} may be
-     * null (a one-input operator: the handler is never called with a broadcast record). */
+     * null (a one-input operator: the handler is never called with a broadcast record);
+     * {@code restoredValue} and {@code restoredBuffer} the PyFlink operator's state read
+     * where this one has none (see the class comment; null: none). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
             String pythonExec, String uid, long flushIntervalMs, String name,
-            String handlerModule, String handlerClass, TypeInformation<Row> type) {
-        BatchedVersions operator = new BatchedVersions(
-                pickledConfig, pythonExec, flushIntervalMs, handlerModule, handlerClass);
+            String handlerModule, String handlerClass, TypeInformation<Row> type,
+            String restoredValue, String restoredBuffer) {
+        BatchedVersions operator = new BatchedVersions(pickledConfig, pythonExec, flushIntervalMs,
+                handlerModule, handlerClass, restoredValue, restoredBuffer);
         int parallelism = keyed.getExecutionEnvironment().getParallelism();
         if (broadcast == null) {
             OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
@@ -195,6 +228,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
                 "version_bytes", PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
         broadcast = getOperatorStateBackend().getBroadcastState(BROADCAST);
         timers = getInternalTimerService("batched-versions", LongSerializer.INSTANCE, this);
+        openRestored();
         inputKeys = new LinkedHashSet<>();
         firedTimers = new ArrayList<>();
         watermark = Long.MIN_VALUE;
@@ -209,6 +243,76 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         metrics = new HashMap<>();
         gauges = new HashMap<>();
         openPython();
+    }
+
+    /** The PyFlink operator's state this uid may hold from a savepoint of that engine. */
+    private void openRestored() {
+        restoredKeys = new HashSet<>();
+        pyflinkTimers = getInternalTimerService(
+                PYFLINK_TIMERS, VoidNamespaceSerializer.INSTANCE, new Triggerable<Row, VoidNamespace>() {
+                    @Override
+                    public void onEventTime(InternalTimer<Row, VoidNamespace> timer) throws Exception {
+                        onRestoredTimer((String) timer.getKey().getField(0), timer.getTimestamp());
+                    }
+
+                    @Override
+                    public void onProcessingTime(InternalTimer<Row, VoidNamespace> timer) {}
+                });
+        pyflinkValues = new ArrayList<>();
+        for (String state : restoredValue == null ? new String[0] : restoredValue.split(",")) {
+            String[] named = state.split(":");
+            if (named[1].equals("pickled")) {
+                pyflinkValues.add(getKeyedStateStore().getState(new ValueStateDescriptor<>(
+                        named[0], PickledByteArrayTypeInfo.PICKLED_BYTE_ARRAY_TYPE_INFO)));
+            } else {
+                pyflinkValues.add(getKeyedStateStore().getState(
+                        new ValueStateDescriptor<>(named[0], BasicTypeInfo.STRING_TYPE_INFO)));
+            }
+        }
+        if (restoredBuffer != null) {
+            pyflinkBuffer = getKeyedStateStore().getMapState(new MapStateDescriptor<>(
+                    restoredBuffer, BasicTypeInfo.LONG_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO));
+        }
+    }
+
+    /** A PyFlink timer from the savepoint: the inputs its buffer held at that ts, else the
+     * version's own timer. */
+    private void onRestoredTimer(String key, long ts) throws Exception {
+        String held = pyflinkBuffer == null ? null : pyflinkBuffer.get(ts);
+        if (held == null) {
+            firedTimers.add(new Object[] {key, ts});
+            return;
+        }
+        pyflinkBuffer.remove(ts);
+        String[] before = pending.get(ts);
+        int size = before == null ? 0 : before.length;
+        String[] grown = new String[size + 3];
+        if (before != null) {
+            System.arraycopy(before, 0, grown, 0, size);
+        }
+        grown[size] = RESTORED_BUFFER;
+        grown[size + 1] = held;
+        grown[size + 2] = "0";
+        pending.put(ts, grown);
+        inputKeys.add(key);
+    }
+
+    /** The current key's stored value: this operator's, else the PyFlink operator's restored
+     * one (moved into this operator's state at the key's next write). */
+    private byte[] storedValue(String key) throws Exception {
+        byte[] value = version.value();
+        if (value != null) {
+            return value;
+        }
+        for (ValueState<?> state : pyflinkValues) {
+            Object restored = state.value();
+            if (restored != null) {
+                restoredKeys.add(key);
+                return restored instanceof String
+                        ? ((String) restored).getBytes(StandardCharsets.UTF_8) : (byte[]) restored;
+            }
+        }
+        return null;
     }
 
     private void openPython() throws Exception {
@@ -359,14 +463,14 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         List<Object[]> tasks = new ArrayList<>();
         for (String key : inputKeys) {
             setCurrentKey(Row.of(key));
-            stored.put(key, version.value());
+            stored.put(key, storedValue(key));
             tasks.add(new Object[] {0L, key, ready()});
         }
         for (Object[] fired : firedTimers) {
             String key = (String) fired[0];
             if (!stored.containsKey(key)) {
                 setCurrentKey(Row.of(key));
-                stored.put(key, version.value());
+                stored.put(key, storedValue(key));
             }
             tasks.add(new Object[] {1L, key, fired[1]});
         }
@@ -436,12 +540,18 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         List<Object> parts = (List<Object>) MsgPack.read(answer);
         for (Object item : (List<Object>) parts.get(0)) {
             List<Object> entry = (List<Object>) item;
-            setCurrentKey(Row.of((String) entry.get(0)));
+            String key = (String) entry.get(0);
+            setCurrentKey(Row.of(key));
             byte[] value = (byte[]) entry.get(1);
             if (value == null) {
                 version.clear();
             } else {
                 version.update(value);
+            }
+            if (restoredKeys.remove(key)) {
+                for (ValueState<?> state : pyflinkValues) {
+                    state.clear();
+                }
             }
         }
         for (Object item : (List<Object>) parts.get(1)) {
@@ -453,6 +563,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             } else {
                 timers.deleteEventTimeTimer(VERSION, at);
             }
+            pyflinkTimers.deleteEventTimeTimer(VoidNamespace.INSTANCE, at); // fires once, as ours
         }
         StreamRecord<Row> record = new StreamRecord<>(null, timestamp);
         for (Object item : (List<Object>) parts.get(2)) {
