@@ -346,12 +346,23 @@ class TopicNames:
         return physical
 
 
-def inputs_missing(job: JobConfig, names: list[str]) -> bool:
+# How long a job looks again for an input topic it did not find: one created a moment ago (a
+# demo or a test creates its topics, then starts its jobs at once) can be missing from the
+# broker's first answer, or described without its partitions while their leaders are elected.
+INPUTS_SETTLE_S = 10.0
+
+
+def inputs_missing(job: JobConfig, names: list[str], settle_s: float = INPUTS_SETTLE_S) -> bool:
     """Whether an input topic (physical `names`) is missing on the broker, said on stderr: a
     job refuses to start then, since Flink's Kafka source over a list with a missing topic
-    reads none of them."""
-    present = topics.partition_counts(job.bootstrap_servers, names)
-    missing = [name for name in names if not present.get(name)]
+    reads none of them. A topic not found is looked for again every second for `settle_s`."""
+    give_up = time.monotonic() + settle_s
+    while True:
+        present = topics.partition_counts(job.bootstrap_servers, names)
+        missing = [name for name in names if not present.get(name)]
+        if not missing or time.monotonic() >= give_up:
+            break
+        time.sleep(1.0)
     if missing:
         print(
             f"{job.name}: input topics missing on the broker: {', '.join(missing)}; create "
