@@ -102,7 +102,7 @@ METRICS: dict[str, Metric] = {
         "gauge",
         ("modality", "priority"),
         "scan",
-        "age of the oldest request waiting for a model worker (admission queue, this subtask)",
+        "age of the oldest request waiting for a model worker, since it was written to Kafka",
     ),
     "scan_shed": Metric(
         "counter",

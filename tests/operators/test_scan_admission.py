@@ -4,6 +4,7 @@ serves first, with a pool of a known capacity and injected times. No Flink."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -14,6 +15,8 @@ from operators.scan_admission import (
     AdmissionQueue,
     Capacity,
     Waiting,
+    admission_fields,
+    arrival_ms,
     budget_ms,
     priority_of,
 )
@@ -146,6 +149,57 @@ def test_oldest_age_per_modality_and_priority() -> None:
     assert queue.oldest_age_ms(NOW) == {("video", "live"): 400, ("audio", "backfill"): 900}
     queue.take(3, NOW)
     assert queue.oldest_age_ms(NOW) == {}
+
+
+@pytest.mark.parametrize(
+    ("record_ms", "arrived"),
+    [
+        (NOW - 20_000, NOW - 20_000),  # waited 20 s upstream: those 20 s are spent
+        (NOW, NOW),
+        (NOW + 5_000, NOW),  # the writer's clock ahead of ours: no budget beyond the read
+        (None, NOW),  # no record timestamp: counted from the read
+    ],
+)
+def test_a_request_arrives_at_its_record_time_never_after_now(
+    record_ms: int | None, arrived: int
+) -> None:
+    assert arrival_ms(record_ms, NOW) == arrived
+
+
+def raw(**fields: object) -> tuple[str, str, str]:
+    value = {"content_id": "c-1", "content_version": 1, "ts": 5, "deadline_ts": 30_005, **fields}
+    return ("scan.requests.image", "c-1", json.dumps(value))
+
+
+def test_the_budget_counts_from_the_kafka_record_not_from_the_read_nor_the_upload() -> None:
+    """The upload's `ts` (5) is event time, far from the wall clock: only its distance to
+    `deadline_ts` (30 s) is used, from when the request was written to Kafka."""
+    read = admission_fields(raw(), seq=1, now=NOW, record_ms=NOW - 12_000)
+    assert read is not None
+    assert (read.arrived_ms, read.answer_by_ms) == (NOW - 12_000, NOW + 18_000)
+    unstamped = admission_fields(raw(), seq=2, now=NOW)
+    assert unstamped is not None and unstamped.answer_by_ms == NOW + 30_000
+
+
+def test_what_waited_upstream_past_its_budget_is_refused_the_moment_it_is_read() -> None:
+    """An idle pool (nothing ahead) still refuses a request whose budget ran out in Kafka,
+    and admits one read as late that still has the time."""
+    queue = pool(rps=10.0)
+    late = admission_fields(raw(), seq=1, now=NOW, record_ms=NOW - 30_001)
+    in_time = admission_fields(raw(), seq=2, now=NOW, record_ms=NOW - 29_000)
+    assert late is not None and in_time is not None
+    assert queue.offer(late, NOW) == [late]
+    assert queue.offer(in_time, NOW) == []
+
+
+def test_expire_sheds_what_ran_out_of_time_while_the_workers_were_busy() -> None:
+    queue = pool(rps=10.0)
+    queue.in_flight = 8  # 800 ms of work ahead
+    soon = waiting("live", answer_in_ms=1_000)
+    later = waiting("live", answer_in_ms=60_000)
+    assert queue.offer(soon, NOW) == [] and queue.offer(later, NOW) == []
+    assert queue.expire(NOW + 950) == [soon]  # 50 ms left, a request takes 100
+    assert list(queue.waiting()) == [later]
 
 
 def test_capacity_is_measured_when_not_configured() -> None:
