@@ -36,6 +36,7 @@ from kafka import KafkaConsumer, KafkaProducer
 
 from benchmarks.bench_detectors import images, scan_job
 from modstream.config import PROJECT_ROOT, Settings
+from modstream.scan_pools import REPORTS
 from modstream.topics import TopicSpec, create_topics, physical
 
 DEADLINE_MS = 30_000  # the image deadline in policy_rules/global.yaml
@@ -100,7 +101,7 @@ class Answers(threading.Thread):
 
 def overload(settings: Settings, capacity: float, seconds: int, factor: float) -> dict[str, Any]:
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    names = ["scan.requests.image", "scan.requests.image.backfill", "detector.results"]
+    names = ["scan.requests.image", "scan.requests.image.backfill", REPORTS, "detector.results"]
     names.append("moderation.dlq")
     topics = {name: physical(name, prefix) for name in names}
     specs = [TopicSpec(name, 4, {"cleanup.policy": "delete"}, "bench") for name in topics.values()]

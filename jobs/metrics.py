@@ -110,6 +110,12 @@ METRICS: dict[str, Metric] = {
         "scan",
         "requests answered timeout at once: the pool could not answer them by their deadline",
     ),
+    "scan_bumped": Metric(
+        "counter",
+        (),
+        "scan",
+        "waiting requests a report moved to the front of the admission queue",
+    ),
     "enforcement_lag_ms": Metric(
         "histogram", (), "reconciler", "an action's arrival to the matching visibility"
     ),

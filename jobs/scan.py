@@ -36,7 +36,7 @@ from typing import Any
 
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
-from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.functions import KeyedBroadcastProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
@@ -45,7 +45,14 @@ from jobs.scan_config import ScanConfig
 from jobs.scan_metrics import ScanMetrics, detector_of
 from modstream import logs
 from modstream.config import Settings
-from operators.scan_admission import AdmissionQueue, Capacity, Waiting, admission_fields
+from modstream.scan_pools import REPORTS
+from operators.scan_admission import (
+    AdmissionQueue,
+    Capacity,
+    Waiting,
+    admission_fields,
+    reported_version,
+)
 from operators.scan_batch import (
     Handled,
     answer_timeout,
@@ -97,9 +104,11 @@ def _arrival_order(arrival: str) -> tuple[int, int]:
         return 0, 0
 
 
-class Scan(KeyedProcessFunction):
+class Scan(KeyedBroadcastProcessFunction):
     """Batches from the Java `Batcher` (keyed by detector) through the detectors. Emits one
     `Row(topics[], keys[], values[])` per batch, split for the sink by the Java `Unbatch`.
+    Its broadcast input is `moderation.reports`: a report bumps its version's waiting requests
+    in every queue of the subtask (a version's requests are spread over detector keys).
 
     A batch is handled whole (validation, media loading, one model call per detector, result
     records) by one of `model_workers` threads; ONNX Runtime releases the GIL and each call
@@ -185,6 +194,18 @@ class Scan(KeyedProcessFunction):
         handled.extend(self._admit(ctx, rows, now, record_times(value, len(rows))))
         handled.extend(self._dispatch(ctx, flying, now))
         yield from self._out(handled, ctx)
+
+    def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        """A report (`Row(topic, key, value, ...)` of moderation.reports): its version's
+        waiting requests go to the front of every queue here (`AdmissionQueue.bump`). Kept in
+        memory only: after a restore they wait in their own class again. A report that does
+        not decode is skipped (the moderation job dead-letters it)."""
+        reported = reported_version(value[2])
+        if reported is not None:
+            moved = sum(queue.bump(*reported) for queue in self.queues.values())
+            if moved:
+                self.reporting.reporter.inc("scan_bumped", moved)
+        yield from ()
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         handled = Handled()
@@ -399,6 +420,9 @@ class Scan(KeyedProcessFunction):
 # request's Kafka record timestamp, epoch ms as text, for admission).
 BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
 REQUEST_BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 4)
+# The broadcast state of the reports input: unused (a bump acts on the queues in memory), but
+# PyFlink's broadcast needs a descriptor.
+REPORTS_STATE = MapStateDescriptor("scan_reports", Types.STRING(), Types.STRING())
 
 
 def build(
@@ -408,7 +432,9 @@ def build(
     config: ScanConfig,
     pool: str = "",
 ) -> None:
-    """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink.
+    """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink;
+    the source's `moderation.reports` rows, split off in Java, are broadcast to the scan
+    operator (report bumps, docs/scanning.md "Reports").
 
     The batching and the split are Java so that Python is entered once per batch, not once per
     request, and the three run chained in one task: the batcher's output is already keyed the
@@ -418,8 +444,14 @@ def build(
     suffix = f"_{pool}" if pool else ""
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
+    reports_topic = config.physical(REPORTS)
+    j_reports = source._j_data_stream.filter(flink.TopicFilter(reports_topic, True))
+    j_requests = source._j_data_stream.filter(flink.TopicFilter(reports_topic, False))
+    reports = DataStream(j_reports.name(f"scan reports{suffix}").uid("scan_reports" + suffix))
     j_batches = (
-        source._j_data_stream.keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
+        j_requests.name(f"scan requests{suffix}")
+        .uid("scan_requests" + suffix)
+        .keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
         .name(f"scan batches{suffix}")
         .uid("scan_batches" + suffix)
@@ -430,7 +462,8 @@ def build(
     )
     batches = KeyedStream(j_keyed, REQUEST_BATCH_ROW, DataStream(j_batches))
     scanned = (
-        batches.process(Scan(config), output_type=BATCH_ROW)
+        batches.connect(reports.broadcast(REPORTS_STATE))
+        .process(Scan(config), output_type=BATCH_ROW)
         .name(f"scan{suffix}")
         .uid("scan" + suffix)
     )

@@ -135,6 +135,23 @@ def admission_fields(
     )
 
 
+class _Report(msgspec.Struct):
+    """What a bump reads of a report (docs/CONTRACT.md, moderation.reports)."""
+
+    content_id: str
+    content_version: int
+
+
+def reported_version(value: str | None) -> tuple[str, int] | None:
+    """The (content id, version) a `moderation.reports` record names, None for one that does
+    not decode: the moderation job dead-letters reports; the scan pool only skips them."""
+    try:
+        report = msgspec.json.decode(value or "", type=_Report)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return report.content_id, report.content_version
+
+
 @dataclass
 class Capacity:
     """The pool's service time per request, seconds: configured (`rps`), else measured as a

@@ -535,3 +535,42 @@ def test_a_restore_admits_waiting_requests_with_what_is_left_of_their_budget(
 def later_clock() -> int:
     """The restored job's clock: 5 s after the checkpoint's."""
     return clock() + 5_000
+
+
+def report_row(content_id: str, content_version: int = 1) -> Row:
+    """A `moderation.reports` row as the scan job's source gives it (docs/CONTRACT.md)."""
+    report = {
+        "event_id": f"report-{content_id}",
+        "report_id": f"r-{content_id}",
+        "content_id": content_id,
+        "content_version": content_version,
+        "reporter_id": "u-1",
+        "reason": "abuse",
+        "ts": T0,
+    }
+    return Row("moderation.reports", content_id, json.dumps(report), T0, "lane")
+
+
+def test_a_report_bumps_its_versions_waiting_requests_ahead_of_the_rest(gated: Gated) -> None:
+    """Workers busy, three live requests wait; a report on the last one's version (and one on
+    another version, and one that does not decode) arrive on the broadcast input: the reported
+    request is scanned first, the others keep their order."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_batch=1, max_wait_ms=20, clock=clock))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs: list[Row] = []
+        for busy in ("busy-0", "busy-1"):  # the two batches in flight for one worker
+            outputs += scan.process_element(requests_batch(request(busy, "x")), ctx)
+        for waiting in ("a", "b", "c"):
+            outputs += scan.process_element(requests_batch(request(waiting, "x")), ctx)
+        outputs += scan.process_broadcast_element(report_row("c-c"), ctx)
+        outputs += scan.process_broadcast_element(report_row("c-a", content_version=2), ctx)
+        outputs += scan.process_broadcast_element(Row("moderation.reports", "x", "{oops"), ctx)
+        assert outputs == []
+        gated.release.set()
+        outputs = settle(scan, ctx, rounds=20)
+        assert answered(outputs) == ["c-busy-0", "c-busy-1", "c-c", "c-a", "c-b"]
+    finally:
+        gated.release.set()
+        scan.close()

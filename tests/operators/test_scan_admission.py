@@ -19,6 +19,7 @@ from operators.scan_admission import (
     arrival_ms,
     budget_ms,
     priority_of,
+    reported_version,
 )
 
 NOW = 1_000_000
@@ -237,3 +238,24 @@ def test_every_request_is_either_waiting_taken_or_shed_exactly_once(
     seqs = [w.seq for w in (*shed, *taken, *late)]
     assert sorted(seqs) == sorted(w.seq for w in offered)
     assert len(queue) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            '{"event_id":"e","report_id":"r","content_id":"c-9","content_version":2,'
+            '"reporter_id":"u","reason":"spam","ts":5}',
+            ("c-9", 2),
+        ),
+        ('{"content_id":"c-9"}', None),  # no version
+        ('{"content_id":"c-9","content_version":"2"}', None),  # mistyped
+        ("{oops", None),
+        ("[" * 100_000 + "]" * 100_000, None),
+        (None, None),
+    ],
+)
+def test_a_report_names_the_version_to_bump_or_nothing(
+    value: str | None, expected: tuple[str, int] | None
+) -> None:
+    assert reported_version(value) == expected
