@@ -260,6 +260,7 @@ class Scan(KeyedBroadcastProcessFunction):
         handled = Handled()
         while flying and flying[0].future.done():
             handled.extend(flying.popleft().future.result())
+        queue.in_flight = sum(f.size for f in flying)
         handled.extend(self._shed(key, queue.expire(now), now))
         detector = detector_of(ctx.get_current_key())
         while len(queue) and len(flying) < 2 * self.config.model_workers:

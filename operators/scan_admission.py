@@ -246,8 +246,9 @@ class AdmissionQueue:
         return taken, shed
 
     def expire(self, now: int) -> list[Waiting]:
-        """Every waiting request whose time is too short for one request's service."""
-        late_after = now + int(self.capacity.seconds_per_request() * 1000)
+        """Every waiting request that would answer late even if it were next: its time is
+        shorter than the work in flight (queued at the workers ahead of it) plus its own."""
+        late_after = self.predicted_answer(self.in_flight, now)
         shed: list[Waiting] = []
         while self._deadlines and self._deadlines[0][0] < late_after:
             _, seq = heapq.heappop(self._deadlines)

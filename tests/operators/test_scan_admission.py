@@ -194,12 +194,15 @@ def test_what_waited_upstream_past_its_budget_is_refused_the_moment_it_is_read()
 
 
 def test_expire_sheds_what_ran_out_of_time_while_the_workers_were_busy() -> None:
+    """Even next in line, a request answers after the work in flight: 8 requests (800 ms)
+    plus its own 100 ms, so with less than 900 ms left it is shed, not scanned late."""
     queue = pool(rps=10.0)
-    queue.in_flight = 8  # 800 ms of work ahead
+    queue.in_flight = 8
     soon = waiting("live", answer_in_ms=1_000)
     later = waiting("live", answer_in_ms=60_000)
     assert queue.offer(soon, NOW) == [] and queue.offer(later, NOW) == []
-    assert queue.expire(NOW + 950) == [soon]  # 50 ms left, a request takes 100
+    assert queue.expire(NOW + 100) == []  # 900 ms left: just in time
+    assert queue.expire(NOW + 150) == [soon]  # 850 ms left
     assert list(queue.waiting()) == [later]
 
 
