@@ -151,6 +151,7 @@ class Scan(KeyedBroadcastProcessFunction):
             MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
         )
         self.inflight: dict[str, deque[InFlight]] = {}
+        self.timer_at: dict[str, int] = {}  # per key: its pending collecting timer
         self.queues: dict[str, AdmissionQueue] = {}
         self.capacities: dict[str, Capacity] = {}
         # Per key: arrival id -> {row index: (row, arrived ms)} still waiting (mirrors `waiting`).
@@ -253,17 +254,29 @@ class Scan(KeyedBroadcastProcessFunction):
     def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int) -> Handled:
         """The batches done, in arrival order; what can no longer be answered in time, shed;
         then the queue's best requests to the workers while fewer than twice the workers'
-        batches fly. Never waits for a worker: a busy pool keeps reading and refusing, and the
-        next timer or batch collects what finishes."""
+        batches fly. Does not wait for a worker, so a busy pool keeps reading and refusing and
+        the next timer or batch collects what finishes; except with `max_waiting` requests
+        already waiting (a backlog with long budgets), when it waits for the oldest batch in
+        flight, so a backlog waits in Kafka rather than in memory and reading never starves the
+        workers. One collecting timer per key is pending at a time; `inflight` state is
+        written only when the batches in flight changed."""
         key = str(ctx.get_current_key())
         queue = self._queue(key)
         handled = Handled()
+        changed = False
         while flying and flying[0].future.done():
             handled.extend(flying.popleft().future.result())
+            changed = True
         queue.in_flight = sum(f.size for f in flying)
         handled.extend(self._shed(key, queue.expire(now), now))
         detector = detector_of(ctx.get_current_key())
-        while len(queue) and len(flying) < 2 * self.config.model_workers:
+        while len(queue):
+            if len(flying) >= 2 * self.config.model_workers:
+                if len(queue) < self.config.waiting_bound:
+                    break
+                handled.extend(flying.popleft().future.result())  # waits for its worker
+                changed = True
+                now = self.config.clock()
             queue.in_flight = sum(f.size for f in flying)
             taken, shed = queue.take(self.config.max_batch, now)
             handled.extend(self._shed(key, shed, now))
@@ -272,10 +285,13 @@ class Scan(KeyedBroadcastProcessFunction):
             rows = [w.row[2] for w in taken]
             self._release(key, taken)
             self._submit(flying, rows, now, detector)
+            changed = True
         queue.in_flight = sum(f.size for f in flying)
-        if flying or len(queue):
-            ctx.timer_service().register_processing_time_timer(now + self.config.max_wait_ms)
-        self._hold(flying)
+        if (flying or len(queue)) and self.timer_at.get(key, 0) <= now:
+            self.timer_at[key] = now + self.config.max_wait_ms
+            ctx.timer_service().register_processing_time_timer(self.timer_at[key])
+        if changed:
+            self._hold(flying)
         return handled
 
     def _submit(self, flying: deque[InFlight], rows: list[Row3], now: int, detector: str) -> None:
