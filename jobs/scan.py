@@ -43,6 +43,7 @@ from pyflink.java_gateway import get_gateway
 from jobs import metrics, runtime, scan_config
 from jobs.scan_config import ScanConfig
 from jobs.scan_metrics import ScanMetrics, detector_of
+from jobs.scan_state import ArrivalRows, Row3, arrival_order, record_times, restored, stored
 from modstream import logs
 from modstream.config import Settings
 from modstream.scan_pools import REPORTS
@@ -53,15 +54,7 @@ from operators.scan_admission import (
     admission_fields,
     reported_version,
 )
-from operators.scan_batch import (
-    Handled,
-    answer_timeout,
-    error_kind,
-    handle_safely,
-    refuse,
-    scan_requests,
-    unforeseen,
-)
+from operators.scan_batch import Handled, answer_timeout, handle_safely, retry_safely
 from udfs.detector import Detector
 from udfs.registry import detector
 
@@ -73,35 +66,6 @@ class InFlight:
     future: Future[Handled]
     rows: str  # the batch as JSON [topics, keys, values], for keyed state
     size: int = 0
-
-
-Row3 = tuple[str, str | None, str | None]
-# Per arrival: row index -> (row, when it arrived in ms), as `waiting` keeps them.
-ArrivalRows = dict[int, tuple[Row3, int]]
-
-
-def record_times(value: Row, count: int) -> list[int | None]:
-    """The Kafka record timestamps the Batcher passes along (`arrivals[]`, epoch ms as text);
-    None where there is none (a batch without the field, a restored older buffer)."""
-    if len(value) < 4 or value[3] is None:
-        return [None] * count
-    return [int(at) if at else None for at in value[3]]
-
-
-def _stored(rows: ArrivalRows) -> str:
-    """One `waiting` entry: [[rows], [indexes], [arrived ms]]."""
-    return json.dumps(
-        [[list(row) for row, _ in rows.values()], list(rows), [at for _, at in rows.values()]]
-    )
-
-
-def _arrival_order(arrival: str) -> tuple[int, int]:
-    """An arrival id `<ms>-<sequence>` as sortable numbers."""
-    at, _, sequence = arrival.partition("-")
-    try:
-        return int(at), int(sequence)
-    except ValueError:
-        return 0, 0
 
 
 class Scan(KeyedBroadcastProcessFunction):
@@ -219,7 +183,7 @@ class Scan(KeyedBroadcastProcessFunction):
                 self.retries.remove(request_id)
                 due.append(request)
         if due:
-            handled.extend(self._retry(due))
+            handled.extend(retry_safely(self.config, due, self._scanner, self.config.clock))
         yield from self._out(handled, ctx)
 
     def _admit(self, ctx: Any, rows: list[Row3], now: int, recorded: list[int | None]) -> Handled:
@@ -245,7 +209,7 @@ class Scan(KeyedBroadcastProcessFunction):
             shed += refused
         if kept:
             self.arrivals.setdefault(key, {})[arrival] = kept
-            self.waiting_state.put(arrival, _stored(kept))
+            self.waiting_state.put(arrival, stored(kept))
         handled = self._shed(key, shed, now)
         if unreadable:
             handled.extend(handle_safely(self.config, unreadable, now, self._scanner))
@@ -323,7 +287,7 @@ class Scan(KeyedBroadcastProcessFunction):
         for arrival in touched:
             rows = arrivals[arrival]
             if rows:
-                self.waiting_state.put(arrival, _stored(rows))
+                self.waiting_state.put(arrival, stored(rows))
             else:
                 del arrivals[arrival]
                 self.waiting_state.remove(arrival)
@@ -346,48 +310,6 @@ class Scan(KeyedBroadcastProcessFunction):
         for (modality, priority), age in oldest.items():
             self.reporting.waiting(modality, priority, age)
 
-    def _retry(self, due: list[dict[str, Any]]) -> Handled:
-        """Due retries, scanned; if that throws, each alone; one that throws alone is answered
-        `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
-        handled = Handled()
-        try:
-            scan_requests(
-                self.config,
-                due,
-                self.config.clock(),
-                handled,
-                self._scanner,
-                clock=self.config.clock,
-            )
-            return handled
-        except Exception as error:
-            LOG.warning("scan: %d retries failed (%s): one at a time", len(due), error_kind(error))
-        handled = Handled()
-        for request in due:
-            one = Handled()
-            try:
-                scan_requests(
-                    self.config,
-                    [request],
-                    self.config.clock(),
-                    one,
-                    self._scanner,
-                    clock=self.config.clock,
-                )
-            except Exception as error:
-                one = Handled()
-                refuse(
-                    self.config,
-                    request,
-                    unforeseen(error),
-                    self.config.clock(),
-                    one,
-                    self._scanner,
-                    self.config.clock,
-                )
-            handled.extend(one)
-        return handled
-
     def _hold(self, flying: deque[InFlight]) -> None:
         """Keyed state = the batches still in flight (one write per call)."""
         if flying:
@@ -409,16 +331,13 @@ class Scan(KeyedBroadcastProcessFunction):
                 for topics, keys, values in json.loads(held):
                     rows = list(zip(topics, keys, values, strict=True))
                     self._submit(flying, rows, self.config.clock(), detector_of(key))
-            stored = list(self.waiting_state.items())
-            if stored:
+            entries = list(self.waiting_state.items())
+            if entries:
                 self.waiting_state.clear()
                 # Admitted again arrival by arrival (each at most a batch), oldest first: one
                 # entry of every row would be rewritten whole at each dispatch.
-                for _, raw in sorted(stored, key=lambda entry: _arrival_order(entry[0])):
-                    entry = json.loads(raw)
-                    rows = [(row[0], row[1], row[2]) for row in entry[0]]
-                    # Entries of an older operator have no arrival times: counted from now.
-                    arrived = entry[2] if len(entry) > 2 else [None] * len(rows)
+                for _, raw in sorted(entries, key=lambda entry: arrival_order(entry[0])):
+                    rows, arrived = restored(raw)
                     handled.extend(self._admit(ctx, rows, self.config.clock(), arrived))
         return flying
 
@@ -464,10 +383,11 @@ def build(
     reports_topic = config.physical(REPORTS)
     j_reports = source._j_data_stream.filter(flink.TopicFilter(reports_topic, True))
     j_requests = source._j_data_stream.filter(flink.TopicFilter(reports_topic, False))
-    reports = DataStream(j_reports.name(f"scan reports{suffix}").uid("scan_reports" + suffix))
+    # The two filters hold no state, so no uid: nothing of theirs is restored, and the
+    # workflow's fingerprint (modstream/workflow.py: the jobs' uids) keeps to what decides.
+    reports = DataStream(j_reports.name(f"scan reports{suffix}"))
     j_batches = (
         j_requests.name(f"scan requests{suffix}")
-        .uid("scan_requests" + suffix)
         .keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
         .name(f"scan batches{suffix}")

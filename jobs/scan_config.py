@@ -141,20 +141,7 @@ def options() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-wait-ms", type=int, default=20)
     parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
-    parser.add_argument(
-        "--capacity-rps",
-        type=float,
-        default=None,
-        help="requests a second one detector answers, for admission "
-        "(default: measured from its batches; operators/scan_admission.py)",
-    )
-    parser.add_argument(
-        "--max-waiting",
-        type=int,
-        default=None,
-        help="requests waiting per batching key above which the pool stops reading until a "
-        "worker answers (default: 64 full batches per model worker)",
-    )
+    _admission_options(parser)
     parser.add_argument(
         "--model-workers",
         type=int,
@@ -182,6 +169,24 @@ def options() -> argparse.ArgumentParser:
         "docs/retention.md); default: not kept",
     )
     return parser
+
+
+def _admission_options(parser: argparse.ArgumentParser) -> None:
+    """Admission's options (operators/scan_admission.py, docs/scanning.md "Admission")."""
+    parser.add_argument(
+        "--capacity-rps",
+        type=float,
+        default=None,
+        help="requests a second one detector answers, for admission "
+        "(default: measured from its batches; operators/scan_admission.py)",
+    )
+    parser.add_argument(
+        "--max-waiting",
+        type=int,
+        default=None,
+        help="requests waiting per batching key above which the pool stops reading until a "
+        "worker answers (default: 64 full batches per model worker)",
+    )
 
 
 def deployment_config(
