@@ -33,6 +33,7 @@ from PIL import Image
 
 from modstream import kafkaio
 from modstream.config import PROJECT_ROOT, Settings
+from modstream.scan_pools import REPORTS
 from modstream.topics import TopicSpec, create_topics, physical
 from udfs.detector import Item
 from udfs.nsfw_image import NsfwImage, preprocess
@@ -162,8 +163,9 @@ def scan_job(
 ) -> dict[str, Any]:
     """Requests produced to fresh topics, the scan job on them, committed results per second."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    # The job reads the backfill topic too (modstream/scan_pools.py); this run leaves it empty.
-    names = [f"scan.requests.{modality}", f"scan.requests.{modality}.backfill"]
+    # The job reads the backfill topic and the reports too (modstream/scan_pools.py); this run
+    # leaves them empty.
+    names = [f"scan.requests.{modality}", f"scan.requests.{modality}.backfill", REPORTS]
     names += ["detector.results", "moderation.dlq"]
     topics = {name: physical(name, prefix) for name in names}
     create_topics(

@@ -102,13 +102,19 @@ METRICS: dict[str, Metric] = {
         "gauge",
         ("modality", "priority"),
         "scan",
-        "age of the oldest request waiting for a model worker (admission queue, this subtask)",
+        "age of the oldest request waiting for a model worker, since it was written to Kafka",
     ),
     "scan_shed": Metric(
         "counter",
         ("modality", "priority"),
         "scan",
         "requests answered timeout at once: the pool could not answer them by their deadline",
+    ),
+    "scan_bumped": Metric(
+        "counter",
+        (),
+        "scan",
+        "waiting requests a report moved to the front of the admission queue",
     ),
     "enforcement_lag_ms": Metric(
         "histogram", (), "reconciler", "an action's arrival to the matching visibility"

@@ -36,25 +36,25 @@ from typing import Any
 
 from pyflink.common import Row, Types
 from pyflink.datastream import DataStream, KeyedStream, StreamExecutionEnvironment
-from pyflink.datastream.functions import KeyedProcessFunction, RuntimeContext
+from pyflink.datastream.functions import KeyedBroadcastProcessFunction, RuntimeContext
 from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 from jobs import metrics, runtime, scan_config
 from jobs.scan_config import ScanConfig
 from jobs.scan_metrics import ScanMetrics, detector_of
+from jobs.scan_state import ArrivalRows, Row3, arrival_order, record_times, restored, stored
 from modstream import logs
 from modstream.config import Settings
-from operators.scan_admission import AdmissionQueue, Capacity, Waiting, admission_fields
-from operators.scan_batch import (
-    Handled,
-    answer_timeout,
-    error_kind,
-    handle_safely,
-    refuse,
-    scan_requests,
-    unforeseen,
+from modstream.scan_pools import REPORTS
+from operators.scan_admission import (
+    AdmissionQueue,
+    Capacity,
+    Waiting,
+    admission_fields,
+    reported_version,
 )
+from operators.scan_batch import Handled, answer_timeout, handle_safely, retry_safely
 from udfs.detector import Detector
 from udfs.registry import detector
 
@@ -65,44 +65,38 @@ LOG = logging.getLogger("modstream.scan")
 class InFlight:
     future: Future[Handled]
     rows: str  # the batch as JSON [topics, keys, values], for keyed state
-    drain_at: int
     size: int = 0
 
 
-Row3 = tuple[str, str | None, str | None]
-
-
-def _arrival_order(arrival: str) -> tuple[int, int]:
-    """An arrival id `<ms>-<sequence>` as sortable numbers."""
-    at, _, sequence = arrival.partition("-")
-    try:
-        return int(at), int(sequence)
-    except ValueError:
-        return 0, 0
-
-
-class Scan(KeyedProcessFunction):
+class Scan(KeyedBroadcastProcessFunction):
     """Batches from the Java `Batcher` (keyed by detector) through the detectors. Emits one
     `Row(topics[], keys[], values[])` per batch, split for the sink by the Java `Unbatch`.
+    Its broadcast input is `moderation.reports`: a report bumps its version's waiting requests
+    in every queue of the subtask (a version's requests are spread over detector keys).
 
     A batch is handled whole (validation, media loading, one model call per detector, result
     records) by one of `model_workers` threads; ONNX Runtime releases the GIL and each call
     uses `onnx_threads` intra-op threads (docs/BENCHMARKS.md: on 2 cores two callers with one
-    thread each outscore one caller with two). This thread only hands batches over and emits
-    what comes back, in arrival order. Up to twice `model_workers` batches per key are in
-    flight (one queued behind each running call, so the workers never wait for this thread);
-    their rows are in keyed state (`inflight`) until their results are emitted, so a
-    checkpoint taken meanwhile handles them again after a restore. A processing-time timer
-    `max_wait_ms` after each submission completes what is in flight once no batch came after
-    it, so the last batch of a burst is not held. Timers are never deleted: batches and
-    retries may share a timestamp, and one key has one timer per timestamp. Transient failures
-    wait in keyed state (`retries`) for their retry timer.
+    thread each outscore one caller with two). This thread never waits for a worker: it reads,
+    admits, refuses, hands batches over and emits the finished ones in arrival order, so the
+    pool reads its topics as fast as they come and requests wait where admission sees them
+    (docs/scanning.md, "Admission": when it waited here for a busy worker, requests piled up
+    in Kafka instead). Up to twice `model_workers` batches per key are in flight (one queued
+    behind each running call, so a worker that finishes has the next at once); their rows are
+    in keyed state (`inflight`) until their results are emitted, so a checkpoint taken
+    meanwhile handles them again after a restore. While anything is in flight or waiting, a
+    processing-time timer every `max_wait_ms` collects what the workers finished and hands
+    them more. Timers are never deleted: batches and retries may share a timestamp, and one
+    key has one timer per timestamp. Transient failures wait in keyed state (`retries`) for
+    their retry timer.
 
     Admission (issue 28 item 7, operators/scan_admission.py): requests wait in a priority queue
     per key (live high-risk, live, backfill), not in Kafka; a batch is handed to a worker only
     while fewer than twice the workers' batches are in flight, highest class first; what the
-    pool cannot answer before its deadline is answered `timeout` at once. Waiting rows are in
-    keyed state (`waiting`, one entry per arrival) so a restore admits them again.
+    pool cannot answer before its deadline, counted from the request's Kafka record timestamp
+    (the Batcher's `arrivals[]`), is answered `timeout` at once. Waiting rows and when they
+    arrived are in keyed state (`waiting`, one entry per arrival) so a restore admits them
+    again with what is left of their budget.
     """
 
     reporting = ScanMetrics(metrics.NO_METRICS)  # until open
@@ -121,10 +115,11 @@ class Scan(KeyedProcessFunction):
             MapStateDescriptor("waiting", Types.STRING(), Types.STRING())
         )
         self.inflight: dict[str, deque[InFlight]] = {}
+        self.timer_at: dict[str, int] = {}  # per key: its pending collecting timer
         self.queues: dict[str, AdmissionQueue] = {}
         self.capacities: dict[str, Capacity] = {}
-        # Per key: arrival id -> {row index: row} still waiting (mirrors `waiting`).
-        self.arrivals: dict[str, dict[str, dict[int, Row3]]] = {}
+        # Per key: arrival id -> {row index: (row, arrived ms)} still waiting (mirrors `waiting`).
+        self.arrivals: dict[str, dict[str, ArrivalRows]] = {}
         self.sequence = itertools.count()
         self.reported_at = 0
         self.seen: set[str] = set()
@@ -161,17 +156,26 @@ class Scan(KeyedProcessFunction):
         handled = Handled()
         flying = self._flying(ctx, handled)
         rows = list(zip(list(value[0]), list(value[1]), list(value[2]), strict=True))
-        handled.extend(self._admit(ctx, rows, now))
-        handled.extend(self._dispatch(ctx, flying, now, drain=False))
+        handled.extend(self._admit(ctx, rows, now, record_times(value, len(rows))))
+        handled.extend(self._dispatch(ctx, flying, now))
         yield from self._out(handled, ctx)
+
+    def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
+        """A report (`Row(topic, key, value, ...)` of moderation.reports): its version's
+        waiting requests go to the front of every queue here (`AdmissionQueue.bump`). Kept in
+        memory only: after a restore they wait in their own class again. A report that does
+        not decode is skipped (the moderation job dead-letters it)."""
+        reported = reported_version(value[2])
+        if reported is not None:
+            moved = sum(queue.bump(*reported) for queue in self.queues.values())
+            if moved:
+                self.reporting.reporter.inc("scan_bumped", moved)
+        yield from ()
 
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         handled = Handled()
         flying = self._flying(ctx, handled)
-        # Quiet (no batch since this timer's, none waiting): complete them all, waiting. Busy:
-        # only what is done; later batches and timers push the rest out without waiting here.
-        quiet = bool(flying) and flying[-1].drain_at <= timestamp
-        handled.extend(self._dispatch(ctx, flying, self.config.clock(), drain=quiet))
+        handled.extend(self._dispatch(ctx, flying, self.config.clock()))
         due: list[dict[str, Any]] = []
         for request_id, raw in list(self.retries.items()):
             request, at = json.loads(raw)
@@ -179,56 +183,63 @@ class Scan(KeyedProcessFunction):
                 self.retries.remove(request_id)
                 due.append(request)
         if due:
-            handled.extend(self._retry(due))
+            handled.extend(retry_safely(self.config, due, self._scanner, self.config.clock))
         yield from self._out(handled, ctx)
 
-    def _admit(self, ctx: Any, rows: list[Row3], now: int) -> Handled:
-        """Each row offered to the key's queue; the refused and those pushed out are answered
-        `timeout` at once; rows admission cannot read go straight to a worker (its DLQ)."""
+    def _admit(self, ctx: Any, rows: list[Row3], now: int, recorded: list[int | None]) -> Handled:
+        """Each row offered to the key's queue, its budget counted from its Kafka record time
+        (`recorded`); the refused and those pushed out are answered `timeout` at once; rows
+        admission cannot read go to the DLQ (`handle_safely`: no model call for them)."""
         key = str(ctx.get_current_key())
         queue = self._queue(key)
         arrival = f"{now}-{next(self.sequence)}"
-        kept: dict[int, Row3] = {}
+        kept: ArrivalRows = {}
         shed: list[Waiting] = []
         unreadable: list[Row3] = []
-        for index, row in enumerate(rows):
-            waiting = admission_fields(row, next(self.sequence), now, arrival, index)
+        for index, (row, record_ms) in enumerate(zip(rows, recorded, strict=True)):
+            waiting = admission_fields(row, next(self.sequence), now, arrival, index, record_ms)
             if waiting is None:
                 unreadable.append(row)
                 continue
             refused = queue.offer(waiting, now)
-            kept[index] = row
+            kept[index] = (row, waiting.arrived_ms)
             for gone in refused:  # this row, or rows it pushed out (of this arrival too)
                 if gone.row[0] == arrival:
                     kept.pop(gone.row[1], None)
             shed += refused
         if kept:
             self.arrivals.setdefault(key, {})[arrival] = kept
-            self.waiting_state.put(
-                arrival, json.dumps([[list(r) for r in kept.values()], list(kept)])
-            )
+            self.waiting_state.put(arrival, stored(kept))
         handled = self._shed(key, shed, now)
         if unreadable:
             handled.extend(handle_safely(self.config, unreadable, now, self._scanner))
         return handled
 
-    def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int, *, drain: bool) -> Handled:
-        """Batches done (in arrival order; all of them when `drain` and none waits), then the
-        queue's best requests to the workers while fewer than twice the workers' batches fly.
-        With a full batch still waiting (a backlog), this thread waits for the oldest batch in
-        flight, as before admission, so the workers never idle between timers."""
+    def _dispatch(self, ctx: Any, flying: deque[InFlight], now: int) -> Handled:
+        """The batches done, in arrival order; what can no longer be answered in time, shed;
+        then the queue's best requests to the workers while fewer than twice the workers'
+        batches fly. Does not wait for a worker, so a busy pool keeps reading and refusing and
+        the next timer or batch collects what finishes; except with `max_waiting` requests
+        already waiting (a backlog with long budgets), when it waits for the oldest batch in
+        flight, so a backlog waits in Kafka rather than in memory and reading never starves the
+        workers. One collecting timer per key is pending at a time; `inflight` state is
+        written only when the batches in flight changed."""
         key = str(ctx.get_current_key())
         queue = self._queue(key)
         handled = Handled()
-        drain = drain and len(queue) == 0
-        while flying and (drain or flying[0].future.done()):
+        changed = False
+        while flying and flying[0].future.done():
             handled.extend(flying.popleft().future.result())
+            changed = True
+        queue.in_flight = sum(f.size for f in flying)
+        handled.extend(self._shed(key, queue.expire(now), now))
         detector = detector_of(ctx.get_current_key())
         while len(queue):
             if len(flying) >= 2 * self.config.model_workers:
-                if len(queue) < self.config.max_batch:
+                if len(queue) < self.config.waiting_bound:
                     break
                 handled.extend(flying.popleft().future.result())  # waits for its worker
+                changed = True
                 now = self.config.clock()
             queue.in_flight = sum(f.size for f in flying)
             taken, shed = queue.take(self.config.max_batch, now)
@@ -237,15 +248,21 @@ class Scan(KeyedProcessFunction):
                 break
             rows = [w.row[2] for w in taken]
             self._release(key, taken)
-            topics, keys, values = (list(column) for column in zip(*rows, strict=True))
-            drain_at = now + self.config.max_wait_ms
-            future = self.workers.submit(self._handle, rows, now, detector)
-            flying.append(InFlight(future, json.dumps([topics, keys, values]), drain_at, len(rows)))
+            self._submit(flying, rows, now, detector)
+            changed = True
         queue.in_flight = sum(f.size for f in flying)
-        if flying or len(queue):
-            ctx.timer_service().register_processing_time_timer(now + self.config.max_wait_ms)
-        self._hold(flying)
+        if (flying or len(queue)) and self.timer_at.get(key, 0) <= now:
+            self.timer_at[key] = now + self.config.max_wait_ms
+            ctx.timer_service().register_processing_time_timer(self.timer_at[key])
+        if changed:
+            self._hold(flying)
         return handled
+
+    def _submit(self, flying: deque[InFlight], rows: list[Row3], now: int, detector: str) -> None:
+        """A batch to the model workers, held in flight (and in `inflight` state) until emitted."""
+        topics, keys, values = (list(column) for column in zip(*rows, strict=True))
+        future = self.workers.submit(self._handle, rows, now, detector)
+        flying.append(InFlight(future, json.dumps([topics, keys, values]), len(rows)))
 
     def _shed(self, key: str, shed: list[Waiting], now: int) -> Handled:
         """Requests the pool cannot answer in time: `timeout` now, counted by class."""
@@ -270,9 +287,7 @@ class Scan(KeyedProcessFunction):
         for arrival in touched:
             rows = arrivals[arrival]
             if rows:
-                self.waiting_state.put(
-                    arrival, json.dumps([[list(r) for r in rows.values()], list(rows)])
-                )
+                self.waiting_state.put(arrival, stored(rows))
             else:
                 del arrivals[arrival]
                 self.waiting_state.remove(arrival)
@@ -295,48 +310,6 @@ class Scan(KeyedProcessFunction):
         for (modality, priority), age in oldest.items():
             self.reporting.waiting(modality, priority, age)
 
-    def _retry(self, due: list[dict[str, Any]]) -> Handled:
-        """Due retries, scanned; if that throws, each alone; one that throws alone is answered
-        `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
-        handled = Handled()
-        try:
-            scan_requests(
-                self.config,
-                due,
-                self.config.clock(),
-                handled,
-                self._scanner,
-                clock=self.config.clock,
-            )
-            return handled
-        except Exception as error:
-            LOG.warning("scan: %d retries failed (%s): one at a time", len(due), error_kind(error))
-        handled = Handled()
-        for request in due:
-            one = Handled()
-            try:
-                scan_requests(
-                    self.config,
-                    [request],
-                    self.config.clock(),
-                    one,
-                    self._scanner,
-                    clock=self.config.clock,
-                )
-            except Exception as error:
-                one = Handled()
-                refuse(
-                    self.config,
-                    request,
-                    unforeseen(error),
-                    self.config.clock(),
-                    one,
-                    self._scanner,
-                    self.config.clock,
-                )
-            handled.extend(one)
-        return handled
-
     def _hold(self, flying: deque[InFlight]) -> None:
         """Keyed state = the batches still in flight (one write per call)."""
         if flying:
@@ -346,26 +319,27 @@ class Scan(KeyedProcessFunction):
 
     def _flying(self, ctx: Any, handled: Handled) -> deque[InFlight]:
         """This key's batches in flight. The first time a key is seen since open(), batches
-        a restored checkpoint held in flight (their results were never committed) are
-        handled again, here."""
+        a restored checkpoint held in flight (their results were never committed) go to the
+        workers again, and the requests it held waiting are admitted again with what is left
+        of their budget (the state keeps when each arrived)."""
         key = str(ctx.get_current_key())
+        flying = self.inflight.setdefault(key, deque())
         if key not in self.seen:
             self.seen.add(key)
             held = self.inflight_state.value()
             if held:
-                self.inflight_state.clear()
                 for topics, keys, values in json.loads(held):
                     rows = list(zip(topics, keys, values, strict=True))
-                    handled.extend(self._handle(rows, self.config.clock()))
-            stored = list(self.waiting_state.items())
-            if stored:
+                    self._submit(flying, rows, self.config.clock(), detector_of(key))
+            entries = list(self.waiting_state.items())
+            if entries:
                 self.waiting_state.clear()
                 # Admitted again arrival by arrival (each at most a batch), oldest first: one
                 # entry of every row would be rewritten whole at each dispatch.
-                for _, raw in sorted(stored, key=lambda entry: _arrival_order(entry[0])):
-                    rows = [(row[0], row[1], row[2]) for row in json.loads(raw)[0]]
-                    handled.extend(self._admit(ctx, rows, self.config.clock()))
-        return self.inflight.setdefault(key, deque())
+                for _, raw in sorted(entries, key=lambda entry: arrival_order(entry[0])):
+                    rows, arrived = restored(raw)
+                    handled.extend(self._admit(ctx, rows, self.config.clock(), arrived))
+        return flying
 
     def _out(self, handled: Handled, ctx: Any) -> Iterator[Row]:
         self.reporting.report(handled, self.config)
@@ -377,9 +351,14 @@ class Scan(KeyedProcessFunction):
             yield Row(handled.topics, handled.keys, handled.values)
 
 
-# Row(topics[], keys[], values[]): a batch of rows in one Java <-> Python crossing (the
-# Batcher's batches of requests, the scan operator's batches of results).
+# Row(topics[], keys[], values[]): a batch of rows in one Java <-> Python crossing (the scan
+# operator's batches of results); the Batcher's batches of requests add arrivals[] (each
+# request's Kafka record timestamp, epoch ms as text, for admission).
 BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
+REQUEST_BATCH_ROW = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 4)
+# The broadcast state of the reports input: unused (a bump acts on the queues in memory), but
+# PyFlink's broadcast needs a descriptor.
+REPORTS_STATE = MapStateDescriptor("scan_reports", Types.STRING(), Types.STRING())
 
 
 def build(
@@ -389,7 +368,9 @@ def build(
     config: ScanConfig,
     pool: str = "",
 ) -> None:
-    """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink.
+    """source -> [Java] batch per detector -> [Python] scan -> [Java] one row per result -> sink;
+    the source's `moderation.reports` rows, split off in Java, are broadcast to the scan
+    operator (report bumps, docs/scanning.md "Reports").
 
     The batching and the split are Java so that Python is entered once per batch, not once per
     request, and the three run chained in one task: the batcher's output is already keyed the
@@ -399,8 +380,15 @@ def build(
     suffix = f"_{pool}" if pool else ""
     gateway = get_gateway()
     flink = gateway.jvm.io.modstream.flink
+    reports_topic = config.physical(REPORTS)
+    j_reports = source._j_data_stream.filter(flink.TopicFilter(reports_topic, True))
+    j_requests = source._j_data_stream.filter(flink.TopicFilter(reports_topic, False))
+    # The two filters hold no state, so no uid: nothing of theirs is restored, and the
+    # workflow's fingerprint (modstream/workflow.py: the jobs' uids) keeps to what decides.
+    reports = DataStream(j_reports.name(f"scan reports{suffix}"))
     j_batches = (
-        source._j_data_stream.keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
+        j_requests.name(f"scan requests{suffix}")
+        .keyBy(flink.DetectorKey(config.shards), flink.DetectorKey.keyType())
         .process(flink.Batcher(config.max_batch, config.max_wait_ms), flink.Batcher.outputType())
         .name(f"scan batches{suffix}")
         .uid("scan_batches" + suffix)
@@ -409,9 +397,10 @@ def build(
     j_keyed = utils.reinterpretAsKeyedStream(
         j_batches, gateway.jvm.KeyByKeySelector(), flink.DetectorKey.keyType()
     )
-    batches = KeyedStream(j_keyed, BATCH_ROW, DataStream(j_batches))
+    batches = KeyedStream(j_keyed, REQUEST_BATCH_ROW, DataStream(j_batches))
     scanned = (
-        batches.process(Scan(config), output_type=BATCH_ROW)
+        batches.connect(reports.broadcast(REPORTS_STATE))
+        .process(Scan(config), output_type=BATCH_ROW)
         .name(f"scan{suffix}")
         .uid("scan" + suffix)
     )

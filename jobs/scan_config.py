@@ -48,11 +48,20 @@ class ScanConfig(runtime.TopicNames):
     # Admission (operators/scan_admission.py): requests a second one detector of this pool
     # answers; None: measured from its batches.
     capacity_rps: float | None = None
+    # Requests waiting per batching key above which the operator waits for a worker instead
+    # of reading on (a backlog then waits in Kafka, not in memory); None: 64 full batches per
+    # model worker (32k texts or 512 images with 2 workers: more than a deadline's worth of
+    # either, docs/BENCHMARKS.md).
+    max_waiting: int | None = None
     # How often the oldest waiting request's age is reported, ms.
     metrics_every_ms: int = 1_000
     # Where each result's raw output is kept (--raw-output-dir; udfs/raw_output.py); None: not
     # kept.
     raw_output_dir: str | None = None
+
+    @property
+    def waiting_bound(self) -> int:
+        return self.max_waiting or 64 * self.max_batch * self.model_workers
 
     @property
     def raw_outputs(self) -> RawOutputStore | None:
@@ -132,13 +141,7 @@ def options() -> argparse.ArgumentParser:
     )
     parser.add_argument("--max-wait-ms", type=int, default=20)
     parser.add_argument("--max-attempts", type=int, default=scan.MAX_ATTEMPTS)
-    parser.add_argument(
-        "--capacity-rps",
-        type=float,
-        default=None,
-        help="requests a second one detector answers, for admission "
-        "(default: measured from its batches; operators/scan_admission.py)",
-    )
+    _admission_options(parser)
     parser.add_argument(
         "--model-workers",
         type=int,
@@ -166,6 +169,24 @@ def options() -> argparse.ArgumentParser:
         "docs/retention.md); default: not kept",
     )
     return parser
+
+
+def _admission_options(parser: argparse.ArgumentParser) -> None:
+    """Admission's options (operators/scan_admission.py, docs/scanning.md "Admission")."""
+    parser.add_argument(
+        "--capacity-rps",
+        type=float,
+        default=None,
+        help="requests a second one detector answers, for admission "
+        "(default: measured from its batches; operators/scan_admission.py)",
+    )
+    parser.add_argument(
+        "--max-waiting",
+        type=int,
+        default=None,
+        help="requests waiting per batching key above which the pool stops reading until a "
+        "worker answers (default: 64 full batches per model worker)",
+    )
 
 
 def deployment_config(
@@ -209,5 +230,6 @@ def pool_config(
         topics=job.topics,
         keyring=job_keyring("scan", job.bootstrap_servers, job.kafka_properties),
         capacity_rps=args.capacity_rps,
+        max_waiting=args.max_waiting,
         raw_output_dir=str(args.raw_output_dir.resolve()) if args.raw_output_dir else None,
     )

@@ -21,11 +21,16 @@ class Pool:
     modalities: tuple[str, ...]
 
     def topics(self) -> list[str]:
-        """Its live topics, then their backfill topics (operators/scan_plan.py:
-        request_topic); both go through the pool's admission, which serves live first."""
+        """Every topic the pool reads: its live topics, then their backfill topics
+        (operators/scan_plan.py: request_topic), both through the pool's admission, which
+        serves live first; then the reports, which bump their versions' waiting requests."""
         live = [f"scan.requests.{m}" for m in self.modalities]
-        return [*live, *(f"{topic}.backfill" for topic in live)]
+        return [*live, *(f"{topic}.backfill" for topic in live), REPORTS]
 
+
+# Read by every pool: a report moves its version's waiting requests to the front
+# (docs/scanning.md, "Reports").
+REPORTS = "moderation.reports"
 
 # Every shipped deployment (demo, cluster demo, deploy/k8s) runs these three pools, one cost
 # class each: text (tens of microseconds a request), images (tens to hundreds of ms), and

@@ -8,9 +8,12 @@ still answer it in time. Priority classes, first served first:
 2. `live`: every other live request;
 3. `backfill`: re-scans for a re-evaluation (their own topic, docs/contract-notes.md).
 
-A request may wait until `answer_by` (when it reached the pool plus its budget, the request's
-`deadline_ts - ts`). The pool answers `seconds_per_request` (its capacity's inverse, configured
-or measured) per request, one after the other in class order, so a request's predicted answer
+A request may wait until `answer_by`: when it arrived plus its budget, the request's
+`deadline_ts - ts`. It arrived when it was written to Kafka (`arrival_ms`: the record timestamp
+the moderation job's producer stamped), not when the pool read it, so what waited upstream
+(in Kafka, in Flink's buffers, in a restored checkpoint) has spent that part of its budget.
+The pool answers `seconds_per_request` (its capacity's inverse, configured or measured) per
+request, one after the other in class order, so a request's predicted answer
 is `now + (ahead + 1) * seconds_per_request`, where `ahead` counts the requests in flight and
 every waiting request of its class or a higher one. What is refused, or later pushed past
 its own `answer_by` by higher-priority arrivals, is shed: the caller answers it `timeout` at
@@ -54,6 +57,17 @@ def budget_ms(request: dict[str, Any]) -> int:
 RawRow = tuple[str, str | None, str | None]  # (physical topic, key, value) as Kafka gave it
 
 
+def arrival_ms(record_ms: int | None, now: int) -> int:
+    """When a request arrived: its Kafka record timestamp, never later than `now`.
+
+    Not the request's `ts`: that is its upload's event time, which a replay or a client's clock
+    puts anywhere. The record timestamp is the wall clock of the moderation job's producer when
+    it wrote the request (the time its deadline wait starts), so only the skew between two
+    NTP-synced hosts separates it from ours; a timestamp ahead of `now` (their clock ahead)
+    counts from now, so skew never lengthens a budget. None (no timestamp): `now`."""
+    return now if record_ms is None or record_ms > now else record_ms
+
+
 @dataclass(frozen=True)
 class Waiting:
     """One request waiting in the pool: what admission reads of it, and the raw row (kept for
@@ -82,11 +96,17 @@ class _Admission(msgspec.Struct):
 
 
 def admission_fields(
-    row: RawRow, seq: int, now: int, arrival: str = "", index: int = 0
+    row: RawRow,
+    seq: int,
+    now: int,
+    arrival: str = "",
+    index: int = 0,
+    record_ms: int | None = None,
 ) -> Waiting | None:
     """A raw request row as a `Waiting` entry (`row`: `(arrival, index, row)`, the adapter's
-    handle on it), read with the rules of `priority_of` and `budget_ms`; None for a row that
-    is not a JSON object with a content id and version (the model worker dead-letters it)."""
+    handle on it), read with the rules of `priority_of` and `budget_ms`, its budget counted
+    from `arrival_ms(record_ms, now)`; None for a row that is not a JSON object with a content
+    id and version (the model worker dead-letters it)."""
     try:
         fields = msgspec.json.decode(row[2] or "", type=_Admission)
     # DecodeError: not JSON, or a field missing or mistyped (ValidationError is one);
@@ -102,16 +122,34 @@ def admission_fields(
         priority = "backfill"
     else:
         priority = "live_high_risk" if fields.high_risk else "live"
+    arrived = arrival_ms(record_ms, now)
     return Waiting(
         seq=seq,
         priority=priority,
         modality=fields.modality,
         content_id=fields.content_id,
         content_version=fields.content_version,
-        arrived_ms=now,
-        answer_by_ms=now + budget,
+        arrived_ms=arrived,
+        answer_by_ms=min(NO_DEADLINE, arrived + budget),
         row=(arrival, index, row),
     )
+
+
+class _Report(msgspec.Struct):
+    """What a bump reads of a report (docs/CONTRACT.md, moderation.reports)."""
+
+    content_id: str
+    content_version: int
+
+
+def reported_version(value: str | None) -> tuple[str, int] | None:
+    """The (content id, version) a `moderation.reports` record names, None for one that does
+    not decode: the moderation job dead-letters reports; the scan pool only skips them."""
+    try:
+        report = msgspec.json.decode(value or "", type=_Report)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return report.content_id, report.content_version
 
 
 @dataclass
@@ -208,8 +246,9 @@ class AdmissionQueue:
         return taken, shed
 
     def expire(self, now: int) -> list[Waiting]:
-        """Every waiting request whose time is too short for one request's service."""
-        late_after = now + int(self.capacity.seconds_per_request() * 1000)
+        """Every waiting request that would answer late even if it were next: its time is
+        shorter than the work in flight (queued at the workers ahead of it) plus its own."""
+        late_after = self.predicted_answer(self.in_flight, now)
         shed: list[Waiting] = []
         while self._deadlines and self._deadlines[0][0] < late_after:
             _, seq = heapq.heappop(self._deadlines)

@@ -168,6 +168,32 @@ def handle_safely(
     return handled
 
 
+def retry_safely(
+    config: ScanSettings,
+    due: list[dict[str, Any]],
+    scanners: Callable[[str], Detector],
+    clock: Clock,
+) -> Handled:
+    """Due retries, scanned; if that throws, each alone; one that throws alone is answered
+    `error` and dead-lettered `permanent` (never a timer that throws after every restore)."""
+    handled = Handled()
+    try:
+        scan_requests(config, due, clock(), handled, scanners, clock=clock)
+        return handled
+    except Exception as error:
+        LOG.warning("scan: %d retries failed (%s): one at a time", len(due), error_kind(error))
+    handled = Handled()
+    for request in due:
+        one = Handled()
+        try:
+            scan_requests(config, [request], clock(), one, scanners, clock=clock)
+        except Exception as error:
+            one = Handled()
+            refuse(config, request, unforeseen(error), clock(), one, scanners, clock)
+        handled.extend(one)
+    return handled
+
+
 class Refusing:
     """Stands in for a detector on a request whose handling threw: answers `error` for it,
     citing the real detector's model_version, without touching its media again."""

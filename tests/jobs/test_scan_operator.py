@@ -133,7 +133,7 @@ def test_batches_in_flight_are_in_state_and_come_out_in_arrival_order(gated: Gat
         ]
         outputs += scan.process_element(batch(8), ctx)  # the fifth waits, admitted
         assert outputs == []
-        [(rows, _)] = [json.loads(raw) for raw in runtime.states["waiting"].values()]
+        [(rows, _, _)] = [json.loads(raw) for raw in runtime.states["waiting"].values()]
         assert [key for _, key, _ in rows] == ["c-8"]
         gated.release.set()
         outputs += settle(scan, ctx)
@@ -166,12 +166,10 @@ def test_a_timer_while_batches_keep_coming_waits_for_nothing(gated: Gated) -> No
         assert list(scan.process_element(batch(0), ctx)) == []
         first = ctx.timers.registered[-1]
         assert list(scan.process_element(batch(1), ctx)) == []
-        # The first batch's timer fires, but a later batch is in flight with a later deadline
-        # (not quiet), and the first is not done: nothing is waited for, nothing emitted.
-        assert ctx.timers.registered[-1] > first
+        # The timer fires while neither batch is done: nothing is waited for, nothing emitted.
         assert list(scan.on_timer(first, ctx)) == []
         gated.release.set()
-        outputs = list(scan.on_timer(max(ctx.timers.registered), ctx))
+        outputs = settle(scan, ctx)
         assert answered(outputs) == ["c-0", "c-1"]
     finally:
         gated.release.set()
@@ -191,11 +189,11 @@ def test_batches_a_restored_checkpoint_held_in_flight_are_handled_again(gated: G
     restored = operator(runtime)
     try:
         outputs = list(restored.process_element(batch(2), ctx))
-        outputs += restored.on_timer(max(ctx.timers.registered), ctx)
+        outputs += settle(restored, ctx)
         assert answered(outputs) == ["c-0", "c-1", "c-2"]
         bad = Row([TOPIC], ["bad"], ["{not json"])
         outputs = list(restored.process_element(bad, ctx))
-        outputs += restored.on_timer(max(ctx.timers.registered), ctx)
+        outputs += settle(restored, ctx)
         letters = [
             json.loads(value)
             for row in outputs
@@ -264,7 +262,7 @@ def test_a_restored_batch_that_fails_again_fails_per_request_not_in_a_restart_lo
         scan = operator(runtime)
         try:
             outputs = list(scan.process_element(batch(2), ctx))
-            outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+            outputs += settle(scan, ctx)
         finally:
             scan.close()
         results = {r["content_id"]: r["status"] for r in outputs_of(outputs, "detector.results")}
@@ -286,7 +284,7 @@ def test_a_request_that_breaks_the_result_path_is_answered_error_and_the_rest_go
     values = [json.dumps(request(i, t)) for i, t in (("a", "fine"), ("n", "numpy"), ("b", "ok"))]
     try:
         outputs = list(scan.process_element(Row([TOPIC] * 3, ["c-a", "c-n", "c-b"], values), ctx))
-        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        outputs += settle(scan, ctx)
     finally:
         scan.close()
     results = {r["content_id"]: r["status"] for r in outputs_of(outputs, "detector.results")}
@@ -321,10 +319,10 @@ def test_rows_that_do_not_decode_go_to_the_dlq_with_a_class_and_the_batch_goes_o
     try:
         mixed = Row([TOPIC] * len(rows), list(rows), list(rows.values()))
         outputs = list(scan.process_element(mixed, ctx))
-        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        outputs += settle(scan, ctx)
         # The job goes on: a later batch is answered as usual.
         outputs += scan.process_element(batch(7), ctx)
-        outputs += scan.on_timer(max(ctx.timers.registered), ctx)
+        outputs += settle(scan, ctx)
     finally:
         scan.close()
     letters = outputs_of(outputs, "moderation.dlq")
@@ -451,8 +449,148 @@ def test_a_backfill_pushed_out_by_a_live_request_of_its_own_arrival_is_not_kept(
         outputs = list(scan.process_element(mixed, ctx))
         assert statuses(outputs) == {"c-b": "timeout"}
         stored = [json.loads(raw) for raw in runtime.states["waiting"].values()]
-        waiting_keys = sorted(key for rows, _ in stored for _, key, _ in rows)
+        waiting_keys = sorted(key for rows, _, _ in stored for _, key, _ in rows)
         assert "c-b" not in waiting_keys and "c-l" in waiting_keys
     finally:
         gated.release.set()
+        scan.close()
+
+
+def stamped(requests: list[dict[str, Any]], record_ms: int) -> Row:
+    """A Batcher batch whose requests were written to Kafka at `record_ms` (`arrivals[]`)."""
+    plain = requests_batch(*requests)
+    return Row(plain[0], plain[1], plain[2], [str(record_ms)] * len(requests))
+
+
+def test_a_busy_pool_keeps_reading_and_refuses_what_waited_upstream_at_once(
+    gated: Gated,
+) -> None:
+    """The one worker never answers while this runs: every call still returns (the operator
+    waits for no worker), later requests wait in the queue, and a batch whose requests spent
+    their 60 s budget in Kafka before the read is answered `timeout` in the call that reads
+    it, signed like every result."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(
+        ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock, capacity_rps=10)
+    )
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs: list[Row] = []
+        for part in range(6):  # 2 batches fly, 16 requests wait: 2.4 s of work, in budget
+            fresh = [request(f"{part}-{i}", "x") for i in range(4)]
+            outputs += scan.process_element(stamped(fresh, T0), ctx)
+        assert outputs == [] and not gated.release.is_set()
+        assert len(scan.queues["offensive_text"]) == 16
+        stale = [request(f"stale-{i}", "x") for i in range(3)]
+        outputs = list(scan.process_element(stamped(stale, T0 - 61_000), ctx))
+        assert statuses(outputs) == {f"c-stale-{i}": "timeout" for i in range(3)}
+        assert {r["model_version"] for r in outputs_of(outputs, "detector.results")} == {"gated-1"}
+        assert len(scan.queues["offensive_text"]) == 16
+        gated.release.set()
+        answers = statuses(settle(scan, ctx, rounds=20))
+        assert answers == {f"c-{p}-{i}": "ok" for p in range(6) for i in range(4)}
+        assert not runtime.states["waiting"] and runtime.states["inflight"].value() is None
+    finally:
+        gated.release.set()
+        scan.close()
+
+
+def test_a_restore_admits_waiting_requests_with_what_is_left_of_their_budget(
+    gated: Gated,
+) -> None:
+    """`waiting` keeps when each request arrived: one whose budget ran out across the restore
+    is answered `timeout` when admitted again, one with time left is scanned."""
+    runtime, ctx = Runtime(), Context()
+    before = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=clock))
+    before.open(runtime)  # type: ignore[arg-type]
+    try:
+        for number in range(2):  # the two batches in flight for one worker
+            list(before.process_element(batch(number), ctx))
+        short = request("short", "x", deadline_ts=T0 + 1_000)  # 1 s budget
+        long = request("long", "x")  # 60 s budget
+        assert list(before.process_element(stamped([short, long], T0), ctx)) == []
+        [(_, _, arrived)] = [json.loads(raw) for raw in runtime.states["waiting"].values()]
+        assert arrived == [T0, T0]
+    finally:
+        gated.release.set()
+        before.close()
+    restored = Scan(ScanConfig(model_workers=1, max_batch=4, max_wait_ms=20, clock=later_clock))
+    restored.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs = list(restored.process_element(batch(2), ctx))
+        outputs += settle(restored, ctx)
+        assert statuses(outputs) == {
+            "c-0": "ok",
+            "c-1": "ok",
+            "c-2": "ok",
+            "c-short": "timeout",
+            "c-long": "ok",
+        }
+    finally:
+        restored.close()
+
+
+def later_clock() -> int:
+    """The restored job's clock: 5 s after the checkpoint's."""
+    return clock() + 5_000
+
+
+def report_row(content_id: str, content_version: int = 1) -> Row:
+    """A `moderation.reports` row as the scan job's source gives it (docs/CONTRACT.md)."""
+    report = {
+        "event_id": f"report-{content_id}",
+        "report_id": f"r-{content_id}",
+        "content_id": content_id,
+        "content_version": content_version,
+        "reporter_id": "u-1",
+        "reason": "abuse",
+        "ts": T0,
+    }
+    return Row("moderation.reports", content_id, json.dumps(report), T0, "lane")
+
+
+def test_a_report_bumps_its_versions_waiting_requests_ahead_of_the_rest(gated: Gated) -> None:
+    """Workers busy, three live requests wait; a report on the last one's version (and one on
+    another version, and one that does not decode) arrive on the broadcast input: the reported
+    request is scanned first, the others keep their order."""
+    runtime, ctx = Runtime(), Context()
+    scan = Scan(ScanConfig(model_workers=1, max_batch=1, max_wait_ms=20, clock=clock))
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs: list[Row] = []
+        for busy in ("busy-0", "busy-1"):  # the two batches in flight for one worker
+            outputs += scan.process_element(requests_batch(request(busy, "x")), ctx)
+        for waiting in ("a", "b", "c"):
+            outputs += scan.process_element(requests_batch(request(waiting, "x")), ctx)
+        outputs += scan.process_broadcast_element(report_row("c-c"), ctx)
+        outputs += scan.process_broadcast_element(report_row("c-a", content_version=2), ctx)
+        outputs += scan.process_broadcast_element(Row("moderation.reports", "x", "{oops"), ctx)
+        assert outputs == []
+        gated.release.set()
+        outputs = settle(scan, ctx, rounds=20)
+        assert answered(outputs) == ["c-busy-0", "c-busy-1", "c-c", "c-a", "c-b"]
+    finally:
+        gated.release.set()
+        scan.close()
+
+
+def test_a_backlog_past_max_waiting_waits_for_a_worker_instead_of_filling_memory(
+    poisoned: Poisoned,
+) -> None:
+    """Requests with long budgets arriving faster than one worker answers: once `max_waiting`
+    wait, the operator waits for the oldest batch in flight (results come out of the reading
+    calls, no timer needed), so the queue never grows past the bound; all are answered."""
+    runtime, ctx = Runtime(), Context()
+    config = ScanConfig(model_workers=1, max_batch=1, max_wait_ms=20, clock=clock, max_waiting=2)
+    scan = Scan(config)
+    scan.open(runtime)  # type: ignore[arg-type]
+    try:
+        outputs: list[Row] = []
+        for number in range(8):
+            outputs += scan.process_element(batch(number), ctx)
+            assert len(scan.queues["offensive_text"]) <= 2
+        assert answered(outputs)  # emitted while reading
+        outputs += settle(scan, ctx)
+        assert sorted(answered(outputs)) == [f"c-{i}" for i in range(8)]
+    finally:
         scan.close()

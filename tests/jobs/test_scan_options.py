@@ -76,6 +76,7 @@ def test_without_options_a_job_runs_every_shipped_pool_over_live_and_backfill_to
         "scan.requests.audio",
         "scan.requests.video.backfill",
         "scan.requests.audio.backfill",
+        "moderation.reports",
     ]
 
 

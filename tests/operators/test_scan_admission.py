@@ -4,6 +4,7 @@ serves first, with a pool of a known capacity and injected times. No Flink."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -14,8 +15,11 @@ from operators.scan_admission import (
     AdmissionQueue,
     Capacity,
     Waiting,
+    admission_fields,
+    arrival_ms,
     budget_ms,
     priority_of,
+    reported_version,
 )
 
 NOW = 1_000_000
@@ -148,6 +152,60 @@ def test_oldest_age_per_modality_and_priority() -> None:
     assert queue.oldest_age_ms(NOW) == {}
 
 
+@pytest.mark.parametrize(
+    ("record_ms", "arrived"),
+    [
+        (NOW - 20_000, NOW - 20_000),  # waited 20 s upstream: those 20 s are spent
+        (NOW, NOW),
+        (NOW + 5_000, NOW),  # the writer's clock ahead of ours: no budget beyond the read
+        (None, NOW),  # no record timestamp: counted from the read
+    ],
+)
+def test_a_request_arrives_at_its_record_time_never_after_now(
+    record_ms: int | None, arrived: int
+) -> None:
+    assert arrival_ms(record_ms, NOW) == arrived
+
+
+def raw(**fields: object) -> tuple[str, str, str]:
+    value = {"content_id": "c-1", "content_version": 1, "ts": 5, "deadline_ts": 30_005, **fields}
+    return ("scan.requests.image", "c-1", json.dumps(value))
+
+
+def test_the_budget_counts_from_the_kafka_record_not_from_the_read_nor_the_upload() -> None:
+    """The upload's `ts` (5) is event time, far from the wall clock: only its distance to
+    `deadline_ts` (30 s) is used, from when the request was written to Kafka."""
+    read = admission_fields(raw(), seq=1, now=NOW, record_ms=NOW - 12_000)
+    assert read is not None
+    assert (read.arrived_ms, read.answer_by_ms) == (NOW - 12_000, NOW + 18_000)
+    unstamped = admission_fields(raw(), seq=2, now=NOW)
+    assert unstamped is not None and unstamped.answer_by_ms == NOW + 30_000
+
+
+def test_what_waited_upstream_past_its_budget_is_refused_the_moment_it_is_read() -> None:
+    """An idle pool (nothing ahead) still refuses a request whose budget ran out in Kafka,
+    and admits one read as late that still has the time."""
+    queue = pool(rps=10.0)
+    late = admission_fields(raw(), seq=1, now=NOW, record_ms=NOW - 30_001)
+    in_time = admission_fields(raw(), seq=2, now=NOW, record_ms=NOW - 29_000)
+    assert late is not None and in_time is not None
+    assert queue.offer(late, NOW) == [late]
+    assert queue.offer(in_time, NOW) == []
+
+
+def test_expire_sheds_what_ran_out_of_time_while_the_workers_were_busy() -> None:
+    """Even next in line, a request answers after the work in flight: 8 requests (800 ms)
+    plus its own 100 ms, so with less than 900 ms left it is shed, not scanned late."""
+    queue = pool(rps=10.0)
+    queue.in_flight = 8
+    soon = waiting("live", answer_in_ms=1_000)
+    later = waiting("live", answer_in_ms=60_000)
+    assert queue.offer(soon, NOW) == [] and queue.offer(later, NOW) == []
+    assert queue.expire(NOW + 100) == []  # 900 ms left: just in time
+    assert queue.expire(NOW + 150) == [soon]  # 850 ms left
+    assert list(queue.waiting()) == [later]
+
+
 def test_capacity_is_measured_when_not_configured() -> None:
     capacity = Capacity(workers=2)
     assert capacity.seconds_per_request() == 0.0  # admits all until measured
@@ -183,3 +241,24 @@ def test_every_request_is_either_waiting_taken_or_shed_exactly_once(
     seqs = [w.seq for w in (*shed, *taken, *late)]
     assert sorted(seqs) == sorted(w.seq for w in offered)
     assert len(queue) == 0
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            '{"event_id":"e","report_id":"r","content_id":"c-9","content_version":2,'
+            '"reporter_id":"u","reason":"spam","ts":5}',
+            ("c-9", 2),
+        ),
+        ('{"content_id":"c-9"}', None),  # no version
+        ('{"content_id":"c-9","content_version":"2"}', None),  # mistyped
+        ("{oops", None),
+        ("[" * 100_000 + "]" * 100_000, None),
+        (None, None),
+    ],
+)
+def test_a_report_names_the_version_to_bump_or_nothing(
+    value: str | None, expected: tuple[str, int] | None
+) -> None:
+    assert reported_version(value) == expected

@@ -19,9 +19,15 @@ import org.apache.flink.util.Collector;
 /**
  * Dynamic batching in front of a Python operator: buffers {@code Row(topic, key, value, ...)}
  * per key ({@link DetectorKey}) in keyed state and emits one
- * {@code Row(key, Row(topics[], keys[], values[]))} when {@code maxBatch} records are buffered
- * or {@code maxWaitMs} (processing time) after the first. That is the shape of a PyFlink keyed
- * stream, so the output is reinterpreted as keyed and the Python operator runs chained.
+ * {@code Row(key, Row(topics[], keys[], values[], arrivals[]))} when {@code maxBatch} records
+ * are buffered or {@code maxWaitMs} (processing time) after the first. That is the shape of a
+ * PyFlink keyed stream, so the output is reinterpreted as keyed and the Python operator runs
+ * chained.
+ *
+ * <p>{@code arrivals[i]} is the record's timestamp as the Kafka source gave it (the Kafka record
+ * timestamp: the job reads without a timestamp assigner), in epoch ms as text, or null: when a
+ * request reached Kafka, which admission counts its budget from (operators/scan_admission.py),
+ * so what waited upstream of the pool is not given its whole budget again.
  *
  * <p>PyFlink pays a framework crossing per element (tens of microseconds); a text model scores
  * a request in less than a hundred. Batching on the Java side makes the Python scan operator
@@ -44,9 +50,10 @@ public final class Batcher extends KeyedProcessFunction<Row, Row, Row> {
         this.maxWaitMs = maxWaitMs;
     }
 
-    /** The type of a batch: {@code Row(topics[], keys[], values[])}. */
+    /** The type of a batch: {@code Row(topics[], keys[], values[], arrivals[])}. */
     public static TypeInformation<Row> batchType() {
         return new RowTypeInfo(
+                BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO,
                 BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO,
                 BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO,
                 BasicArrayTypeInfo.STRING_ARRAY_TYPE_INFO);
@@ -67,8 +74,10 @@ public final class Batcher extends KeyedProcessFunction<Row, Row, Row> {
 
     @Override
     public void processElement(Row row, Context ctx, Collector<Row> out) throws Exception {
+        Long arrived = ctx.timestamp();
         buffer.add(new String[] {
-            (String) row.getField(0), (String) row.getField(1), (String) row.getField(2)
+            (String) row.getField(0), (String) row.getField(1), (String) row.getField(2),
+            arrived == null ? null : Long.toString(arrived)
         });
         Integer buffered = count.value();
         int now = buffered == null ? 1 : buffered + 1;
@@ -107,11 +116,15 @@ public final class Batcher extends KeyedProcessFunction<Row, Row, Row> {
         String[] topics = new String[rows.size()];
         String[] keys = new String[rows.size()];
         String[] values = new String[rows.size()];
+        String[] arrivals = new String[rows.size()];
         for (int i = 0; i < rows.size(); i++) {
-            topics[i] = rows.get(i)[0];
-            keys[i] = rows.get(i)[1];
-            values[i] = rows.get(i)[2];
+            String[] entry = rows.get(i);
+            topics[i] = entry[0];
+            keys[i] = entry[1];
+            values[i] = entry[2];
+            // Entries buffered by an older Batcher (a restored checkpoint) have no arrival.
+            arrivals[i] = entry.length > 3 ? entry[3] : null;
         }
-        out.collect(Row.of(key, Row.of(topics, keys, values)));
+        out.collect(Row.of(key, Row.of(topics, keys, values, arrivals)));
     }
 }
