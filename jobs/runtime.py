@@ -346,9 +346,8 @@ class TopicNames:
         return physical
 
 
-# How long a job looks again for an input topic it did not find: one created a moment ago (a
-# demo or a test creates its topics, then starts its jobs at once) can be missing from the
-# broker's first answer, or described without its partitions while their leaders are elected.
+# How long a job looks again for an input topic it did not find: one created a moment ago can
+# be described without its partitions while their leaders are elected.
 INPUTS_SETTLE_S = 10.0
 
 
