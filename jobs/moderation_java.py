@@ -11,7 +11,6 @@ restores into the batched one (docs/OPERATIONS.md, "Changing the engine").
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import cloudpickle
@@ -100,7 +99,6 @@ def batched_versions(
         j_keyed,
         broadcast._j_data_stream,
         cloudpickle.dumps(config),
-        sys.executable,
         MODERATE_UID,
         config.batch_interval_ms,
         MODERATE_RESTORED,
@@ -147,7 +145,6 @@ def batched_by_key(
         j_keyed,
         None,
         cloudpickle.dumps(config),
-        sys.executable,
         uid,
         config.batch_interval_ms,
         name,

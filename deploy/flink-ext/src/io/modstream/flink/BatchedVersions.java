@@ -48,7 +48,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import pemja.core.PythonInterpreter;
-import pemja.core.PythonInterpreterConfig;
 
 /**
  * The moderation job's keyed operator with the engine in Java (issue 26, point 2): it owns, per
@@ -121,7 +120,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private static final String PYFLINK_TIMERS = "user-timers";
 
     private final byte[] pickledConfig;
-    private final String pythonExec;
+    private final EmbeddedPython python;
     private final long flushIntervalMs;
     private final String handlerModule;
     private final String handlerClass;
@@ -153,10 +152,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Map<String, long[]> gauges;
 
     public BatchedVersions(
-            byte[] pickledConfig, String pythonExec, long flushIntervalMs, String handlerModule,
+            byte[] pickledConfig, EmbeddedPython python, long flushIntervalMs, String handlerModule,
             String handlerClass, String restoredValue, String restoredBuffer) {
         this.pickledConfig = pickledConfig;
-        this.pythonExec = pythonExec;
+        this.python = python;
         this.flushIntervalMs = flushIntervalMs;
         this.handlerModule = handlerModule;
         this.handlerClass = handlerClass;
@@ -167,11 +166,12 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
      * {@code broadcast} rows through this operator: one sink row stream. Python is called at
      * most once per {@code flushIntervalMs} of processing time for readied versions (0: at every
-     * watermark that readied one). */
+     * watermark that readied one). Its Python is the job's, as PyFlink's operators get theirs
+     * ({@link EmbeddedPython}). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String pythonExec, String uid, long flushIntervalMs, String restoredValue) {
-        return apply(keyed, broadcast, pickledConfig, pythonExec, uid, flushIntervalMs,
+            String uid, long flushIntervalMs, String restoredValue) {
+        return apply(keyed, broadcast, pickledConfig, uid, flushIntervalMs,
                 "moderate (batched)", MODERATE_MODULE, MODERATE_CLASS, outputType(),
                 restoredValue, null);
     }
@@ -183,10 +183,11 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
      * where this one has none (see the class comment; null: none). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String pythonExec, String uid, long flushIntervalMs, String name,
+            String uid, long flushIntervalMs, String name,
             String handlerModule, String handlerClass, TypeInformation<Row> type,
             String restoredValue, String restoredBuffer) {
-        BatchedVersions operator = new BatchedVersions(pickledConfig, pythonExec, flushIntervalMs,
+        EmbeddedPython python = EmbeddedPython.of(keyed.getExecutionEnvironment());
+        BatchedVersions operator = new BatchedVersions(pickledConfig, python, flushIntervalMs,
                 handlerModule, handlerClass, restoredValue, restoredBuffer);
         int parallelism = keyed.getExecutionEnvironment().getParallelism();
         if (broadcast == null) {
@@ -316,13 +317,8 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     }
 
     private void openPython() throws Exception {
-        String paths = System.getenv().getOrDefault("PYTHONPATH", "");
-        PythonInterpreterConfig config = PythonInterpreterConfig.newBuilder()
-                .setExcType(PythonInterpreterConfig.ExecType.MULTI_THREAD)
-                .setPythonExec(pythonExec)
-                .addPythonPaths(paths)
-                .build();
-        interpreter = new PythonInterpreter(config);
+        interpreter = python.open(getRuntimeContext(),
+                getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
         int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
         handler = "_modstream_batched_" + subtask + "_" + System.identityHashCode(this);
         interpreter.set(handler + "_config", pickledConfig);
@@ -637,9 +633,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     public void close() throws Exception {
         logCounts();
         try {
-            if (interpreter != null) {
-                interpreter.close();
-            }
+            python.close();
         } finally {
             super.close();
         }
