@@ -33,7 +33,7 @@ DEFAULT_ENV = {
 }
 
 
-def replay(events: Path, out: Path, parallelism: int, engine: str = "batched") -> tuple[float, str]:
+def replay(events: Path, out: Path, parallelism: int, engine: str = "pyflink") -> tuple[float, str]:
     """Wall seconds of one `modstream replay` and its summary line; fails when it fails."""
     started = time.perf_counter()
     policy = PROJECT_ROOT / "policy_rules" / "global.yaml"
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parallelism", type=int, default=1)
     parser.add_argument("--twice", action="store_true", help="replay twice, compare outputs")
     parser.add_argument(
-        "--engine", choices=("pyflink", "batched"), default="batched", help="jobs/moderation.py"
+        "--engine", choices=("pyflink", "batched"), default="pyflink", help="jobs/moderation.py"
     )
     args = parser.parse_args(argv)
     for name, value in DEFAULT_ENV.items():

@@ -218,8 +218,8 @@ def add_replay_parsers(add: Add) -> None:
     sub.add_argument(
         "--engine",
         choices=("pyflink", "batched"),
-        default="batched",
-        help="the job's keyed operators (jobs/moderation.py --engine; batched by default)",
+        default="pyflink",
+        help="the job's keyed operator (jobs/moderation.py --engine)",
     )
 
 

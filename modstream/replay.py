@@ -143,7 +143,7 @@ def run(
     parallelism: int = 1,
     *,
     scan_requests: bool = False,
-    engine: str = "batched",
+    engine: str = "pyflink",
 ) -> int:
     from jobs import files, runtime
     from jobs.moderation import build

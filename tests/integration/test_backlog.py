@@ -104,7 +104,7 @@ def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     )
 
 
-@pytest.mark.parametrize("engine", ["batched", pytest.param("pyflink", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("engine", ["pyflink", pytest.param("batched", marks=pytest.mark.slow)])
 def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     engine: str,
     kafka: Kafka,
