@@ -84,17 +84,10 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
 
     @Override
     public void onTimer(long timestamp, OnTimerContext ctx, Collector<Row> out) throws Exception {
-        long watermark = ctx.timerService().currentWatermark();
-        List<Long> due = new ArrayList<>();
-        for (Map.Entry<Long, String[]> entry : pending.entries()) {
-            if (entry.getKey() <= watermark) {
-                due.add(entry.getKey());
-            }
-        }
+        List<Long> due = dueTimes(pending, ctx.timerService().currentWatermark());
         if (due.isEmpty()) {
             return;
         }
-        due.sort(Comparator.naturalOrder());
         List<String[]> records = new ArrayList<>();
         List<Long> stamps = new ArrayList<>();
         for (long ts : due) {
@@ -137,5 +130,17 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
             seqs[i] = Long.parseLong(records.get(i)[2]);
         }
         return Row.of(topics, values, times, seqs);
+    }
+
+    /** The held times at or before the watermark, ascending (RestoredOrder reads the same state). */
+    static List<Long> dueTimes(MapState<Long, String[]> pending, long watermark) throws Exception {
+        List<Long> due = new ArrayList<>();
+        for (Map.Entry<Long, String[]> entry : pending.entries()) {
+            if (entry.getKey() <= watermark) {
+                due.add(entry.getKey());
+            }
+        }
+        due.sort(Comparator.naturalOrder());
+        return due;
     }
 }

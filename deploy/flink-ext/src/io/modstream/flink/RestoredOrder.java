@@ -3,7 +3,6 @@ package io.modstream.flink;
 import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
-import java.util.Map;
 
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.MapState;
@@ -47,14 +46,7 @@ public final class RestoredOrder extends KeyedProcessFunction<Row, Row, Row> {
     /** Every restored record at or before the watermark, by ts, then seq, then arrival. */
     @Override
     public void onTimer(long timestamp, OnTimerContext ctx, Collector<Row> out) throws Exception {
-        long watermark = ctx.timerService().currentWatermark();
-        List<Long> due = new ArrayList<>();
-        for (Map.Entry<Long, String[]> entry : pending.entries()) {
-            if (entry.getKey() <= watermark) {
-                due.add(entry.getKey());
-            }
-        }
-        due.sort(Comparator.naturalOrder());
+        List<Long> due = EventTimeOrder.dueTimes(pending, ctx.timerService().currentWatermark());
         Object key = ctx.getCurrentKey().getField(0);
         for (long ts : due) {
             String[] held = pending.get(ts);
