@@ -59,9 +59,9 @@ $(VENV)/.installed: pyproject.toml
 TEXT_MODEL := models/offensive_text.onnx
 .PHONY: models
 models: $(TEXT_MODEL)
-$(TEXT_MODEL): udfs/text_model.py $(VENV)/.installed
+$(TEXT_MODEL): modstream/detectors/text_model.py $(VENV)/.installed
 	@echo "setup: converting the offensive_text model to ONNX (skl2onnx)"
-	@$(BIN)/python -m udfs.text_model --out $@
+	@$(BIN)/python -m modstream.detectors.text_model --out $@
 
 $(JARS)/.fetched: deploy/local/pom.xml
 	@echo "setup: fetching the Kafka connector and broker jars from Maven Central"
@@ -174,19 +174,19 @@ bench: setup
 	@$(MODSTREAM) bench $(BENCH_ARGS)
 
 bench-policy: setup
-	@$(BIN)/pytest benchmarks/bench_policy.py -p no:cacheprovider --benchmark-only \
+	@$(BIN)/pytest modstream/bench/policy.py -p no:cacheprovider --benchmark-only \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
 # The per-version code per event on the bench workload, in process (no stack needed): admit and
 # apply µs per event, their sum and the state bytes per version, printed as one `step:` line.
 bench-step: setup
-	@$(BIN)/pytest benchmarks/bench_step.py -p no:cacheprovider --benchmark-only -s \
+	@$(BIN)/pytest modstream/bench/step.py -p no:cacheprovider --benchmark-only -s \
 		--benchmark-timer=time.process_time \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
 
 # The moderation job on the real broker (a stack on the default ports; `make up` first).
 bench-moderation: setup
-	@$(BIN)/python -m benchmarks.bench_moderation $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.moderation $(BENCH_ARGS)
 
 # The fault-injection harness (tests/faults/harness.py): its own broker, Redis and Flink session
 # cluster on free ports in .run/faults/<run>, so it runs beside `make test`'s stack;
@@ -198,24 +198,24 @@ test-faults: setup
 # Replay of generated versions (no stack needed); BENCH_ARGS="--versions 2000 --twice": a
 # smaller workload, replayed twice and its outputs compared byte for byte.
 bench-replay: setup
-	@$(BIN)/python -m benchmarks.bench_replay $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.replay $(BENCH_ARGS)
 
 # Detectors: bare model, detector and the scan job through Kafka (a stack on the default ports).
 bench-detectors: setup
-	@$(BIN)/python -m benchmarks.bench_detectors $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.detectors $(BENCH_ARGS)
 
-# Admission under overload (operators/scan_admission.py): capacity measured, then 3x it for two
+# Admission under overload (modstream/scanning/admission.py): capacity measured, then 3x it for two
 # minutes; p99 answer latency per class against the deadline, nothing lost. docs/scanning.md.
 bench-overload: setup
-	@$(BIN)/python -m benchmarks.bench_overload $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.overload $(BENCH_ARGS)
 
 # The readers of text in media on media made in the run (no stack needed): one JSON line.
 bench-readers: setup
-	@$(BIN)/python -m benchmarks.bench_readers $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.readers $(BENCH_ARGS)
 
 # Shot-aware video sampling against every N-th frame (issue 28 item 4; no stack needed).
 bench-shots: setup
-	@$(BIN)/python -m benchmarks.bench_shots $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.shots $(BENCH_ARGS)
 
 # Language identifiers compared (issue 28 item 3). langid and lingua are not dependencies:
 # installed beside the venv for the comparison only (lingua's wheel is 96 MB).
@@ -223,8 +223,8 @@ LANGUAGE_PEERS := .run/bench-language
 bench-language: setup
 	@$(BIN)/pip install --quiet --no-deps --target $(LANGUAGE_PEERS) langid==1.1.6 \
 		lingua-language-detector==2.1.1
-	@PYTHONPATH=$(LANGUAGE_PEERS) $(BIN)/python -m benchmarks.bench_language $(BENCH_ARGS)
+	@PYTHONPATH=$(LANGUAGE_PEERS) $(BIN)/python -m modstream.bench.language $(BENCH_ARGS)
 
 # Hash banks at 1,000,000 entries: load, restore, per-input match, RSS (no stack needed).
 bench-bank: setup
-	@$(BIN)/python -m benchmarks.bench_bank $(BENCH_ARGS)
+	@$(BIN)/python -m modstream.bench.bank $(BENCH_ARGS)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from operators.signing import Keyring
+from modstream.trust.signing import Keyring
 
 ROOT = Path(__file__).resolve().parent.parent
 # `make test` hands its two workers one test at a time (pytest-xdist, --maxschedchunk 1); the
@@ -53,8 +53,8 @@ for _name, _default in {
 
 @pytest.fixture(autouse=True)
 def _logging_as_it_was(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A test that runs `modstream.cli.main` or a job's main configures logging (and exports
-    its format to the environment, modstream/logs.py): the next test starts as before."""
+    """A test that runs `modstream.cli.main.main` or a job's main configures logging (and exports
+    its format to the environment, modstream/core/logs.py): the next test starts as before."""
     import logging
 
     for name in ("MODSTREAM_LOG_FORMAT", "MODSTREAM_LOG_LEVEL"):
@@ -141,7 +141,7 @@ def evidence(content_id: str = "c-1", at: int = T0, **overrides: Any) -> dict[st
 
 
 def review_decision(**overrides: Any) -> dict[str, Any]:
-    """A review.decisions record (unsigned: sign with operators.signing.signed)."""
+    """A review.decisions record (unsigned: sign with modstream.trust.signing.signed)."""
     return {
         "event_id": "rv-1",
         "task_id": "t-1",
@@ -157,7 +157,7 @@ def review_decision(**overrides: Any) -> dict[str, Any]:
 
 def review_grant(**overrides: Any) -> dict[str, Any]:
     """A review.grants record: alice may work every queue from T0 (unsigned: sign with
-    operators.signing.signed, as lead `lead-1`)."""
+    modstream.trust.signing.signed, as lead `lead-1`)."""
     return {
         "event_id": "grant-alice-1",
         "reviewer_id": "alice",

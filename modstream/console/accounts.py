@@ -3,7 +3,7 @@
 hashlib.scrypt (the standard library's memory-hard KDF, RFC 7914) at N=2**15, r=8, p=1: the
 work factor OWASP lists for scrypt, 32 MiB per check, so a stolen accounts file costs an
 attacker that much per guess. The file holds no signing key: the console signs a reviewer's
-records with the deployment's key of that reviewer (operators/keyring.py), so the file alone
+records with the deployment's key of that reviewer (modstream/trust/keyring.py), so the file alone
 lets nobody decide. `modstream review add-reviewer ID` writes an entry (docs/REVIEW.md).
 
 Leads are marked here too (`"leads": [ID, ...]`, `add-reviewer ID --lead`): the lead view shows

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import yaml
 
-from modstream.config import Settings
 from modstream.console.accounts import ACCOUNTS_VARIABLE, AccountError, Accounts
 from modstream.console.sessions import SECRET_VARIABLE, SessionCodec
+from modstream.core.config import Settings
 
 DEFAULT_PORT = 8800
 

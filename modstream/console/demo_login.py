@@ -12,12 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream import workload
-from modstream.config import Settings
 from modstream.console.accounts import Accounts
 from modstream.console.cli import DEFAULT_PORT
-from modstream.review import grant_record
-from operators.signing import Keyring
+from modstream.core.config import Settings
+from modstream.demo import workload
+from modstream.review.queue import grant_record
+from modstream.trust.signing import Keyring
 
 DEMO_REVIEWER = "demo-reviewer"
 
@@ -61,7 +61,7 @@ def on_demo_run(
         line: workload.Line = {"topic": "review.grants", "value": record}
         workload.produce(settings.bootstrap_servers, [line], names, keyring)
 
-    from modstream.demo import DEMO_SIGNING_SECRET
+    from modstream.demo.run import DEMO_SIGNING_SECRET
 
     secret = os.environ.get(secret_variable) or DEMO_SIGNING_SECRET
     return demo_reviewer(
@@ -71,6 +71,6 @@ def on_demo_run(
         workload.LEAD,
         int(time.time() * 1000),
         dev_secret_variable=f"{secret_variable}={secret}",
-        # where the demo's scan job keeps what OCR read and speech said (modstream/demo.py)
+        # where the demo's scan job keeps what OCR read and speech said (modstream/demo/run.py)
         raw_output_dir=settings.run_dir / "demo" / "raw-output",
     )

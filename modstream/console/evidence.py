@@ -15,7 +15,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
-from modstream.review import event_id
+from modstream.review.queue import event_id
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp"})
 
@@ -53,8 +53,8 @@ def access_record(
     task: Mapping[str, Any] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """A review.access record (schemas/review.py `ReviewAccess`): who did what, when, to which
-    task; `extra` adds `evidence_ref`, `outcome`, `note`, `detail`, `queue`."""
+    """A review.access record (modstream/contract/review.py `ReviewAccess`): who did what, when, to
+    which task; `extra` adds `evidence_ref`, `outcome`, `note`, `detail`, `queue`."""
     record: dict[str, Any] = {"reviewer_id": reviewer_id, "action": action, "ts": ts}
     if task is not None:
         record.update(

@@ -21,10 +21,10 @@ from modstream.console.media_text import (
     text_lines,
     video_type,
 )
-from modstream.limits import Limits
-from udfs.media import read_media
-from udfs.raw_output import read_kept
-from udfs.video import frame_at
+from modstream.core.limits import Limits
+from modstream.detectors.media import read_media
+from modstream.detectors.raw_output import read_kept
+from modstream.detectors.video import frame_at
 
 log = logging.getLogger("modstream.console")
 

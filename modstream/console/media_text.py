@@ -2,14 +2,14 @@
 transcribed, with their times and confidences, and the moments of a video the task page shows
 a frame of. Pure: the service reads the files and decodes the frames.
 
-The readers (udfs/ocr_text.py, udfs/speech_text.py) put no words on `detector.results`: a
-finding names a place in the media, never its content (docs/contract-notes.md, "Findings").
-The words are in the raw-output store the scan job keeps privately (udfs/raw_output.py,
-`--raw-output-dir`), named by the result's `raw_output_ref`. The console follows
-`detector.results` (signed records only, as the moderation job admits them) and keeps, per
-content version, the readers' results that name a kept file or a time (`ReaderResults`); the
-task page reads the files of the version under review (`text_lines`) and shows a video frame
-at each reader's best finding (`moments`, from the result's `finding_ms`).
+The readers (modstream/detectors/ocr_text.py, modstream/detectors/speech_text.py) put no words on
+`detector.results`: a finding names a place in the media, never its content (docs/contract-notes.md,
+"Findings"). The words are in the raw-output store the scan job keeps privately
+(modstream/detectors/raw_output.py, `--raw-output-dir`), named by the result's `raw_output_ref`. The
+console follows `detector.results` (signed records only, as the moderation job admits them) and
+keeps, per content version, the readers' results that name a kept file or a time (`ReaderResults`);
+the task page reads the files of the version under review (`text_lines`) and shows a video frame at
+each reader's best finding (`moments`, from the result's `finding_ms`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlparse
 
-from schemas.detector import first_finding_ms
+from modstream.contract.detector import first_finding_ms
 
 READERS = frozenset({"ocr_text", "speech_text"})
 MAX_RESULTS = 100_000  # reader results the console holds, the newest (about 300 bytes each)
@@ -29,7 +29,8 @@ MAX_LINES = 500  # readings shown per kept file: a page bound whatever the media
 MAX_TEXT = 2_000  # characters of one reading shown
 MAX_MOMENTS = 8  # video frames a task page shows
 # A video evidence file's demuxer comes from its name (the task does not carry the upload's
-# MIME type); udfs/video.py opens the file with the format that type names, never a probe.
+# MIME type); modstream/detectors/video.py opens the file with the format that type names, never a
+# probe.
 VIDEO_TYPES = {
     ".mp4": "video/mp4",
     ".m4v": "video/x-m4v",

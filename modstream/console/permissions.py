@@ -1,7 +1,7 @@
 """What a reviewer may see and do in the console, from the records the moderation job checks.
 
 Grants come from `review.grants` (signed by a lead) and are applied exactly as the job applies
-them (`operators.review_access.ReviewGrants`): the queues in force at a request's time are the
+them (`modstream.review.access.ReviewGrants`): the queues in force at a request's time are the
 newest grant at or before it. A lease is the console's own (it produced the lease record), so
 the server refuses what the job would refuse, before anything is produced: a queue the reviewer
 is not granted, a task another reviewer holds. The job checks again (a request forged past the
@@ -14,11 +14,11 @@ import json
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from operators.keyring import Keyring
-from operators.review_access import ReviewGrants
-from operators.signing import check
-from schemas.registry import SchemaError, parse
-from schemas.review import ALL_QUEUES
+from modstream.contract.registry import SchemaError, parse
+from modstream.contract.review import ALL_QUEUES
+from modstream.review.access import ReviewGrants
+from modstream.trust.keyring import Keyring
+from modstream.trust.signing import check
 
 OUTCOMES = ("ALLOW", "RESTRICT", "BLOCK", "PENDING")
 # Queues and reason codes whose evidence is blurred until the reviewer reveals it.

@@ -4,7 +4,7 @@
 reviewer's grant (from review.grants records, `Follower`) and lease before it touches anything,
 writes the access log (`review.access`), and produces leases and decisions signed with the
 reviewer's key from the deployment's keyring, returning only once the broker acknowledged
-them (a decision reaches Kafka before the task is acknowledged: modstream/review.py).
+them (a decision reaches Kafka before the task is acknowledged: modstream/review/queue.py).
 """
 
 from __future__ import annotations
@@ -21,8 +21,6 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from PIL import Image
 
-from modstream import topics
-from modstream.config import kafka_options
 from modstream.console.evidence import EvidenceItem, access_record, evidence_items
 from modstream.console.kept_media import KeptMedia, MediaText
 from modstream.console.lead import AccessQuery, ReviewActivity, backlog_rows
@@ -45,12 +43,14 @@ from modstream.console.permissions import (
     require_lead,
     require_lease,
 )
-from modstream.limits import Limits
-from modstream.review import LEASE_MS, Reviewer, ReviewError, ReviewQueue, Roles
-from operators.keyring import Keyring
-from operators.review_access import ReviewGrants
-from udfs.detector import MediaError
-from udfs.media import IMAGE_FORMATS, read_media
+from modstream.core import topics
+from modstream.core.config import kafka_options
+from modstream.core.limits import Limits
+from modstream.detectors.detector import MediaError
+from modstream.detectors.media import IMAGE_FORMATS, read_media
+from modstream.review.access import ReviewGrants
+from modstream.review.queue import LEASE_MS, Reviewer, ReviewError, ReviewQueue, Roles
+from modstream.trust.keyring import Keyring
 
 log = logging.getLogger("modstream.console")
 SEND_TIMEOUT_S = 15.0
@@ -112,8 +112,8 @@ class ConsoleConfig:
     prefix: str = ""
     lease_ms: int = LEASE_MS
     feed: bool = True  # read review.tasks into the review queue (`modstream review feed`)
-    # The scan job's raw-output store (its --raw-output-dir; udfs/raw_output.py), read for the
-    # words OCR read and speech said; None: the task page shows none.
+    # The scan job's raw-output store (its --raw-output-dir; modstream/detectors/raw_output.py),
+    # read for the words OCR read and speech said; None: the task page shows none.
     raw_output_dir: Path | None = None
     keyring: Keyring = field(default_factory=Keyring.from_env)
     limits: Limits = field(default_factory=Limits.from_env)

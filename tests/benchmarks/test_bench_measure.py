@@ -1,4 +1,4 @@
-"""benchmarks/bench_measure.py: the bench's arithmetic without Kafka or a JVM (issue 26 point 3):
+"""modstream/bench/measure.py: the bench's arithmetic without Kafka or a JVM (issue 26 point 3):
 CPU from /proc stat lines, the steady window, percentiles, Python calls from a Prometheus page
 and the keys of the one JSON line."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import bench_measure as measure
+from modstream.bench import measure
 
 # A real /proc/PID/stat shape: the command may hold spaces and a ')' (the parser reads from the
 # last one); session 4242; utime 150 stime 50 cutime 30 cstime 20 ticks.
@@ -192,7 +192,7 @@ def test_summary_line_has_every_key_issue_26_names() -> None:
 
 
 def test_every_variant_has_a_key_in_the_json_line() -> None:
-    from benchmarks.bench_variants import VARIANTS
+    from modstream.bench.variants import VARIANTS
 
     line = measure.summary_line({}, {v.name: v.key for v in VARIANTS.values()}, {}, None)
     assert set(measure.REQUIRED_KEYS) <= set(line)

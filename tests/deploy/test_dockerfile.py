@@ -85,10 +85,11 @@ def test_the_image_builds_and_holds_the_jobs() -> None:
     )
     assert build.returncode == 0, build.stderr[-4000:]
     check = (
-        "test -f /opt/modstream/jobs/moderation.py"
+        "test -f /opt/modstream/modstream/jobs/moderation/job.py"
         f" && test -f /opt/flink/lib/flink-python-{FLINK_VERSION}.jar"
         f" && test -f /opt/flink/opt/flink-python-{FLINK_VERSION}.jar"
-        " && /usr/bin/python3 -c 'import jobs.moderation, jobs.scan, jobs.enforce, jobs.reconciler'"
+        " && /usr/bin/python3 -c 'import modstream.jobs.moderation.job, modstream.jobs.scan.job,"
+        " modstream.jobs.enforce, modstream.jobs.reconciler'"
     )
     run = subprocess.run(
         ["docker", "run", "--rm", "--entrypoint", "/bin/sh", TAG, "-c", check],

@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from operators.keyring import AUTHORITY_TOPIC_NAMES, Keyring, read_keys_file
+from modstream.trust.keyring import AUTHORITY_TOPIC_NAMES, Keyring, read_keys_file
 from tests.deploy.k8s_env import (
     example_secret,
     flink_deployment,

@@ -4,7 +4,7 @@ No cluster here: the checks are the Flink Kubernetes Operator's own validation r
 (DefaultValidator: name pattern, flinkVersion, checkpoint and savepoint directories for
 upgradeMode savepoint, resources, forbidden keys), the jobs' own option parsers (an option a
 deployment passes that its job no longer takes fails here, not in a pod), the topics of
-modstream/topics.py, and every Secret, ConfigMap and volume a deployment names.
+modstream/core/topics.py, and every Secret, ConfigMap and volume a deployment names.
 """
 
 from __future__ import annotations
@@ -22,11 +22,13 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs import enforce, moderation, reconciler, scan_config
-from modstream import scan_pools
-from modstream.config import Settings
-from modstream.k8s import kafka_topics_yaml
-from modstream.topics import TOPICS
+from modstream.core.config import Settings
+from modstream.core.topics import TOPICS
+from modstream.jobs import enforce, reconciler
+from modstream.jobs.moderation import job as moderation
+from modstream.jobs.scan import config as scan_config
+from modstream.ops import scan_pools
+from modstream.stack.k8s import kafka_topics_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "deploy" / "k8s"
@@ -228,8 +230,8 @@ def _parsed_problems(
     if parsed.restore_from != "none":
         problems.append("--restore-from must be none: the operator restores from savepoints")
     job_conf = dict(parsed.flink_conf)
-    # The job sets execution.checkpointing.dir itself (jobs/runtime.py create_env): without
-    # this it would checkpoint to the pod's local disk whatever flinkConfiguration says.
+    # The job sets execution.checkpointing.dir itself (modstream/jobs/runtime.py create_env):
+    # without this it would checkpoint to the pod's local disk whatever flinkConfiguration says.
     problems += [
         f"--flink-conf {key}={job_conf.get(key)!r} differs from flinkConfiguration"
         for key in {*job_conf, "execution.checkpointing.dir"}
@@ -450,7 +452,7 @@ def test_the_config_map_holds_valid_settings_that_agree_with_flink(tmp_path: Pat
 def test_the_kafka_topics_are_the_ones_modstream_topics_defines() -> None:
     checked_in = (K8S / "kafka-topics.yaml").read_text(encoding="utf-8")
     assert checked_in == kafka_topics_yaml(), (
-        "deploy/k8s/kafka-topics.yaml is stale: regenerate it with `python -m modstream.k8s`"
+        "deploy/k8s/kafka-topics.yaml is stale: regenerate it with `python -m modstream.stack.k8s`"
     )
     topics = _of_kind("KafkaTopic")
     assert set(topics) == {spec.name for spec in TOPICS}

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from modstream.cli import build_parser
+from modstream.cli.main import build_parser
 
 K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
 
@@ -22,7 +22,7 @@ def documents() -> dict[str, dict[str, Any]]:
 def test_the_console_runs_modstream_review_serve_with_options_it_takes() -> None:
     [container] = documents()["Deployment"]["spec"]["template"]["spec"]["containers"]
     command = container["command"] + container["args"]
-    assert command[:3] == ["python3", "-m", "modstream.cli"]
+    assert command[:3] == ["python3", "-m", "modstream.cli.main"]
     args = build_parser().parse_args(command[3:])
     assert (args.action, args.port, args.secure_cookies) == ("serve", 8800, True)
     assert {"name": "http", "containerPort": args.port} in container["ports"]

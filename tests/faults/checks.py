@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from operators.moderation import VISIBILITY
+from modstream.moderation.step import VISIBILITY
 
 Record = dict[str, Any]
 Version = tuple[str, int]

@@ -4,11 +4,11 @@ runs, then every record checked against `modstream replay` of the same input.
 
     python -m tests.faults.harness [--versions N] [--json]     (`make test-faults`)
 
-The harness owns everything it breaks: its own Kafka broker and Redis (`modstream.stack`, its own
-run directory and free ports), its own session cluster (`modstream.cluster`), topics,
-transactional ids and checkpoints unique to the run. Faults are small functions, the schedule a
-list of (share of the workload sent, fault); each is counted and timed: recovery is the time from
-the fault to the first output committed after the process came back.
+The harness owns everything it breaks: its own Kafka broker and Redis (`modstream.stack.local`, its
+own run directory and free ports), its own session cluster (`modstream.stack.cluster`), topics,
+transactional ids and checkpoints unique to the run. Faults are small functions, the schedule a list
+of (share of the workload sent, fault); each is counted and timed: recovery is the time from the
+fault to the first output committed after the process came back.
 
 Why the scan job writes to a side topic: the moderation job's evidence is the workload's own (so
 replay of the same file is the oracle); the scan job still runs, is killed and is checked for
@@ -43,13 +43,17 @@ from typing import Any
 import redis
 import yaml
 
-from modstream import cluster, kafkaio, replay, stack, topics, workload
-from modstream.config import PROJECT_ROOT, Settings
-from modstream.content_service import ContentService
-from modstream.review import LEASE_MS, grant_record, lease_record
-from modstream.workload import LEAD, REVIEWERS
-from operators import moderation
-from operators.signing import Keyring
+from modstream.core import kafkaio, topics
+from modstream.core.config import PROJECT_ROOT, Settings
+from modstream.demo import workload
+from modstream.demo.workload import LEAD, REVIEWERS
+from modstream.moderation import step as moderation
+from modstream.ops import replay
+from modstream.ops.content_service import ContentService
+from modstream.review.queue import LEASE_MS, grant_record, lease_record
+from modstream.stack import cluster
+from modstream.stack import local as stack
+from modstream.trust.signing import Keyring
 from tests.faults import checks
 from tests.integration.processes import free_ports
 
@@ -94,7 +98,7 @@ def signals(lines: list[Line], rng: random.Random, prefix: str, scale: float) ->
     ]
     uploads = uploads[: max(1, int(len(uploads) * 0.9))]
     # The reviewers' grants (review.grants), after the workload's own: every queue, so their
-    # proactive reviews and the appeals' reviews apply (operators/review_access.py).
+    # proactive reviews and the appeals' reviews apply (modstream/review/access.py).
     granted = min(upload["ts"] for upload in uploads) + 1
     out: list[Line] = [
         {"topic": "review.grants", "value": grant_record(f"mod-{index}", ["*"], LEAD, granted)}

@@ -20,8 +20,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from schemas import parse
-from schemas.dlq import ErrorClass
+from modstream.contract import parse
+from modstream.contract.dlq import ErrorClass
 from tests.fuzz.pipeline import Outcome, run_one
 from tests.fuzz.strategies import KINDS, MUTATIONS, Fuzzed, applicable, fuzzed, sample
 

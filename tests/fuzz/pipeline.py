@@ -1,6 +1,6 @@
-"""The moderation job's own adapters wired as `jobs.moderation.build` wires them, in-process
-with small fakes of Flink's state, timers and contexts: no JVM, so thousands of fuzzed records
-go through the real decode, broadcast, report-gate, moderate and sanctions code in seconds.
+"""The moderation job's own adapters wired as `modstream.jobs.moderation.job.build` wires them,
+in-process with small fakes of Flink's state, timers and contexts: no JVM, so thousands of fuzzed
+records go through the real decode, broadcast, report-gate, moderate and sanctions code in seconds.
 
 One `Pipeline` is one fresh job: the trusted global policy, per-key state, and event-time
 timers fired in order up to a horizon (the watermark after the input).
@@ -19,17 +19,17 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_decode import Decode
-from jobs.moderation_letters import DLQ_TAG
-from jobs.moderation_moderate import Moderate
-from jobs.moderation_reports import ReportCombine, ReportGate
-from jobs.moderation_sanctions import Sanctions
-from modstream.kafkaio import contract_key
-from modstream.limits import EARLIEST_TS
-from modstream.review import grant_record
-from operators import moderation
-from operators.signing import signed
+from modstream.core.kafkaio import contract_key
+from modstream.core.limits import EARLIEST_TS
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.letters import DLQ_TAG
+from modstream.jobs.moderation.moderate import Moderate
+from modstream.jobs.moderation.reports import ReportCombine, ReportGate
+from modstream.jobs.moderation.sanctions import Sanctions
+from modstream.moderation import step as moderation
+from modstream.review.queue import grant_record
+from modstream.trust.signing import signed
 from tests.conftest import TEST_KEYRING, upload
 from tests.operators.policy_builders import GLOBAL_YAML, KEY
 
@@ -270,7 +270,7 @@ class Outcome:
 
 class Pipeline:
     """A fresh moderation job: decode -> (broadcast | report gate -> combine | keyed) ->
-    moderate -> sanctions, as `jobs.moderation.build` wires it, at parallelism 1."""
+    moderate -> sanctions, as `modstream.jobs.moderation.job.build` wires it, at parallelism 1."""
 
     def __init__(self, config: ModerationConfig | None = None) -> None:
         self.config = config or ModerationConfig(
@@ -312,7 +312,7 @@ class Pipeline:
     def grant(self, reviewer_id: str) -> None:
         """`reviewer_id` granted every queue from 2000 on by the suite's lead, as review.grants
         delivers it: the reviewer's reviews then meet the job's grant check as a granted
-        reviewer's do (operators/review_access.py)."""
+        reviewer's do (modstream/review/access.py)."""
         record = signed(
             "review.grants", grant_record(reviewer_id, ["*"], "lead-1", EARLIEST_TS), TEST_KEYRING
         )

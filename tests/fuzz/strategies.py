@@ -20,12 +20,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from modstream.limits import EARLIEST_TS, Limits
-from operators import signing
-from operators.keyring import ROLE_TOPICS
-from operators.policy_store import sign
-from operators.two_person import authorship_record
-from schemas.registry import NOT_UTF8
+from modstream.contract.registry import NOT_UTF8
+from modstream.core.limits import EARLIEST_TS, Limits
+from modstream.policy.store import sign
+from modstream.trust import signing
+from modstream.trust.keyring import ROLE_TOPICS
+from modstream.trust.two_person import authorship_record
 from tests.conftest import SECRET_TEXT, T0, TEST_KEYRING, delete, evidence, upload
 from tests.operators.policy_builders import KEY, global_document
 
@@ -54,7 +54,7 @@ class Kind:
     optional: frozenset[str] = frozenset()
     enums: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # "policy": signed with the deployment key (policy.rules); "producer": an authority topic,
-    # signed with its producer's key (operators/signing.py). Valid variants are signed again
+    # signed with its producer's key (modstream/trust/signing.py). Valid variants are signed again
     # after a change, so only the mutation under test can make them invalid.
     signed: str = ""
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import parse
+from modstream.contract import parse
 from tests.conftest import SECRET_TEXT, upload
 from tests.fuzz.pipeline import Outcome, Pipeline, run_one
 from tests.fuzz.strategies import (

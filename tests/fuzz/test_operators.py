@@ -1,4 +1,4 @@
-"""Valid but odd input through the pure moderation step (`operators.moderation.step`): ids
+"""Valid but odd input through the pure moderation step (`modstream.moderation.step.step`): ids
 with separators, path tricks and look-alikes, extreme but valid numbers. The step never raises,
 every output follows the contract, the state survives a JSON round trip after every input and
 is gone after its TTL, and two distinct versions never share a key or an output id."""
@@ -13,10 +13,14 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from pyflink.common import Row
 
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_decode import Decode
-from operators import state_schema
-from operators.moderation import (
+from modstream.contract import parse
+from modstream.contract.dlq import ErrorClass
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.decode import Decode
+from modstream.moderation import state_schema
+from modstream.moderation.reports import ReportWeight
+from modstream.moderation.state import VersionState
+from modstream.moderation.step import (
     REVIEW_RETENTION_MS,
     SANCTIONS,
     STATE_TTL_MS,
@@ -26,11 +30,7 @@ from operators.moderation import (
     on_timer,
     step,
 )
-from operators.policy_store import PolicyStore
-from operators.reports import ReportWeight
-from operators.version_state import VersionState
-from schemas import parse
-from schemas.dlq import ErrorClass
+from modstream.policy.store import PolicyStore
 from tests.conftest import T0, upload
 from tests.fuzz.strategies import (
     DAY_MS,

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from hypothesis import strategies as st
 
-from modstream.workload import generate, sign_lines
+from modstream.demo.workload import generate, sign_lines
 from tests.fuzz.strategies import (
     KINDS,
     REFUSED_CLASSES,
@@ -127,7 +127,7 @@ def _is_object(text: str) -> bool:
 
 
 def write_events(path: Path, workload: list[dict[str, Any]], fuzz: list[FuzzLine]) -> None:
-    """The workload (signed as `modstream.workload.write` signs it) with the fuzzed lines
+    """The workload (signed as `modstream.demo.workload.write` signs it) with the fuzzed lines
     inserted at seeded positions."""
     lines = [
         json.dumps(line, ensure_ascii=False).encode("utf-8")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import SchemaError, parse
+from modstream.contract import SchemaError, parse
 from tests.conftest import SECRET_TEXT, upload
 from tests.fuzz.strategies import (
     KINDS,

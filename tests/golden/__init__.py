@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from modstream.workload import generate, write
+from modstream.demo.workload import generate, write
 
 GOLDEN = Path(__file__).parent / "replay_demo"
 POLICY = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"

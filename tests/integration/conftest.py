@@ -21,9 +21,10 @@ from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 from kafka.consumer.fetcher import ConsumerRecord
 
-from modstream import kafkaio, replay
-from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
-from modstream.stack import broker_reachable
+from modstream.core import kafkaio
+from modstream.core.config import LOCALHOST, PROJECT_ROOT, Settings
+from modstream.ops import replay
+from modstream.stack.local import broker_reachable
 from tests.conftest import TEST_KEYRING
 
 REACH_TIMEOUT_S = 10.0
@@ -234,7 +235,7 @@ def new_moderation_deployment(
     kafka: Kafka, stack: Settings, checkpoint_dir: Path
 ) -> ModerationDeployment:
     """Topics unique to one moderation deployment on the real broker, and the job's options."""
-    from operators.moderation import ALL_TOPICS
+    from modstream.moderation.step import ALL_TOPICS
 
     prefix = f"it-{uuid.uuid4().hex[:10]}"
     topics = {name: f"{prefix}.{name}" for name in ALL_TOPICS}
@@ -263,15 +264,15 @@ def new_moderation_deployment(
 
 # The reviewers the tests' own reviews name (tests/conftest.py `review_decision`: alice), granted
 # every queue from 2000 on by the suite's lead, so their reviews apply where the job checks
-# grants (operators/review_access.py). A review of a task the job issued needs a lease too.
+# grants (modstream/review/access.py). A review of a task the job issued needs a lease too.
 TEST_REVIEWERS = ("alice", "r1")
 
 
 def grant_test_reviewers(kafka: Kafka, topics: dict[str, str]) -> None:
     """Each of TEST_REVIEWERS granted every queue on this deployment's review.grants."""
-    from modstream import workload
-    from modstream.limits import EARLIEST_TS
-    from modstream.review import grant_record
+    from modstream.core.limits import EARLIEST_TS
+    from modstream.demo import workload
+    from modstream.review.queue import grant_record
 
     lines = [
         {"topic": "review.grants", "value": grant_record(name, ["*"], "lead-1", EARLIEST_TS)}

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from modstream.config import PROJECT_ROOT
+from modstream.core.config import PROJECT_ROOT
 
 
 def free_ports(count: int) -> list[int]:
@@ -28,7 +28,7 @@ def modstream(
 ) -> subprocess.CompletedProcess[str]:
     """Run the `modstream` command as a user would, in the project, bounded in time."""
     return subprocess.run(
-        [sys.executable, "-m", "modstream.cli", *args],
+        [sys.executable, "-m", "modstream.cli.main", *args],
         cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,

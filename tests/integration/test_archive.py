@@ -15,8 +15,10 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
-from modstream import analytics, archive, deployments
-from modstream.config import Settings
+from modstream.analytics import archive
+from modstream.analytics import streams as analytics
+from modstream.core.config import Settings
+from modstream.stack import deployments
 from tests.integration.conftest import Kafka
 from tests.modstream import archive_data
 

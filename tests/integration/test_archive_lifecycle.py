@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from modstream import deployments, kafkaio, topics
-from modstream.config import Settings
+from modstream.core import kafkaio, topics
+from modstream.core.config import Settings
+from modstream.stack import deployments
 from tests.integration.processes import free_ports, modstream
 from tests.modstream import archive_data
 

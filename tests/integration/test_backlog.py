@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.demo import workload
 from tests.integration.conftest import JobProcess, Kafka, new_moderation_deployment
 
 # 600 in `make test`; the 20,000 of the trial: MODSTREAM_BACKLOG_VERSIONS=20000.

@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
-from modstream import workload
+from modstream.demo import workload
 from tests.conftest import T0, bank_entry, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from modstream.workload import write
+from modstream.demo.workload import write
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML
@@ -58,8 +58,9 @@ def events() -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("engine", ["pyflink", "batched"])
 def test_a_bank_addition_blocks_uploads_already_allowed(tmp_path: Path, engine: str) -> None:
-    """Either engine (jobs/moderation.py --engine): the batched one joins by hash key in
-    BatchedVersions.java (jobs/retro_batch.py), fed by decode's hash-key rows."""
+    """Either engine (modstream/jobs/moderation/job.py --engine): the batched one joins by hash key
+    in BatchedVersions.java (modstream/jobs/moderation/retro_batch.py), fed by decode's hash-key
+    rows."""
     source = tmp_path / "events.jsonl"
     write(events(), source)
     extra = ("--engine", engine)

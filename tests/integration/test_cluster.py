@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jobs.metrics import prometheus_name
-from modstream import cluster, cluster_jobs, endpoints, workload
-from modstream.config import PROJECT_ROOT, Settings
-from modstream.workload import generate
+from modstream.core import endpoints
+from modstream.core.config import PROJECT_ROOT, Settings
+from modstream.demo import workload
+from modstream.demo.workload import generate
+from modstream.jobs.metrics import prometheus_name
+from modstream.stack import cluster, cluster_jobs
 from tests.conftest import T0
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.processes import free_ports, modstream
@@ -68,7 +70,7 @@ def test_the_demo_submits_all_four_jobs_to_a_cluster_and_ends_enforced(
     address, _ = session_cluster
     result = subprocess.run(
         [
-            *(sys.executable, "-m", "modstream.cli", "demo", "--events", "30"),
+            *(sys.executable, "-m", "modstream.cli.main", "demo", "--events", "30"),
             *("--detectors", "real", "--jobmanager", address, "--json"),
         ],
         cwd=PROJECT_ROOT,
@@ -87,7 +89,7 @@ def test_the_demo_submits_all_four_jobs_to_a_cluster_and_ends_enforced(
     assert summary["visibility_mismatches"] == 0
     assert summary["duplicate_revisions"] == 0
     # Every modality really read (issue 28 item 8): the readers answered, and each real media
-    # kind (modstream/demo_media.py, all within the first 30 versions) was decided as its
+    # kind (modstream/demo/media.py, all within the first 30 versions) was decided as its
     # label says, its decision citing where in the video or audio the words are.
     assert summary["results_by_detector"]["ocr_text"] > 0
     assert summary["results_by_detector"]["speech_text"] > 0

@@ -7,7 +7,7 @@ server when the request is forged, and by the job when the decision is forged pa
 
 Why the real stack: the console's grants are the review.grants records the job applies, its
 claims and decisions are signed records the job must accept (a lease the job checks before the
-decision), and "the version becomes hidden" is what the enforce job (jobs/enforce.py, the
+decision), and "the version becomes hidden" is what the enforce job (modstream/jobs/enforce.py, the
 production job, run as its own process like every job here) applies to the platform's store
 (the reference Content Service on Redis) and reports on content.visibility from the actions
 the moderation job commits. Screenshots go to $MODSTREAM_CONSOLE_SCREENSHOTS
@@ -33,13 +33,13 @@ import pytest
 import redis
 from PIL import Image, ImageDraw, ImageFont
 
-from modstream.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.console.accounts import Accounts
-from modstream.content_service import ContentService
+from modstream.core.config import LOCALHOST, PROJECT_ROOT, Settings
+from modstream.detectors.raw_output import RawOutputStore
+from modstream.ops.content_service import ContentService
 from tests.conftest import TEST_KEYRING, appeal_record, evidence, review_decision, upload
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.test_key_roles import grant, now_ms, refused, send, wait_decision
-from udfs.raw_output import RawOutputStore
 
 pytestmark = pytest.mark.integration
 
@@ -108,8 +108,8 @@ def console_redis_url(stack: Settings) -> str:
 def start_enforce(
     kafka: Kafka, stack: Settings, start_job: Any, deployment: ModerationDeployment, tmp_path: Path
 ) -> Any:
-    """The enforce job (jobs/enforce.py, as deployed) on the run's moderation.actions, applying
-    to the Content Service in this test's Redis database and media folder `platform`."""
+    """The enforce job (modstream/jobs/enforce.py, as deployed) on the run's moderation.actions,
+    applying to the Content Service in this test's Redis database and media folder `platform`."""
     topics, prefix = deployment.topics, deployment.prefix
     for name in ("content.visibility", "enforcement.repairs"):
         topics[name] = f"{prefix}.{name}"
@@ -142,7 +142,7 @@ def start_console(
         "MODSTREAM_CONSOLE_SECRET": "console-integration-secret",
     }
     command = [
-        sys.executable, "-m", "modstream.cli", "review", "serve", "--port", str(port),
+        sys.executable, "-m", "modstream.cli.main", "review", "serve", "--port", str(port),
         "--prefix", deployment.prefix, "--accounts", str(tmp_path / "accounts.json"),
         "--lease-ms", str(LEASE_MS), "--raw-output-dir", str(tmp_path / "raw-output"),
     ]  # fmt: skip

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import redis
 
-from jobs.reconciler import Reconcile, ReconcilerConfig
-from modstream.config import Settings
-from modstream.content_service import APPLY_SCRIPT, ContentService
-from operators import enforcement
+from modstream.core.config import Settings
+from modstream.enforcement import apply as enforcement
+from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
+from modstream.ops.content_service import APPLY_SCRIPT, ContentService
 from tests.conftest import T0
 from tests.integration.test_enforce import action
 from tests.jobs.test_reconciler_adapter import FakeContext, FakeRuntimeContext
@@ -208,7 +208,7 @@ def test_racing_operations_end_with_what_was_decided(
 
 
 def test_purges_failing_at_random_all_heal_on_retry(client: redis.Redis, tmp_path: Path) -> None:
-    from jobs.enforce import failing_purge
+    from modstream.jobs.enforce import failing_purge
 
     service, _, _ = services(client, tmp_path / "media", invalidate=failing_purge(0.5, seed=7))
     items = [f"c-{n}" for n in range(40)]

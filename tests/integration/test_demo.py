@@ -18,15 +18,17 @@ from typing import Any, get_args
 import duckdb
 import pytest
 
-from jobs.metrics import prometheus_name
-from modstream import analytics, deployments, endpoints
-from modstream.config import PROJECT_ROOT, Settings
+from modstream.analytics import streams as analytics
 from modstream.console.accounts import Accounts
-from operators import drift
-from operators.review_wait import target_ms
-from schemas.common import Outcome, Trigger
-from schemas.dlq import ErrorClass
-from schemas.workflow import WORKFLOW_VERSION
+from modstream.contract.common import Outcome, Trigger
+from modstream.contract.dlq import ErrorClass
+from modstream.contract.workflow import WORKFLOW_VERSION
+from modstream.core import endpoints
+from modstream.core.config import PROJECT_ROOT, Settings
+from modstream.jobs.metrics import prometheus_name
+from modstream.review.wait import target_ms
+from modstream.scanning import drift
+from modstream.stack import deployments
 from tests.integration import processes
 
 pytestmark = pytest.mark.integration
@@ -85,7 +87,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
     ports = _free_range()
     with _scraping(endpoints.port_range(ports)) as scraped:
         result = subprocess.run(
-            [sys.executable, "-m", "modstream.cli", "demo", "--events", "120", "--json"],
+            [sys.executable, "-m", "modstream.cli.main", "demo", "--events", "120", "--json"],
             cwd=PROJECT_ROOT,
             env={**os.environ, "MODSTREAM_METRICS_PORT": ports},
             capture_output=True,

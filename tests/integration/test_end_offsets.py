@@ -11,8 +11,8 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from jobs import runtime
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import runtime
 from tests.integration.conftest import Kafka
 
 pytestmark = pytest.mark.integration

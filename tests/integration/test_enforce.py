@@ -1,4 +1,5 @@
-"""The Action Service (jobs/enforce.py) and the reference Content Service on real Redis/Kafka."""
+"""The Action Service (modstream/jobs/enforce.py) and the reference Content Service on real
+Redis/Kafka."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any
 import pytest
 import redis
 
-from modstream.config import Settings
-from modstream.content_service import ContentService
-from operators.moderation import sha256_hex
-from schemas.outputs import Completeness, Decision
+from modstream.contract.outputs import Completeness, Decision
+from modstream.core.config import Settings
+from modstream.moderation.step import sha256_hex
+from modstream.ops.content_service import ContentService
 from tests.conftest import T0, upload
 from tests.integration.conftest import Kafka
 
@@ -166,8 +167,8 @@ def test_killed_between_apply_and_completed_applies_nothing_twice(
 def test_a_dlq_replay_of_a_stale_item_changes_nothing(
     kafka: Kafka, stack: Settings, tmp_path: Path, client: redis.Redis
 ) -> None:
-    from modstream import dlq
-    from schemas import dead_letter
+    from modstream.contract import dead_letter
+    from modstream.ops import dlq
 
     prefix = f"it-{uuid.uuid4().hex[:10]}"
     names = ("detector.results", "moderation.dlq")
@@ -215,7 +216,7 @@ def test_a_dlq_replay_of_a_stale_item_changes_nothing(
 
 def evidence_for(content_id: str) -> dict[str, Any]:
     """Evidence as the detector signed it (the test stack requires signatures)."""
-    from operators.signing import signed
+    from modstream.trust.signing import signed
     from tests.conftest import TEST_KEYRING, evidence
 
     return signed("detector.results", evidence(content_id), TEST_KEYRING)
@@ -227,8 +228,8 @@ def test_a_hand_changed_visibility_is_found_and_repaired_within_the_sla(
     topics, args = _deployment(kafka, stack, tmp_path)
     prefix = topics["moderation.actions"].rsplit(".", 2)[0]
     # The reconciler's own output, what it reads for the exposure window and for the review
-    # wait (review.tasks, review.decisions: jobs/review_wait.py). Without the review topics on
-    # the broker its Kafka source read nothing at all (0 discrepancies in 120 s on an idle
+    # wait (review.tasks, review.decisions: modstream/jobs/review_wait.py). Without the review
+    # topics on the broker its Kafka source read nothing at all (0 discrepancies in 120 s on an idle
     # machine).
     extra = {
         name: f"{prefix}.{name}"

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from modstream import cluster_jobs, workload
+from modstream.demo import workload
+from modstream.stack import cluster_jobs
 from tests.conftest import evidence, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment, run_replay
 from tests.integration.processes import free_ports
@@ -101,7 +102,8 @@ def stop_with_savepoint(job: JobProcess, address: str, directory: Path) -> str:
     )
     job.process.wait(timeout=180)
     # Its exit code says nothing here: the local MiniCluster shuts down with the finished job,
-    # sometimes before jobs/runtime.py's status poll reads FINISHED (it then fails on the call).
+    # sometimes before modstream/jobs/runtime.py's status poll reads FINISHED (it then fails on the
+    # call).
     (metadata,) = directory.glob("savepoint-*/_metadata")
     return str(metadata.parent)
 

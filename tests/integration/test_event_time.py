@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 
-from jobs.metrics import prometheus_name
-from modstream import workload
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.demo import workload
+from modstream.jobs.metrics import prometheus_name
 from tests.conftest import TEST_KEYRING, evidence
 from tests.integration.conftest import (
     JobProcess,

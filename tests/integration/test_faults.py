@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from modstream.config import PROJECT_ROOT
+from modstream.core.config import PROJECT_ROOT
 
 # Ten minutes of a second cluster on a 2-core machine (584 s idle): `make test-slow` and
 # `make test-faults` run it, `make test` does not (.ci/run must end within 40 minutes).

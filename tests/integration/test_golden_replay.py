@@ -15,7 +15,8 @@ from tests.integration.conftest import run_replay
 def test_replay_of_the_demo_workload_matches_the_golden_outputs(
     tmp_path: Path, engine: str
 ) -> None:
-    """Either keyed operator (jobs/moderation.py --engine) decides what the golden files hold."""
+    """Either keyed operator (modstream/jobs/moderation/job.py --engine) decides what the golden
+    files hold."""
     events = demo_events(tmp_path / "events.jsonl")
     extra = ("--engine", engine)
     outputs = run_replay(events, tmp_path / "out", POLICY, KEY, timeout_s=400, extra_args=extra)

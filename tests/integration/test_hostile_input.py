@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
+from modstream.demo import workload
 from tests.conftest import TEST_KEYRING, evidence, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
 

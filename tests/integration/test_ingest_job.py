@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from schemas.common import MAX_RECORD_BYTES
-from schemas.dlq import RAW_LIMIT_BYTES
+from modstream.contract.common import MAX_RECORD_BYTES
+from modstream.contract.dlq import RAW_LIMIT_BYTES
 from tests.conftest import SECRET_TEXT, T0, upload, without
 from tests.integration.conftest import (
     JobProcess,

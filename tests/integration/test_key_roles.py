@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
-from modstream.review import LEASE_MS, grant_record, lease_record
-from operators.signing import Keyring, sign
+from modstream.demo import workload
+from modstream.review.queue import LEASE_MS, grant_record, lease_record
+from modstream.trust.signing import Keyring, sign
 from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
 from tests.deploy.k8s_env import job_environment
 from tests.integration.conftest import Kafka, ModerationDeployment

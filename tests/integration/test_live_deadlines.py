@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream import workload
+from modstream.demo import workload
 from tests.conftest import evidence, upload
 from tests.integration.conftest import (
     JobProcess,
@@ -267,7 +267,7 @@ def test_a_job_killed_while_the_backlog_waits_and_restored_decides_it_as_replay(
     with `--restore-from latest`: once live again, exactly replay's decisions, none twice.
 
     A provisional expiry reached before a deadline that waited is decided with that deadline,
-    in the same firing, once the job is live (operators/moderation.py `_fire_waits`), so what
+    in the same firing, once the job is live (modstream/moderation/step.py `_fire_waits`), so what
     waits at the kill is a deadline: the video's, the longest."""
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", POLICY_KEY)
     policy, lines, replayed = replayed_backlog

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
-from modstream.workload import generate
+from modstream.demo import workload
+from modstream.demo.workload import generate
 from tests.conftest import T0
 from tests.integration.conftest import (
     JobProcess,
@@ -135,8 +135,8 @@ def reevaluate_through_the_index(
     selecting from moderation.index: new revisions come from stored evidence with trigger
     `reevaluation`, only where the decision changes, never for the human decision (sticky), and
     running it twice re-decides nothing twice."""
-    caplog.set_level(logging.INFO, logger="modstream.progress")
-    from modstream import reevaluate
+    caplog.set_level(logging.INFO, logger="modstream.core.progress")
+    from modstream.ops import reevaluate
     from tests.conftest import review_decision
     from tests.operators.policy_builders import global_document, version_record
 
@@ -199,7 +199,7 @@ def reevaluate_through_the_index(
     target = topics["moderation.reevaluate"]
     produced = f"reevaluate: produced {len(expected)} request(s) to {target} in"
     assert len([line for line in said if line.startswith(produced)]) == 2, said
-    shown = [r.getMessage() for r in caplog.records if r.name == "modstream.progress"]
+    shown = [r.getMessage() for r in caplog.records if r.name == "modstream.core.progress"]
     assert f": {len(expected)}/{len(expected)} requests (100.0%)" in shown[-1], shown
     requests = kafka.values(topics["moderation.reevaluate"])
     assert sorted((r["content_id"], r["content_version"]) for r in requests) == sorted(expected * 2)

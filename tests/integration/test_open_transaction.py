@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from jobs.metrics import LSO_STALLED_MS, UNSTABLE_RECORDS
-from modstream import endpoints
-from modstream.config import Settings
+from modstream.core import endpoints
+from modstream.core.config import Settings
+from modstream.jobs.metrics import LSO_STALLED_MS, UNSTABLE_RECORDS
 from tests.integration import processes
 from tests.integration.conftest import JobProcess, ModerationDeployment
 

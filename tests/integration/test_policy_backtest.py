@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from modstream.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS
+from modstream.ops.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS
 from tests.integration.processes import modstream
 from tests.operators.policy_builders import GLOBAL_YAML
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modstream import kafkaio
-from modstream.cli import main
-from modstream.config import Settings
-from operators.policy_store import verify
+from modstream.cli.main import main
+from modstream.core import kafkaio
+from modstream.core.config import Settings
+from modstream.policy.store import verify
 from tests.integration.conftest import Kafka
 from tests.operators.policy_builders import global_document, version_record
 

@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream import deployments, topics
-from modstream.config import Settings
-from operators.keyring import Keyring
-from operators.policy_store import verify
-from operators.two_person import promoter_key_verifies
+from modstream.core import topics
+from modstream.core.config import Settings
+from modstream.policy.store import verify
+from modstream.stack import deployments
+from modstream.trust.keyring import Keyring
+from modstream.trust.two_person import promoter_key_verifies
 from tests.integration.conftest import Kafka
 from tests.integration.processes import modstream
 from tests.operators.policy_builders import global_document

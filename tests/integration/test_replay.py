@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream.workload import generate, write
-from operators.records import DEFAULT_NOTICES
-from schemas import parse
+from modstream.contract import parse
+from modstream.demo.workload import generate, write
+from modstream.moderation.records import DEFAULT_NOTICES
 from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML
 

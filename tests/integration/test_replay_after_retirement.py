@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from modstream import kafkaio, workload
+from modstream.core import kafkaio
+from modstream.demo import workload
 from tests.conftest import evidence, review_decision, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from modstream.review import grant_record
-from modstream.workload import write
+from modstream.demo.workload import write
+from modstream.review.queue import grant_record
 from tests.conftest import T0, blocking_review, evidence, upload
 from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML, global_document, version_record
@@ -71,7 +71,7 @@ def events() -> list[dict[str, Any]]:
                 "ts": T0 + 3 * HOUR,
             },
         ),
-        # alice's proactive reviews apply under her grant (operators/review_access.py).
+        # alice's proactive reviews apply under her grant (modstream/review/access.py).
         line("review.grants", grant_record("alice", ["external"], "lead-1", T0)),
         line("review.decisions", blocking_review("never-uploaded", T0 + 3 * HOUR, FREE_TEXT)),
         line("review.decisions", blocking_review("reviewed-late", T0 + 40 * DAY, FREE_TEXT)),

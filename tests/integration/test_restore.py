@@ -1,6 +1,6 @@
-"""Where a job starts, on the real broker (jobs/restore.py): the newest checkpoint by default,
-never one whose transactions the broker aborted, and never next to a live instance of the same
-transactional ids."""
+"""Where a job starts, on the real broker (modstream/jobs/restore.py): the newest checkpoint by
+default, never one whose transactions the broker aborted, and never next to a live instance of the
+same transactional ids."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import restore
+from modstream.jobs import restore
 from tests.integration.conftest import (
     JobProcess,
     Kafka,

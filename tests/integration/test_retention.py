@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
+from modstream.demo import workload
 from tests.conftest import blocking_review, evidence, upload
 from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
 

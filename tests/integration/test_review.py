@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import redis
 
-from modstream.config import Settings
-from modstream.review import ACCESS_LOG, ReviewError, ReviewQueue, Roles
+from modstream.core.config import Settings
+from modstream.review.queue import ACCESS_LOG, ReviewError, ReviewQueue, Roles
 from tests.conftest import T0
 
 pytestmark = pytest.mark.integration

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import redis
 
-from modstream import stack as local_stack
-from modstream.cli import main
-from modstream.config import Settings
-from modstream.review import GROUP, OUTBOX, ReviewQueue, Roles
-from operators.signing import Keyring, derive_key
+from modstream.cli.main import main
+from modstream.core.config import Settings
+from modstream.review.queue import GROUP, OUTBOX, ReviewQueue, Roles
+from modstream.stack import local as local_stack
+from modstream.trust.signing import Keyring, derive_key
 from tests.conftest import T0
 from tests.integration.conftest import Kafka
 from tests.integration.processes import free_ports

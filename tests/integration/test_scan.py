@@ -15,8 +15,12 @@ from typing import Any
 
 import pytest
 
-from modstream import workload
-from modstream.scan_pools import Pool
+from modstream.demo import workload
+from modstream.detectors import video
+from modstream.detectors.media_check import MediaCheck
+from modstream.detectors.nsfw_image import NsfwImage
+from modstream.detectors.offensive_text import OffensiveText
+from modstream.ops.scan_pools import Pool
 from tests.conftest import upload
 from tests.integration.conftest import (
     JobProcess,
@@ -31,10 +35,6 @@ from tests.udfs.test_ocr_text import card
 from tests.udfs.test_scan import request
 from tests.udfs.test_speech_text import OFFENSIVE as SPOKEN
 from tests.udfs.test_speech_text import speak
-from udfs import video
-from udfs.media_check import MediaCheck
-from udfs.nsfw_image import NsfwImage
-from udfs.offensive_text import OffensiveText
 
 pytestmark = pytest.mark.integration
 

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream.workload import generate, write
+from modstream.demo.workload import generate, write
 from tests.integration.conftest import run_replay
 from tests.operators.policy_builders import GLOBAL_YAML
 
 pytestmark = pytest.mark.integration
 KEY = "scan-cost-test-key"
-BANKED = "banked-1"  # modstream/workload.py: the upload matching its known_bad entry
+BANKED = "banked-1"  # modstream/demo/workload.py: the upload matching its known_bad entry
 
 
 @pytest.fixture(scope="module")

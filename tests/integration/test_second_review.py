@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from modstream.config import PROJECT_ROOT
-from modstream.review import LEASE_MS, lease_record
+from modstream.core.config import PROJECT_ROOT
+from modstream.review.queue import LEASE_MS, lease_record
 from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
 from tests.integration.conftest import Kafka, ModerationDeployment
 from tests.integration.test_key_roles import (

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from modstream.config import Settings
-from modstream.stack import broker_reachable
+from modstream.core.config import Settings
+from modstream.stack.local import broker_reachable
 from tests.integration.processes import free_ports, modstream
 
 pytestmark = pytest.mark.integration

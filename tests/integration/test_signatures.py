@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 import redis
 
-from modstream.cli import main
-from modstream.config import Settings
-from modstream.review import LEASE_MS
-from operators.signing import Keyring, check, derive_key, signed
-from schemas import dead_letter
+from modstream.cli.main import main
+from modstream.contract import dead_letter
+from modstream.core.config import Settings
+from modstream.review.queue import LEASE_MS
+from modstream.trust.signing import Keyring, check, derive_key, signed
 from tests.conftest import T0, TEST_KEYRING, evidence
 from tests.integration.conftest import Kafka
 

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from kafka import KafkaProducer
 
-from modstream import sql, topics
-from modstream.config import Settings, kafka_options
-from modstream.sql_script import Script, inline_script, read_script
-from schemas.outputs import Completeness, Decision
+from modstream.analytics import sql
+from modstream.analytics.sql_script import Script, inline_script, read_script
+from modstream.contract.outputs import Completeness, Decision
+from modstream.core import topics
+from modstream.core.config import Settings, kafka_options
 
 from .conftest import Kafka
 

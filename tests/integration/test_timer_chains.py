@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from modstream.config import PROJECT_ROOT
-from modstream.workload import generate, write
+from modstream.core.config import PROJECT_ROOT
+from modstream.demo.workload import generate, write
 from tests.conftest import T0, delete
 from tests.operators.policy_builders import GLOBAL_YAML
 from tests.operators.test_moderation import Version, image, image_evidence
@@ -93,7 +93,7 @@ def test_the_version_operators_timers_end_when_event_time_jumps_to_the_end(
 def test_a_replay_with_an_author_suspended_without_end_finishes(tmp_path: Path) -> None:
     events, out = tmp_path / "events.jsonl", tmp_path / "out"
     write(generate(seed=1, versions=500), events)
-    command = [sys.executable, "-m", "modstream.cli", "replay", "--input", str(events)]
+    command = [sys.executable, "-m", "modstream.cli.main", "replay", "--input", str(events)]
     command += ["--policy", str(GLOBAL_YAML), "--out", str(out), "--parallelism", "1"]
     try:
         result = subprocess.run(

@@ -7,8 +7,8 @@ import time
 import pytest
 from kafka import KafkaAdminClient
 
-from modstream.config import Settings
-from modstream.topics import TOPICS, create_topics
+from modstream.core.config import Settings
+from modstream.core.topics import TOPICS, create_topics
 
 pytestmark = pytest.mark.integration
 

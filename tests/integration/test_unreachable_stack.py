@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from modstream.config import PROJECT_ROOT
+from modstream.core.config import PROJECT_ROOT
 from tests.integration.processes import free_ports
 
 pytestmark = pytest.mark.integration

@@ -1,8 +1,8 @@
 """Two ways to run a keyed handler without a JVM, for comparing them: `JavaKeyed`, what
-BatchedVersions.java keeps for a jobs/keyed_batch.py handler (held input per key until the
-watermark, stored values, timers, one `fire` per watermark), and `FlinkKeyed`, what Flink does
-for the PyFlink adapter it replaces (input at arrival, one adapter and its state per key, timers
-fired in timestamp order at each watermark, a timer set at or below it fired within it)."""
+BatchedVersions.java keeps for a modstream/jobs/moderation/keyed_batch.py handler (held input per
+key until the watermark, stored values, timers, one `fire` per watermark), and `FlinkKeyed`, what
+Flink does for the PyFlink adapter it replaces (input at arrival, one adapter and its state per key,
+timers fired in timestamp order at each watermark, a timer set at or below it fired within it)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from typing import Any
 import cloudpickle
 import msgspec
 
-from jobs.keyed_batch import KeyedBatch
-from jobs.moderation_batch import BATCH, TIMER
-from jobs.moderation_config import ModerationConfig
+from modstream.jobs.moderation.batch import BATCH, TIMER
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.keyed_batch import KeyedBatch
 from tests.jobs.test_moderation_adapter import (
     FakeContext,
     FakeMapState,

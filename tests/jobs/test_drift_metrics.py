@@ -1,5 +1,6 @@
-"""jobs/drift_metrics.py through the moderation job's Decode: every admitted ok result's scores
-counted by bucket, a new series' buckets registered at 0, the series bounded. No JVM."""
+"""modstream/jobs/moderation/drift_metrics.py through the moderation job's Decode: every admitted ok
+result's scores counted by bucket, a new series' buckets registered at 0, the series bounded. No
+JVM."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from typing import Any
 
 from pyflink.common import Row
 
-from jobs import drift_metrics
-from jobs.drift_metrics import ScoreCounts
-from jobs.metrics import OperatorMetrics
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_decode import Decode
-from operators import drift
+from modstream.jobs.metrics import OperatorMetrics
+from modstream.jobs.moderation import drift_metrics
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.drift_metrics import ScoreCounts
+from modstream.scanning import drift
 from tests.conftest import NOTHING_REQUIRED, T0, evidence
 from tests.jobs.test_metrics import FakeContext
 

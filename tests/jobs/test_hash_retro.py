@@ -1,6 +1,6 @@
 """Bank retroaction through the adapters, no JVM: the bank in broadcast state one key per entry
-(Moderate), the fan-out and hash-keyed join (jobs/hash_retro.py), and a `moderation.retro` row
-re-deciding an allowed version at the bank's ts."""
+(Moderate), the fan-out and hash-keyed join (modstream/jobs/moderation/hash_retro.py), and a
+`moderation.retro` row re-deciding an allowed version at the bank's ts."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.hash_retro import RetroJoin, fan_out
-from jobs.moderation_config import ModerationConfig
-from operators.hashbank import entry_state
-from operators.moderation import RETRO
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
+from modstream.moderation.step import RETRO
+from modstream.trust.hashbank import entry_state
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (
     FakeContext,

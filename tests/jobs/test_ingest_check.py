@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from pyflink.common import Row
 
-from jobs import ingest_check, restore
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import ingest_check, restore
 from tests.conftest import T0, upload
 
 

@@ -1,5 +1,5 @@
-"""jobs/metrics.py: the one table of metrics against the code that registers them, the docs,
-the alert rules and the dashboard; the operator handles on a fake metric group; the Prometheus
+"""modstream/jobs/metrics.py: the one table of metrics against the code that registers them, the
+docs, the alert rules and the dashboard; the operator handles on a fake metric group; the Prometheus
 reporter's settings. No JVM."""
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs import metrics, runtime
-from jobs.metrics import (
+from modstream.contract.workflow import WORKFLOW_VERSION
+from modstream.core import endpoints
+from modstream.jobs import metrics, runtime
+from modstream.jobs.metrics import (
     EXTENSION_METRICS,
     FLINK_METRICS,
     LSO_STALLED_MS,
@@ -22,13 +24,11 @@ from jobs.metrics import (
     OperatorMetrics,
     prometheus_name,
 )
-from jobs.moderation_metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
-from jobs.scan_metrics import ScanMetrics, detector_of
-from modstream import endpoints
-from operators import quality
-from operators.scan_batch import Handled
-from operators.version_state import Agreement, Content, VersionState
-from schemas.workflow import WORKFLOW_VERSION
+from modstream.jobs.moderation.metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
+from modstream.jobs.scan.metrics import ScanMetrics, detector_of
+from modstream.moderation.state import Agreement, Content, VersionState
+from modstream.review import quality
+from modstream.scanning.batch import Handled
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -95,7 +95,7 @@ def _registered_in_code() -> set[str]:
                 and isinstance(node.args[0].value, str)
             ):
                 found.add(node.args[0].value)
-    # Counted by name through operators/quality.py (ModerationMetrics.decided).
+    # Counted by name through modstream/review/quality.py (ModerationMetrics.decided).
     return found | set(quality.COUNTERS)
 
 
@@ -371,10 +371,10 @@ def test_the_scan_operator_reports_batches_results_retries_and_letters() -> None
 def test_an_overturned_appeal_is_counted_from_the_stored_state_before_it() -> None:
     """The decision in force comes from the state as stored before the firing (one decode,
     only for a human decision); the slice from the version's content and evidence."""
-    from jobs.moderation_metrics import in_force
-    from operators import state_schema
-    from operators.quality import InForce
-    from operators.version_state import Evidence, LastDecision, new_state
+    from modstream.jobs.moderation.metrics import in_force
+    from modstream.moderation import state_schema
+    from modstream.moderation.state import Evidence, LastDecision, new_state
+    from modstream.review.quality import InForce
 
     before = version(0)
     assert before.content is not None

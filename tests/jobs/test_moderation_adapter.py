@@ -11,16 +11,19 @@ import pytest
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation_config import REPORT_BATCH, ModerationConfig
-from jobs.moderation_decode import Decode
-from jobs.moderation_letters import DLQ_TAG
-from jobs.moderation_moderate import VERSION_STATE, Moderate, stored
-from jobs.moderation_reports import ReportCombine
-from jobs.moderation_sanctions import Sanctions
-from modstream.kafkaio import contract_key
-from operators import jsonio, moderation, signing, state_schema
-from operators.policy_store import sign
-from operators.version_state import VersionState, to_document
+from modstream.core import jsonio
+from modstream.core.kafkaio import contract_key
+from modstream.jobs.moderation.config import REPORT_BATCH, ModerationConfig
+from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.letters import DLQ_TAG
+from modstream.jobs.moderation.moderate import VERSION_STATE, Moderate, stored
+from modstream.jobs.moderation.reports import ReportCombine
+from modstream.jobs.moderation.sanctions import Sanctions
+from modstream.moderation import state_schema
+from modstream.moderation import step as moderation
+from modstream.moderation.state import VersionState, to_document
+from modstream.policy.store import sign
+from modstream.trust import signing
 from tests.conftest import (
     NOTHING_REQUIRED,
     T0,
@@ -437,7 +440,7 @@ def test_input_waits_for_its_timer_then_decides_and_state_is_stored() -> None:
         "moderation.actions",
         "user.notifications",
         "moderation.index",
-        "scan.requests.text",  # planned after the fast gate decided (operators/scan_plan.py)
+        "scan.requests.text",  # planned after the fast gate decided (modstream/scanning/plan.py)
     ]
     assert adapter.held == [] and runtime_context.buffer == {}
     state = stored_state(runtime_context)
@@ -681,8 +684,8 @@ def test_the_steps_own_dead_letters_are_keyed_by_content_id() -> None:
 def test_the_job_expects_every_partition_of_the_inputs_that_hold_event_time(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
-    from jobs import moderation as job_module
-    from jobs.runtime import JobConfig
+    from modstream.jobs.moderation import job as job_module
+    from modstream.jobs.runtime import JobConfig
 
     asked: list[list[str]] = []
 

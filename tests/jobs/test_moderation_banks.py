@@ -12,12 +12,12 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.metrics import OperatorMetrics
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_decode import Decode
-from jobs.moderation_letters import DLQ_TAG
-from modstream.kafkaio import contract_key
-from modstream.limits import Limits
+from modstream.core.kafkaio import contract_key
+from modstream.core.limits import Limits
+from modstream.jobs.metrics import OperatorMetrics
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.letters import DLQ_TAG
 from tests.conftest import NOTHING_REQUIRED, T0, bank_entry
 from tests.jobs.test_metrics import FakeContext
 from tests.jobs.test_moderation_adapter import moderate

@@ -1,4 +1,4 @@
-"""The Python side of BatchedVersions.java (jobs/moderation_batch.py) against the PyFlink
+"""The Python side of BatchedVersions.java (modstream/jobs/moderation/batch.py) against the PyFlink
 adapter it reuses: the same rows and stored state for the same input, one call per watermark.
 No JVM: `JavaSide` keeps what the Java operator keeps (held input, stored values, timers)."""
 
@@ -13,8 +13,8 @@ import cloudpickle
 import msgspec
 import yaml
 
-from jobs.moderation_batch import BATCH, TIMER, BatchedModerate, restored
-from jobs.moderation_config import ModerationConfig
+from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate, restored
+from modstream.jobs.moderation.config import ModerationConfig
 from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import _decisions, decoded, moderate
 from tests.operators.policy_builders import GLOBAL_YAML

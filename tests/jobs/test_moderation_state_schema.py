@@ -1,5 +1,5 @@
-"""The moderation job's keyed state read and write points (operators/state_schema.py) through
-its adapters, with the small fakes of tests/jobs/test_moderation_adapter.py: no JVM."""
+"""The moderation job's keyed state read and write points (modstream/moderation/state_schema.py)
+through its adapters, with the small fakes of tests/jobs/test_moderation_adapter.py: no JVM."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ import msgspec
 import yaml
 from pyflink.common import Row
 
-from jobs.hash_retro import RetroJoin, fan_out
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_moderate import stored, storing
-from jobs.moderation_reports import ReportGate
-from jobs.moderation_sanctions import Sanctions
-from operators import jsonio, state_schema
-from operators.state_schema import SCHEMA_FIELD, STATE_SCHEMA
-from operators.version_state import VersionState, event_digest
+from modstream.core import jsonio
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
+from modstream.jobs.moderation.moderate import stored, storing
+from modstream.jobs.moderation.reports import ReportGate
+from modstream.jobs.moderation.sanctions import Sanctions
+from modstream.moderation import state_schema
+from modstream.moderation.state import VersionState, event_digest
+from modstream.moderation.state_schema import SCHEMA_FIELD, STATE_SCHEMA
 from tests.conftest import T0, bank_entry, evidence, upload
 from tests.jobs.test_moderation_adapter import (
     FakeContext,

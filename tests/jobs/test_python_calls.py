@@ -1,12 +1,13 @@
-"""jobs/python_calls.py: each entry of an adapter counted, handed to its Flink counter at most
-every FLUSH_EVERY_S (no Java call per record), and nothing breaks without a runtime."""
+"""modstream/jobs/moderation/python_calls.py: each entry of an adapter counted, handed to its Flink
+counter at most every FLUSH_EVERY_S (no Java call per record), and nothing breaks without a
+runtime."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any
 
-from jobs import python_calls
+from modstream.jobs.moderation import python_calls
 
 
 class Counter:
@@ -76,11 +77,11 @@ def test_the_base_class_is_left_alone_and_no_runtime_is_no_error() -> None:
 
 
 def test_the_moderation_job_adapters_are_counted() -> None:
-    from jobs.hash_retro import RetroJoin
-    from jobs.moderation_decode import DecodeBatch
-    from jobs.moderation_moderate import Moderate
-    from jobs.moderation_reports import ReportCombine, ReportGate
-    from jobs.moderation_sanctions import Sanctions
+    from modstream.jobs.moderation.decode import DecodeBatch
+    from modstream.jobs.moderation.hash_retro import RetroJoin
+    from modstream.jobs.moderation.moderate import Moderate
+    from modstream.jobs.moderation.reports import ReportCombine, ReportGate
+    from modstream.jobs.moderation.sanctions import Sanctions
 
     for adapter in (DecodeBatch, Moderate, ReportGate, ReportCombine, Sanctions, RetroJoin):
         assert adapter.process_element.__wrapped__ is not None, adapter  # type: ignore[attr-defined]

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pyflink.common import Row
 
-from jobs import reconciler
-from jobs.reconciler import Reconcile, ReconcilerConfig
-from operators import exposure
+from modstream.jobs import reconciler
+from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
+from modstream.moderation import exposure
 from tests.conftest import SECRET_TEXT, T0, upload
 from tests.jobs.test_enforce_adapter import POISON, action
 

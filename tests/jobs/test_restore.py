@@ -1,4 +1,4 @@
-"""Where a job starts (jobs/restore.py), with the broker's transaction states given."""
+"""Where a job starts (modstream/jobs/restore.py), with the broker's transaction states given."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import ingest_check, restore
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import ingest_check, restore
 
 
 def checkpoint(root: Path, job: str, number: int, mtime: int) -> Path:

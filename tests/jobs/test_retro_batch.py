@@ -1,7 +1,7 @@
-"""The retro join's batched Python side (jobs/retro_batch.py) against the PyFlink adapter
-`RetroJoin` it replaces: the same `moderation.retro` rows, stored state and timers, one call per
-watermark instead of one per hash key and record; and decode's hash-key rows (its fan-out),
-emitted with the batched engine only. No JVM (tests/jobs/keyed_sides.py)."""
+"""The retro join's batched Python side (modstream/jobs/moderation/retro_batch.py) against the
+PyFlink adapter `RetroJoin` it replaces: the same `moderation.retro` rows, stored state and timers,
+one call per watermark instead of one per hash key and record; and decode's hash-key rows (its
+fan-out), emitted with the batched engine only. No JVM (tests/jobs/keyed_sides.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from typing import Any
 
 from pyflink.common import Row
 
-from jobs.hash_retro import RetroJoin, fan_out
-from jobs.moderation_config import HASH_ROUTE, ModerationConfig
-from jobs.moderation_decode import DecodeBatch
-from jobs.retro_batch import SEQS, BatchedRetro
-from operators import retro, state_schema
-from operators.moderation import RETRO
-from schemas.signals import hash_bank_key
+from modstream.contract.signals import hash_bank_key
+from modstream.jobs.moderation.config import HASH_ROUTE, ModerationConfig
+from modstream.jobs.moderation.decode import DecodeBatch
+from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
+from modstream.jobs.moderation.retro_batch import SEQS, BatchedRetro
+from modstream.moderation import retro, state_schema
+from modstream.moderation.step import RETRO
 from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, upload
 from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed
 from tests.jobs.test_moderation_adapter import decoded

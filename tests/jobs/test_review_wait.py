@@ -1,5 +1,5 @@
-"""jobs/review_wait.py: the two keyed steps with fake state, timers and metrics (no JVM), and
-the wait they report surviving a restore of their state."""
+"""modstream/jobs/review_wait.py: the two keyed steps with fake state, timers and metrics (no JVM),
+and the wait they report surviving a restore of their state."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from pyflink.common import Row
 
-from jobs.review_wait import FollowTask, QueueWait, ReviewRecords
-from operators.review_wait import CLOSED_KEPT_MS, REFRESH_MS
+from modstream.jobs.review_wait import FollowTask, QueueWait, ReviewRecords
+from modstream.review.wait import CLOSED_KEPT_MS, REFRESH_MS
 from tests.jobs.test_metrics import FakeContext as FakeMetricsContext
 from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
 

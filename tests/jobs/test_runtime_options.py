@@ -1,4 +1,5 @@
-"""The options every job takes (jobs/runtime.py): KEY=VALUE pairs parsed once, clearly refused."""
+"""The options every job takes (modstream/jobs/runtime.py): KEY=VALUE pairs parsed once, clearly
+refused."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.options import OWN_CLIENT_PROPERTIES, client_property, job_parser, key_value
+from modstream.jobs.options import OWN_CLIENT_PROPERTIES, client_property, job_parser, key_value
 
 
 def test_client_properties_topics_and_flink_options_are_key_value_pairs() -> None:
@@ -49,7 +50,7 @@ def test_the_parser_refuses_a_bad_pair_with_the_option_named(
 
 
 def test_a_checkpoint_location_is_a_directory_or_a_remote_stores_uri(tmp_path: Path) -> None:
-    from jobs.options import location
+    from modstream.jobs.options import location
 
     assert location(str(tmp_path)) == tmp_path
     assert location(f"file://{tmp_path}/a%20b") == tmp_path / "a b"
@@ -59,7 +60,7 @@ def test_a_checkpoint_location_is_a_directory_or_a_remote_stores_uri(tmp_path: P
 
 
 def test_a_remote_store_restores_only_what_it_is_given() -> None:
-    from jobs import restore
+    from modstream.jobs import restore
 
     assert restore.resolve_remote("auto", "s3://b/c") is None
     assert restore.resolve_remote("none", "s3://b/c") is None

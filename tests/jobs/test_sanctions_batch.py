@@ -1,7 +1,7 @@
-"""The sanctions' batched Python side (jobs/sanctions_batch.py) against the PyFlink adapter
-`Sanctions` it replaces: the same account actions, DLQ letters, stored state and timers, one call
-per watermark. The version operator's `_sanctions` rows reach the batched side as KeyedAt.java
-makes them: keyed input at `at`. No JVM (tests/jobs/keyed_sides.py)."""
+"""The sanctions' batched Python side (modstream/jobs/moderation/sanctions_batch.py) against the
+PyFlink adapter `Sanctions` it replaces: the same account actions, DLQ letters, stored state and
+timers, one call per watermark. The version operator's `_sanctions` rows reach the batched side as
+KeyedAt.java makes them: keyed input at `at`. No JVM (tests/jobs/keyed_sides.py)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from jobs.moderation_config import ModerationConfig
-from jobs.moderation_sanctions import Sanctions
-from jobs.sanctions_batch import RESTORED_BUFFER, BatchedSanctions
-from operators import sanctions, state_schema
+from modstream.enforcement import sanctions
+from modstream.jobs.moderation.config import ModerationConfig
+from modstream.jobs.moderation.sanctions import Sanctions
+from modstream.jobs.moderation.sanctions_batch import RESTORED_BUFFER, BatchedSanctions
+from modstream.moderation import state_schema
 from tests.conftest import T0
 from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed
 from tests.jobs.test_moderation_adapter import sanction_entry

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 from pyflink.common import Row
 
-import jobs.scan
-from jobs.scan import Scan, ScanConfig
+import modstream.jobs.scan.job
+from modstream.detectors.detector import Item, MediaError
+from modstream.jobs.scan.job import Scan, ScanConfig
 from tests.conftest import T0
 from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
 from tests.udfs.test_scan import request
-from udfs.detector import Item, MediaError
 
 TOPIC = "scan.requests.text"
 
@@ -92,7 +92,7 @@ def answered(outputs: list[Row]) -> list[str]:
 def gated(monkeypatch: pytest.MonkeyPatch) -> Gated:
     """The gated detector for every name."""
     detector = Gated()
-    monkeypatch.setattr(jobs.scan, "detector", lambda name, **_: detector)
+    monkeypatch.setattr(modstream.jobs.scan.job, "detector", lambda name, **_: detector)
     return detector
 
 
@@ -238,7 +238,7 @@ def outputs_of(outputs: list[Row], topic: str) -> list[dict[str, Any]]:
 @pytest.fixture
 def poisoned(monkeypatch: pytest.MonkeyPatch) -> Poisoned:
     detector = Poisoned()
-    monkeypatch.setattr(jobs.scan, "detector", lambda name, **_: detector)
+    monkeypatch.setattr(modstream.jobs.scan.job, "detector", lambda name, **_: detector)
     return detector
 
 

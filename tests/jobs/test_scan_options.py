@@ -1,5 +1,6 @@
-"""The scan job's Flink settings (jobs/scan.py `_job_config`): its own for slow media records,
-and the deployment's `--flink-conf` on top (Kubernetes passes its checkpoint storage so)."""
+"""The scan job's Flink settings (modstream/jobs/scan/job.py `_job_config`): its own for slow media
+records, and the deployment's `--flink-conf` on top (Kubernetes passes its checkpoint storage
+so)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from jobs import runtime, scan_config
-from modstream import scan_pools
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import runtime
+from modstream.jobs.scan import config as scan_config
+from modstream.ops import scan_pools
 
 
 def _job_config_of(

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from jobs.scan import ScanConfig
-from operators.scan_batch import Handled, scan_requests
+from modstream.detectors.detector import Item, MediaError
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import Handled, scan_requests
 from tests.conftest import T0
 from tests.udfs.test_scan import loader, request
-from udfs.detector import Item, MediaError
 
 
 class Recording:

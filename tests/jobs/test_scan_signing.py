@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from jobs.scan import ScanConfig
-from operators.scan_batch import handle_batch
-from operators.signing import AUTHORITY_TOPICS, Keyring, check
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import handle_batch
+from modstream.trust.signing import AUTHORITY_TOPICS, Keyring, check
 from tests.udfs.test_scan import Counting, request
 
 KEYRING = Keyring(dev_secret=b"scan-secret", required=frozenset(AUTHORITY_TOPICS))

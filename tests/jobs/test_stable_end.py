@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobs import runtime
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import runtime
 
 pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
 

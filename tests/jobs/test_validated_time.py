@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from jobs import runtime
-from modstream.config import Settings
+from modstream.core.config import Settings
+from modstream.jobs import runtime
 
 pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
 
@@ -375,8 +375,9 @@ def live_every_2s(lanes: Lanes, start: int, stop: int, *, offset: int = 0) -> No
 
 
 def test_human_input_never_holds_event_time(jvm: Any) -> None:
-    """Back-dated valid reports (a witness lane: jobs/moderation_decode.py) every 2 s beside live
-    uploads: event time follows the uploads, and each upload is released within seconds."""
+    """Back-dated valid reports (a witness lane: modstream/jobs/moderation/decode.py) every 2 s
+    beside live uploads: event time follows the uploads, and each upload is released within
+    seconds."""
     lanes = Lanes(jvm, drained=60_000)
     month_ago = NOW - 30 * 86_400_000
     for index, at in enumerate(range(NOW, NOW + 60_000, 2_000)):

@@ -1,5 +1,5 @@
 """A small archive for the archive, analytics and report tests, built without a broker: the
-demo workload's inputs (modstream/workload.py, seed 7) and the moderation job's outputs for
+demo workload's inputs (modstream/demo/workload.py, seed 7) and the moderation job's outputs for
 them (tests/golden/replay_demo), fed to the archive's writer with made-up Kafka coordinates.
 
 Kafka timestamps: a decision is written 1 s after its event time; the Content Service serves a
@@ -14,10 +14,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from modstream.archive_schema import TABLES
-from modstream.archive_store import Archiver, load_manifest
-from modstream.workload import generate
-from operators import exposure as exposure_window
+from modstream.analytics.archive_schema import TABLES
+from modstream.analytics.archive_store import Archiver, load_manifest
+from modstream.demo.workload import generate
+from modstream.moderation import exposure as exposure_window
 from tests.golden import GOLDEN
 
 PARTITIONS = 2
@@ -83,8 +83,8 @@ def access(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def exposure(found: dict[str, list[Any]]) -> list[dict[str, Any]]:
-    """What the reconciler measures (operators/exposure.py) over these uploads, decisions and
-    visibility records, taken in `ts` order."""
+    """What the reconciler measures (modstream/moderation/exposure.py) over these uploads, decisions
+    and visibility records, taken in `ts` order."""
     steps = {
         "content.versions": exposure_window.on_upsert,
         "moderation.decisions": exposure_window.on_decision,

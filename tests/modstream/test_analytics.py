@@ -10,9 +10,9 @@ import duckdb
 import pandas as pd
 import pytest
 
-from modstream import analytics
-from modstream.archive_schema import TABLES
-from modstream.config import Settings
+from modstream.analytics import streams as analytics
+from modstream.analytics.archive_schema import TABLES
+from modstream.core.config import Settings
 from tests.conftest import T0
 from tests.modstream import archive_data
 

@@ -3,8 +3,8 @@ broker: tests/integration/test_archive.py)."""
 
 from __future__ import annotations
 
-from modstream.archive import Summary
-from modstream.archive_schema import TABLES
+from modstream.analytics.archive import Summary
+from modstream.analytics.archive_schema import TABLES
 
 
 def test_the_summary_has_a_line_per_table_with_skipped_records_and_what_was_missing() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from modstream import stack
-from modstream.archive_cli import formatted
-from modstream.cli import build_parser, main
-from modstream.config import Settings
+from modstream.cli.archive import formatted
+from modstream.cli.main import build_parser, main
+from modstream.core.config import Settings
+from modstream.stack import local as stack
 from tests.modstream import archive_data
 
 PREFIX = "demo123abc"

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 from pydantic import BaseModel, Field
 
-from modstream.archive_schema import (
+from modstream.analytics.archive_schema import (
     CONTENT_FACTS,
     COORDINATES,
     TABLES,
@@ -20,7 +20,7 @@ from modstream.archive_schema import (
     row_of,
     to_arrow,
 )
-from schemas.registry import TOPIC_MODELS
+from modstream.contract.registry import TOPIC_MODELS
 from tests.modstream import archive_data
 
 

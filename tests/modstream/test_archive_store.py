@@ -9,9 +9,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from modstream import analytics, archive_store
-from modstream.archive_schema import TABLES
-from modstream.archive_store import (
+from modstream.analytics import archive_store
+from modstream.analytics import streams as analytics
+from modstream.analytics.archive_schema import TABLES
+from modstream.analytics.archive_store import (
     MANIFEST,
     ArchiveError,
     Archiver,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from modstream.cli import build_parser, main, split_passthrough
+from modstream.cli.main import build_parser, main, split_passthrough
 
 
 def test_options_after_the_double_dash_belong_to_the_job() -> None:

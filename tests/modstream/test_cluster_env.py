@@ -1,4 +1,4 @@
-"""modstream.cluster.script_env: Flink's scripts see this cluster's home, never the FLINK_*
+"""modstream.stack.cluster.script_env: Flink's scripts see this cluster's home, never the FLINK_*
 variables a py4j gateway in the same process set to the wheel (its lib/ lacks flink-python)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from modstream import cluster
-from modstream.config import Settings
-from modstream.stack import StackError
+from modstream.core.config import Settings
+from modstream.stack import cluster
+from modstream.stack.local import StackError
 
 
 def test_the_cluster_scripts_ignore_flink_variables_a_gateway_left(
@@ -29,7 +29,7 @@ def test_the_cluster_scripts_ignore_flink_variables_a_gateway_left(
 def test_the_cluster_gets_no_python_of_ours(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Its TaskManagers run only what a job ships (modstream/package.py)."""
+    """Its TaskManagers run only what a job ships (modstream/stack/package.py)."""
     monkeypatch.setenv("PYTHONPATH", "/the/project")
     monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
     monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.prefix) / "bin"), "/usr/bin"]))

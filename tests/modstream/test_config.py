@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.config import Settings
+from modstream.core.config import Settings
 
 
 def test_defaults_are_the_documented_local_ports(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_a_bad_key_in_the_toml_file_names_the_file(tmp_path: Path) -> None:
 
 
 def test_the_topic_layout_sets_partitions_of_the_partitioned_topics_only() -> None:
-    from modstream.topics import TOPICS, laid_out
+    from modstream.core.topics import TOPICS, laid_out
 
     layout = Settings.from_env({"MODSTREAM_TOPICS__PARTITIONS": "12"}).topics
     counts = {spec.name: spec.partitions for spec in laid_out(TOPICS, layout)}
@@ -185,7 +185,7 @@ def test_the_state_backend_settings_become_flink_configuration() -> None:
 def test_config_show_prints_what_resolves_without_a_secret(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from modstream import cli
+    from modstream.cli import main as cli
 
     monkeypatch.setenv("MODSTREAM_KAFKA__SECURITY_PROTOCOL", "SASL_SSL")
     monkeypatch.setenv("MODSTREAM_KAFKA__SASL_MECHANISM", "PLAIN")
@@ -204,7 +204,7 @@ def test_config_show_prints_what_resolves_without_a_secret(
 
 
 def test_the_example_config_file_is_valid(tmp_path: Path) -> None:
-    from modstream.config import PROJECT_ROOT
+    from modstream.core.config import PROJECT_ROOT
 
     example = PROJECT_ROOT / "deploy" / "modstream.example.toml"
     settings = Settings.from_env(

@@ -1,5 +1,5 @@
-"""modstream/cost.py: cost per decision by policy and workflow version, on hand-made records,
-and the archive's cost_per_decision view giving what the records give."""
+"""modstream/analytics/cost.py: cost per decision by policy and workflow version, on hand-made
+records, and the archive's cost_per_decision view giving what the records give."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from modstream import analytics, cost
-from schemas.workflow import WORKFLOW_VERSION
+from modstream.analytics import cost
+from modstream.analytics import streams as analytics
+from modstream.contract.workflow import WORKFLOW_VERSION
 from tests.conftest import T0, evidence
 from tests.modstream import archive_data
 

@@ -1,4 +1,4 @@
-"""The demo summary's "model calls saved" line (modstream/demo_summary.py), from what the run's
+"""The demo summary's "model calls saved" line (modstream/demo/summary.py), from what the run's
 topics hold, without the stack."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream import demo_summary
+from modstream.demo import summary as demo_summary
 from tests.operators.policy_builders import GLOBAL_YAML
 
 

@@ -1,4 +1,4 @@
-"""What a demo run must reach (modstream/demo_checks.py), without the stack: every scanned
+"""What a demo run must reach (modstream/demo/checks.py), without the stack: every scanned
 upload answered by each required detector (the model after its gate too), and no version still
 `scanning` long after its deadline, which the demo's success check now reports."""
 
@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from modstream import demo_checks, demo_summary, quality
+from modstream.analytics import quality
+from modstream.demo import checks as demo_checks
+from modstream.demo import summary as demo_summary
 
 POLICY = {
     "detectors": {

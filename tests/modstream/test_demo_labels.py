@@ -1,4 +1,4 @@
-"""The demo's shipped labels are what modstream/demo_labels.py writes, and valid labels."""
+"""The demo's shipped labels are what modstream/demo/labels_of.py writes, and valid labels."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ import io
 import pytest
 import yaml
 
-from modstream import demo_labels, demo_media
-from modstream.config import PROJECT_ROOT
-from modstream.demo_workload import upserts
-from modstream.labels import read_labels
-from modstream.workload import generate
-from modstream.workload_extras import SECOND_REVIEWED
+from modstream.core.config import PROJECT_ROOT
+from modstream.demo import labels_of as demo_labels
+from modstream.demo import media as demo_media
+from modstream.demo.demo_workload import upserts
+from modstream.demo.labels import read_labels
+from modstream.demo.workload import generate
+from modstream.demo.workload_extras import SECOND_REVIEWED
 
 SHIPPED = {False: "deploy/demo/labels.jsonl", True: "deploy/demo/labels-real.jsonl"}
 
@@ -29,7 +30,7 @@ def test_the_shipped_labels_are_what_the_script_writes(real: bool) -> None:
     demo_labels.write(demo_labels.derive(real=real), written)
     shipped = (PROJECT_ROOT / SHIPPED[real]).read_text()
     assert written.getvalue() == shipped, (
-        f"regenerate: python -m modstream.demo_labels{' --detectors real' if real else ''}"
+        f"regenerate: python -m modstream.demo.labels_of{' --detectors real' if real else ''}"
         f" > {SHIPPED[real]}"
     )
 
@@ -55,7 +56,7 @@ def test_the_shipped_labels_are_a_fair_test(real: bool) -> None:
 
 
 def test_real_media_kinds_are_labelled_as_their_words_say() -> None:
-    """Every kind of modstream/demo_media.py is among the labelled versions (the first 60),
+    """Every kind of modstream/demo/media.py is among the labelled versions (the first 60),
     offensive ones `harassment`, benign ones clean: what the demo checks its decisions against."""
     labels = {label.content_id: label for label in read_labels(PROJECT_ROOT / SHIPPED[True])}
     lines = generate(seed=demo_labels.SEED, versions=demo_labels.REAL_EVENTS)

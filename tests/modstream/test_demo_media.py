@@ -1,4 +1,4 @@
-"""The real media of `modstream demo --detectors real` (modstream/demo_media.py): which uploads
+"""The real media of `modstream demo --detectors real` (modstream/demo/media.py): which uploads
 get which kind, the files each kind makes, every media upload real, and the check of how the
 kinds were decided (demo_checks.read_media_outcomes)."""
 
@@ -11,11 +11,12 @@ from typing import Any
 
 import pytest
 
-from modstream import demo_checks, demo_media
-from modstream.demo_workload import real_content, upserts
-from modstream.workload import T0, generate
-from udfs import video
-from udfs.media_check import magic_matches, structurally_sound
+from modstream.demo import checks as demo_checks
+from modstream.demo import media as demo_media
+from modstream.demo.demo_workload import real_content, upserts
+from modstream.demo.workload import T0, generate
+from modstream.detectors import video
+from modstream.detectors.media_check import magic_matches, structurally_sound
 
 
 def test_each_kind_goes_to_the_first_upload_of_its_modality_past_the_scenario() -> None:
@@ -43,7 +44,7 @@ def test_spoken_words_fall_inside_the_middle_segment() -> None:
     """speech_text cuts a file into equal shares of time: the words must not straddle two."""
     data = demo_media.spoken_video(demo_media.SPOKEN_OFFENCE, 3)
     speech = demo_media.spoken_pcm(demo_media.SPOKEN_OFFENCE)
-    from udfs.speech_text import decode_pcm
+    from modstream.detectors.speech_text import decode_pcm
 
     [pcm] = decode_pcm(data, "video/mp4", video.Limits()).values()
     third = len(pcm) // 3

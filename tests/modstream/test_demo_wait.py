@@ -1,4 +1,4 @@
-"""The demo's waits (modstream/demo_wait.py) show their counts as progress on stderr, without
+"""The demo's waits (modstream/demo/wait.py) show their counts as progress on stderr, without
 the stack: decisions so far, then actions enforced of all."""
 
 from __future__ import annotations
@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from modstream import demo_wait, logs
-from modstream.progress import Progress
+from modstream.core import logs
+from modstream.core.progress import Progress
+from modstream.demo import wait as demo_wait
 
 
 def test_decisions_then_enforcement_are_counted_on_stderr_only(

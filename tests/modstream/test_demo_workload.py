@@ -1,12 +1,12 @@
-"""`--detectors real` moves the demo's workload to start now (modstream/demo_workload.py)."""
+"""`--detectors real` moves the demo's workload to start now (modstream/demo/demo_workload.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from modstream.demo_workload import real_content
-from modstream.review import LEASE_MS
-from modstream.workload import T0, generate
+from modstream.demo.demo_workload import real_content
+from modstream.demo.workload import T0, generate
+from modstream.review.queue import LEASE_MS
 
 
 def test_a_lease_moved_to_now_keeps_its_length(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from modstream.dlq import recheck
-from schemas.dlq import DlqRecord
+from modstream.contract.dlq import DlqRecord
+from modstream.ops.dlq import recheck
 from tests.conftest import evidence, upload
 
 
@@ -34,7 +34,7 @@ def test_a_record_that_is_still_invalid_stays() -> None:
 
 
 def test_replay_writes_only_to_the_contracts_input_topics() -> None:
-    from modstream.dlq import input_topic
+    from modstream.ops.dlq import input_topic
 
     current = {"version": "1", "visibility": "pending"}
     action = {"action_id": "a-1", "content_id": "c-1", "content_version": 1, "ts": 1}
@@ -55,7 +55,7 @@ def test_replay_writes_only_to_the_contracts_input_topics() -> None:
 
 
 def test_a_record_whose_signature_fails_is_not_replayed() -> None:
-    from operators.signing import Keyring, signed
+    from modstream.trust.signing import Keyring, signed
 
     keyring = Keyring(dev_secret=b"dlq-secret", required=frozenset({"detector.results"}))
     current = {"version": "1", "visibility": "pending"}
@@ -72,7 +72,7 @@ def test_a_record_whose_signature_fails_is_not_replayed() -> None:
 
 
 def test_a_letter_whose_content_was_kept_only_as_digests_is_not_replayed() -> None:
-    from schemas import dead_letter
+    from modstream.contract import dead_letter
 
     made = dead_letter("content.versions", "c-1", json.dumps(upload()), "late", ts=1)
     redacted = json.loads(made.model_dump_json())
@@ -121,9 +121,10 @@ class Store:
 def test_a_replayed_input_that_fails_again_carries_its_attempt_history(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from modstream import dlq, kafkaio
-    from operators.signing import Keyring
-    from schemas import dead_letter
+    from modstream.contract import dead_letter
+    from modstream.core import kafkaio
+    from modstream.ops import dlq
+    from modstream.trust.signing import Keyring
 
     topics = Topics()
     monkeypatch.setattr(kafkaio, "read_values", topics.read_values)
@@ -164,8 +165,8 @@ def test_a_replayed_input_that_fails_again_carries_its_attempt_history(
 
 
 def test_listing_groups_records_by_owner_and_class() -> None:
-    from modstream.dlq import by_owner
-    from schemas import dead_letter
+    from modstream.contract import dead_letter
+    from modstream.ops.dlq import by_owner
 
     letters = [
         json.loads(

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from modstream.eval_metrics import (
+from modstream.analytics.eval_metrics import (
     ANY,
     NO_MODEL,
     UNKNOWN,
@@ -16,8 +16,8 @@ from modstream.eval_metrics import (
     evaluate,
     natural,
 )
-from modstream.eval_table import format_table
-from modstream.labels import Label, LabelSet, merge
+from modstream.analytics.eval_table import format_table
+from modstream.demo.labels import Label, LabelSet, merge
 
 
 def decision(

@@ -11,8 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from modstream import cli, deployments, evaluation
-from modstream.config import PROJECT_ROOT, Settings
+from modstream.analytics import evaluation
+from modstream.cli import main as cli
+from modstream.core.config import PROJECT_ROOT, Settings
+from modstream.stack import deployments
 
 EVIDENCE = pa.list_(
     pa.struct(

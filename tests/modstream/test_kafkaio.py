@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
 
-from modstream import kafkaio
-from modstream.kafkaio import decode_values, schema_topic
+from modstream.core import kafkaio
+from modstream.core.kafkaio import decode_values, schema_topic
 from tests.conftest import T0, evidence, upload
 
 
@@ -95,8 +95,8 @@ def test_read_values_warns_with_the_count(monkeypatch: pytest.MonkeyPatch) -> No
 def test_every_compacted_topic_gets_a_key() -> None:
     """A compacted topic refuses a record without a key (the broker's InvalidRecordError): every
     compacted topic a producer writes has a key from its record."""
-    from modstream.review import grant_record
-    from modstream.topics import TOPICS
+    from modstream.core.topics import TOPICS
+    from modstream.review.queue import grant_record
 
     records = {
         "policy.rules": {"policy_id": "global"},

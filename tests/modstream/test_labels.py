@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.labels import (
+from modstream.demo.labels import (
     Label,
     LabelsError,
     merge,

@@ -1,4 +1,4 @@
-"""One logging setup for commands and jobs (modstream/logs.py): JSON lines or readable text on
+"""One logging setup for commands and jobs (modstream/core/logs.py): JSON lines or readable text on
 stderr, the jobs' existing stdlib `LOG` calls included, stdout left alone."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from modstream import logs
-from modstream.cli import main
+from modstream.cli.main import main
+from modstream.core import logs
 
 
 def json_lines(text: str) -> list[dict[str, object]]:
@@ -21,9 +21,9 @@ def test_json_lines_carry_timestamp_level_logger_event_and_the_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     logs.configure(True, "INFO", command="replay")
-    logging.getLogger("modstream.replay").warning("%d records skipped", 3)
-    logs.get("modstream.replay").info("sent", records=12)
-    logging.getLogger("modstream.replay").debug("below the level: not shown")
+    logging.getLogger("modstream.ops.replay").warning("%d records skipped", 3)
+    logs.get("modstream.ops.replay").info("sent", records=12)
+    logging.getLogger("modstream.ops.replay").debug("below the level: not shown")
     logging.getLogger("kafka.conn").info("a library's INFO: not shown")
     logging.getLogger("kafka.conn").warning("a library's warning")
     out, err = capsys.readouterr()
@@ -34,7 +34,7 @@ def test_json_lines_carry_timestamp_level_logger_event_and_the_command(
     assert (first["event"], first["level"], first["logger"], first["command"]) == (
         "3 records skipped",
         "warning",
-        "modstream.replay",
+        "modstream.ops.replay",
         "replay",
     )
     assert str(first["timestamp"]).endswith("Z")
@@ -48,7 +48,7 @@ def test_an_exception_is_one_json_line_with_its_traceback(
     try:
         raise ValueError("bad field")
     except ValueError:
-        logging.getLogger("modstream.dlq").exception("replay failed")
+        logging.getLogger("modstream.ops.dlq").exception("replay failed")
     (line,) = json_lines(capsys.readouterr().err)
     assert line["event"] == "replay failed"
     assert "ValueError: bad field" in str(line["exception"])
@@ -58,7 +58,7 @@ def test_the_text_format_is_one_readable_line_not_json(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     logs.configure(False, "INFO", command="replay")
-    logging.getLogger("modstream.replay").warning("%d records skipped", 3)
+    logging.getLogger("modstream.ops.replay").warning("%d records skipped", 3)
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1
     assert "3 records skipped" in err and "warning" in err and "command=replay" in err
@@ -69,7 +69,7 @@ def test_the_text_format_is_one_readable_line_not_json(
 def test_a_job_modules_stdlib_log_calls_come_out_as_json_with_the_job(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from jobs import reconciler
+    from modstream.jobs import reconciler
 
     logs.configure_job("reconciler", settings(log_format="json"))
     reconciler.LOG.warning("reconciler: audit read failed (%s)", "TimeoutError")
@@ -122,7 +122,7 @@ def test_a_log_format_the_settings_do_not_know_is_refused(
 
 
 def settings(**overrides: str) -> object:
-    from modstream.config import Settings
+    from modstream.core.config import Settings
 
     return Settings.from_env(
         {

@@ -1,11 +1,11 @@
-"""modstream.package: what the archives hold (no 470 MiB archive written here)."""
+"""modstream.stack.package: what the archives hold (no 470 MiB archive written here)."""
 
 from __future__ import annotations
 
 import zipfile
 from pathlib import Path
 
-from modstream import package
+from modstream.stack import package
 
 
 def test_the_environment_holds_the_runtime_dependencies_only() -> None:
@@ -27,7 +27,11 @@ def test_pyflink_is_shipped_without_its_jars() -> None:
 
 def test_the_code_archive_is_rooted_at_the_project() -> None:
     names = dict(package._code_files())
-    assert {"modstream/cluster.py", "jobs/moderation.py", "operators/__init__.py"} <= set(names)
+    assert {
+        "modstream/stack/cluster.py",
+        "modstream/jobs/moderation/job.py",
+        "operators/__init__.py",
+    } <= set(names)
     assert "policy_rules/global.yaml" in names
     assert not [name for name in names if "__pycache__" in name]
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from modstream.cli import main
-from modstream.policy_service import valid_approvals
-from operators.policy_store import verify
+from modstream.cli.main import main
+from modstream.ops.policy_service import valid_approvals
+from modstream.policy.store import verify
 from tests.operators.policy_builders import GLOBAL_YAML, global_document
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from modstream.cli import main
-from modstream.policy_service import PolicyCliError, activation, authorship, promoter_key
-from operators.keyring import Keyring, SigningKey
-from operators.policy_store import PolicyStore, Rejected, sign
-from operators.signing import approval_record
+from modstream.cli.main import main
+from modstream.ops.policy_service import PolicyCliError, activation, authorship, promoter_key
+from modstream.policy.store import PolicyStore, Rejected, sign
+from modstream.trust.keyring import Keyring, SigningKey
+from modstream.trust.signing import approval_record
 from tests.operators.policy_builders import GLOBAL_YAML, KEY, global_document
 
 DEPLOYMENT = Keyring(

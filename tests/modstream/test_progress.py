@@ -1,4 +1,4 @@
-"""Progress of the long commands (modstream/progress.py): periodic log lines on stderr when
+"""Progress of the long commands (modstream/core/progress.py): periodic log lines on stderr when
 stderr is no terminal, a rich bar when it is, never anything on stdout."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from modstream import logs, progress
-from modstream.progress import Progress
+from modstream.core import logs, progress
+from modstream.core.progress import Progress
 
 
 class Clock:
@@ -69,7 +69,7 @@ def test_as_json_lines_with_the_counts(capsys: pytest.CaptureFixture[str]) -> No
         2,
         2,
         "reevaluate",
-        "modstream.progress",
+        "modstream.core.progress",
     )
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from modstream.policy_cli import _promotion_lines
-from modstream.policy_service import PolicyCliError
-from modstream.promotion import Candidate, candidate, duration_ms, gate, iso_ms, promotion_field
-from operators.policy_compare import Latest, compare
-from operators.policy_store import PolicyStore
+from modstream.cli.policy import _promotion_lines
+from modstream.ops.policy_service import PolicyCliError
+from modstream.ops.promotion import Candidate, candidate, duration_ms, gate, iso_ms, promotion_field
+from modstream.policy.compare import Latest, compare
+from modstream.policy.store import PolicyStore
 from tests.conftest import T0, TEST_KEYRING
 from tests.operators.policy_builders import KEY, global_document, version_record
 

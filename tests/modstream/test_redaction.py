@@ -1,4 +1,4 @@
-"""Secrets masked by value in every output (issue 27, point 10; modstream/redaction.py): known
+"""Secrets masked by value in every output (issue 27, point 10; modstream/core/redaction.py): known
 secret values set everywhere a secret can go, then `config show`, the logs, DLQ rows and metric
 labels scanned for them."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs.metrics import OperatorMetrics
-from modstream import logs, redaction
-from modstream.cli import main
-from schemas.dlq import dead_letter, is_redacted
+from modstream.cli.main import main
+from modstream.contract.dlq import dead_letter, is_redacted
+from modstream.core import logs, redaction
+from modstream.jobs.metrics import OperatorMetrics
 from tests.jobs.test_metrics import FakeContext
 
 KEY_MATERIAL = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7secretkeyline"
@@ -34,7 +34,7 @@ SECRETS = {
 @pytest.fixture
 def secrets_everywhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     keys = tmp_path / "keys.json"
-    # The deployment's keys file (operators/keyring.py): an id to its role and key.
+    # The deployment's keys file (modstream/trust/keyring.py): an id to its role and key.
     keys.write_text(json.dumps({"alice": {"role": "reviewer", "key": SECRETS["keys_file"]}}))
     pem = f"-----BEGIN PRIVATE KEY-----\n{KEY_MATERIAL}\n-----END PRIVATE KEY-----"
     properties = {"ssl.keystore.key": pem, "ssl.key.password": SECRETS["key_password"]}

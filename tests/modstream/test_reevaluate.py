@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
 
-from modstream import kafkaio, reevaluate
-from modstream.progress import Progress
-from modstream.reevaluate import (
+from modstream.core import kafkaio
+from modstream.core.progress import Progress
+from modstream.ops import reevaluate
+from modstream.ops.reevaluate import (
     DELETED,
     HUMAN,
     Selection,
@@ -23,7 +24,7 @@ from modstream.reevaluate import (
 
 
 def entry(cid: str, version: int = 1, **overrides: Any) -> dict[str, Any]:
-    """A valid moderation.index record (schemas/outputs.py IndexEntry)."""
+    """A valid moderation.index record (modstream/contract/outputs.py IndexEntry)."""
     return {
         "content_id": cid,
         "content_version": 1,
@@ -150,7 +151,7 @@ def test_scan_index_skips_malformed_records_and_honours_tombstones() -> None:
 
 
 def test_requests_have_deterministic_event_ids_and_are_schema_valid() -> None:
-    from schemas import parse
+    from modstream.contract import parse
 
     produced = list(requests([("b", 1)], Selection("global", 2), ts=99))
     assert produced == list(requests([("b", 1)], Selection("global", 2), ts=99))
@@ -181,13 +182,13 @@ def test_pacing_bounds_the_rate() -> None:
 
 
 def progress_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "modstream.progress"]
+    return [r.getMessage() for r in caplog.records if r.name == "modstream.core.progress"]
 
 
 def test_progress_is_shown_every_interval_and_at_the_end_while_paced(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.INFO, logger="modstream.progress")
+    caplog.set_level(logging.INFO, logger="modstream.core.progress")
     clock = Clock()
     progress = Progress("reevaluate", live=False, clock=clock, every_s=1.0)
     progress.phase("producing", total=11)
@@ -217,7 +218,7 @@ def fake_broker(monkeypatch: pytest.MonkeyPatch, index: list[ConsumerRecord]) ->
 def test_run_selects_from_the_index_produces_in_chunks_and_summarises(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="modstream.progress")
+    caplog.set_level(logging.INFO, logger="modstream.core.progress")
     monkeypatch.setattr(reevaluate, "CHUNK", 2)
     index = [record(entry(f"c-{n}")) for n in range(5)] + [
         record(entry("r", human=True)),
@@ -268,7 +269,7 @@ def test_dry_run_prints_the_count_and_a_sample_and_produces_nothing(
 def test_the_cli_documents_and_passes_every_selection_flag(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from modstream import cli
+    from modstream.cli import main as cli
 
     seen: dict[str, Any] = {}
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from modstream import analytics, archive_schema, quality, report, report_plots
+from modstream.analytics import archive_schema, quality, report, report_plots
+from modstream.analytics import streams as analytics
 from tests.modstream import archive_data
 
 IMAGE = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
@@ -79,7 +80,7 @@ def test_the_exposure_window_is_read_once_per_version_from_the_exposure_table(
 ) -> None:
     windows = report_plots.exposure_windows(analytics.connect(root=root))
     expected = archive_data.records()["enforcement.exposure"]
-    assert expected  # archive_data measures some through operators/exposure.py
+    assert expected  # archive_data measures some through modstream/moderation/exposure.py
     assert sorted(w["exposure_ms"] for w in windows) == sorted(
         float(e["exposure_ms"]) for e in expected
     )
@@ -125,7 +126,7 @@ def test_the_quality_figures_count_what_the_moderation_job_counts(root: Path) ->
 def test_second_reviews_give_agreement_and_kappa_per_queue_and_pair(tmp_path: Path) -> None:
     """Issue 29 item 2: two second-review tasks of queue adult, reviewed by the pair r1,r2 (one
     agreeing, one not: kappa 0 by hand, p_o = p_e = 0.5), in the report's table."""
-    from modstream.archive_store import Archiver, load_manifest
+    from modstream.analytics.archive_store import Archiver, load_manifest
 
     def task(content_id: str, task_id: str, queue: str, of_task: str | None) -> dict[str, Any]:
         record: dict[str, Any] = {

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from modstream.cli import build_parser
-from modstream.review import Reviewer, ReviewError
-from operators.signing import Keyring, check, derive_key
+from modstream.cli.main import build_parser
+from modstream.review.queue import Reviewer, ReviewError
+from modstream.trust.signing import Keyring, check, derive_key
 from tests.conftest import T0
 
 SECRET = b"review-dev-secret"

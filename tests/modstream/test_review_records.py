@@ -1,12 +1,12 @@
-"""The records a reviewer or lead makes (modstream/review.py) are valid for every allowed id:
+"""The records a reviewer or lead makes (modstream/review/queue.py) are valid for every allowed id:
 their event ids, built from the reviewer's and the task's ids, stay within an id's length."""
 
 from __future__ import annotations
 
-from modstream.review import decision_record, event_id, grant_record, lease_record
-from schemas.common import MAX_ID_CHARS
-from schemas.review import ReviewGrant, ReviewLease
-from schemas.signals import ReviewDecision
+from modstream.contract.common import MAX_ID_CHARS
+from modstream.contract.review import ReviewGrant, ReviewLease
+from modstream.contract.signals import ReviewDecision
+from modstream.review.queue import decision_record, event_id, grant_record, lease_record
 from tests.conftest import T0
 
 LONGEST = "r" * MAX_ID_CHARS

@@ -1,12 +1,13 @@
-"""The scan pools (modstream/scan_pools.py) and the ones the demo runs (modstream/demo.py)."""
+"""The scan pools (modstream/ops/scan_pools.py) and the ones the demo runs
+(modstream/demo/run.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from modstream import scan_pools
-from modstream.demo import _job_options, demo_pools
+from modstream.demo.run import _job_options, demo_pools
+from modstream.ops import scan_pools
 
 
 def upload(content_id: str, modality: str) -> dict[str, Any]:

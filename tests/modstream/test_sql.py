@@ -1,4 +1,4 @@
-"""The pure parts of modstream/sql.py: a deployment's connection, the table listing of an
+"""The pure parts of modstream/analytics/sql.py: a deployment's connection, the table listing of an
 error, values that come back as JSON text; no JVM (the queries run in
 tests/integration/test_sql.py)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import decimal
 from pathlib import Path
 
-from modstream import sql
-from modstream.config import Settings
+from modstream.analytics import sql
+from modstream.core.config import Settings
 
 
 def _settings(tmp_path: Path, **env: str) -> Settings:

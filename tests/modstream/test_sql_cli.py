@@ -1,4 +1,4 @@
-"""`modstream sql`'s command line (modstream/sql_cli.py): what it accepts and refuses, no JVM."""
+"""`modstream sql`'s command line (modstream/cli/sql.py): what it accepts and refuses, no JVM."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from modstream.cli import build_parser, main
-from modstream.sql_cli import scripts_of
-from modstream.sql_tables import QUERIES_DIR
+from modstream.analytics.sql_tables import QUERIES_DIR
+from modstream.cli.main import build_parser, main
+from modstream.cli.sql import scripts_of
 
 
 def test_several_files_after_one_or_several_flags(tmp_path: Path) -> None:

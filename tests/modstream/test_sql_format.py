@@ -1,4 +1,4 @@
-"""How `modstream sql` prints results (modstream/sql_format.py); no JVM."""
+"""How `modstream sql` prints results (modstream/analytics/sql_format.py); no JVM."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from modstream.sql_format import Result, as_csv, as_json, as_table, plain, render
+from modstream.analytics.sql_format import Result, as_csv, as_json, as_table, plain, render
 
 RATES = Result(
     "deploy/sql/queries/block_rate.sql",

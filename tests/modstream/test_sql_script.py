@@ -1,4 +1,5 @@
-"""Statements split from SQL files, and Flink's errors made readable (modstream/sql_script.py)."""
+"""Statements split from SQL files, and Flink's errors made readable
+(modstream/analytics/sql_script.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.sql_script import Statement, explain, header, read_script, split
+from modstream.analytics.sql_script import Statement, explain, header, read_script, split
 
 QUERY_FILE = """\
 -- Block rate per hour: what share is blocked.

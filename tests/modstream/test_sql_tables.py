@@ -1,4 +1,4 @@
-"""The Flink SQL tables generated from schemas/ (modstream/sql_tables.py); no JVM."""
+"""The Flink SQL tables generated from schemas/ (modstream/analytics/sql_tables.py); no JVM."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from modstream import sql_tables
-from modstream.sql_script import split
-from modstream.sql_tables import Column, Connection, columns, create_table, options
+from modstream.analytics import sql_tables
+from modstream.analytics.sql_script import split
+from modstream.analytics.sql_tables import Column, Connection, columns, create_table, options
 
 ANALYST_TOPICS = (
     "moderation.decisions",

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from modstream.config import Settings
-from modstream.stack import (
+from modstream.core.config import Settings
+from modstream.stack.local import (
     Kafka,
     Redis,
     StackError,
@@ -36,7 +36,7 @@ def test_broker_properties_bind_loopback_and_allow_the_sinks_transactions(tmp_pa
     assert "listeners=PLAINTEXT://127.0.0.1:29092,CONTROLLER://127.0.0.1:29093" in lines
     assert "transaction.state.log.replication.factor=1" in lines
     assert "transaction.state.log.min.isr=1" in lines
-    from jobs.runtime import TRANSACTION_TIMEOUT_MS
+    from modstream.jobs.runtime import TRANSACTION_TIMEOUT_MS
 
     max_timeout = next(
         int(line.split("=")[1]) for line in lines if line.startswith("transaction.max.timeout.ms=")

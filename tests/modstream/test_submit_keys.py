@@ -7,8 +7,8 @@ import argparse
 
 import pytest
 
-from modstream.cli_handlers import check_job_keys, cmd_submit
-from modstream.config import Settings
+from modstream.cli.handlers import check_job_keys, cmd_submit
+from modstream.core.config import Settings
 
 
 def test_submit_refuses_a_dev_secret_beside_a_remote_broker_before_packaging(
@@ -22,7 +22,7 @@ def test_submit_refuses_a_dev_secret_beside_a_remote_broker_before_packaging(
     def no_packaging(*_: object) -> None:
         raise AssertionError("packaged before the keys were checked")
 
-    monkeypatch.setattr("modstream.cli_handlers._package", no_packaging)
+    monkeypatch.setattr("modstream.cli.handlers._package", no_packaging)
     with pytest.raises(SystemExit, match="moderation: MODSTREAM_SIGNING_DEV_SECRET is for local"):
         cmd_submit(args, settings)
     check_job_keys("enforce", remote, settings)  # holds no key: nothing to check

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from modstream import topics
-from modstream.topics import TOPICS
-from schemas.registry import OWN_TOPICS, TOPIC_MODELS
+from modstream.contract.registry import OWN_TOPICS, TOPIC_MODELS
+from modstream.core import topics
+from modstream.core.topics import TOPICS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -44,7 +44,7 @@ def test_every_contract_topic_has_a_spec_and_a_schema() -> None:
         for m in ("text", "image", "video", "audio")
         for lane in ("", ".backfill")
     }
-    access = {"review.grants", "review.leases", "review.access"}  # schemas/review.py
+    access = {"review.grants", "review.leases", "review.access"}  # modstream/contract/review.py
     assert set(OWN_TOPICS) == {*scans, "moderation.index", *access, "enforcement.exposure"}
     assert names - contract == {
         "content.validated",

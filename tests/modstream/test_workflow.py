@@ -1,7 +1,7 @@
-"""The workflow version follows the workflow (schemas/workflow.py, modstream/workflow.py): this
-tree's fingerprint is the current version's, so changing the jobs' operators or the detectors
-fails here until a new version is added with the new fingerprint; and each part of the
-definition moves the fingerprint."""
+"""The workflow version follows the workflow (modstream/contract/workflow.py,
+modstream/ops/workflow.py): this tree's fingerprint is the current version's, so changing the jobs'
+operators or the detectors fails here until a new version is added with the new fingerprint; and
+each part of the definition moves the fingerprint."""
 
 from __future__ import annotations
 
@@ -10,11 +10,12 @@ from typing import Any
 
 import pytest
 
-from modstream import workflow
-from schemas.dlq import dead_letter
-from schemas.workflow import WORKFLOW_FINGERPRINTS, WORKFLOW_VERSION
+from modstream.contract.dlq import dead_letter
+from modstream.contract.workflow import WORKFLOW_FINGERPRINTS, WORKFLOW_VERSION
+from modstream.ops import workflow
 
-# The versions released so far: an entry may be added to schemas/workflow.py, never changed.
+# The versions released so far: an entry may be added to modstream/contract/workflow.py, never
+# changed.
 RELEASED = {
     2: "eb320b2b5f5fdfe8e5ca49fc3c2b2eee14e0c72f81a213d658c2c2e3155c4309",
     3: "39f4a25117e85414e0fc133db0b5c4cd3b6362f637e00c53346b7df86f6b9a89",
@@ -26,7 +27,7 @@ def test_this_trees_workflow_is_the_current_version() -> None:
     found = workflow.fingerprint()
     assert found == WORKFLOW_FINGERPRINTS[WORKFLOW_VERSION], (
         f"the workflow changed (fingerprint {found}): add version {WORKFLOW_VERSION + 1} with "
-        "it to schemas/workflow.py WORKFLOW_FINGERPRINTS (and to RELEASED here)"
+        "it to modstream/contract/workflow.py WORKFLOW_FINGERPRINTS (and to RELEASED here)"
     )
 
 
@@ -54,7 +55,7 @@ def _changed(described: dict[str, Any], path: tuple[Any, ...], value: Any) -> di
         (("detectors", "nsfw_image", "adapter"), "a2"),
         (("detectors", "offensive_text", "labels"), ["offensive", "hate"]),
         (("model_pins",), [["alt-profanity-check", "1.9.2"]]),
-        (("model_files", "udfs/rules/malware.yar"), "0" * 64),
+        (("model_files", "modstream/detectors/rules/malware.yar"), "0" * 64),
     ],
 )
 def test_every_part_of_the_definition_moves_the_fingerprint(

@@ -1,10 +1,10 @@
-"""modstream.workload's mixes: the benchmarks' mix holds the shares issue 14 names."""
+"""modstream.demo.workload's mixes: the benchmarks' mix holds the shares issue 14 names."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from modstream.workload import BENCH_MIX, generate
+from modstream.demo.workload import BENCH_MIX, generate
 
 
 def test_the_bench_mix_has_the_issues_shares_of_modalities_segments_and_human_input() -> None:

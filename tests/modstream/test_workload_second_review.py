@@ -1,4 +1,4 @@
-"""The workload's second reviews (modstream/workload_extras.py) against the moderation step and
+"""The workload's second reviews (modstream/demo/workload_extras.py) against the moderation step and
 the shipped policy: the sampled reviews, leases and decisions name the tasks the job opens, one
 blind second review agrees, the other disagrees and its escalation decides. No JVM: the pure
 step, driven per version as the job's event-time order feeds it."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from modstream.workload import generate
-from modstream.workload_extras import SECOND_REVIEWED
-from operators.review_access import ReviewGrants
-from operators.version_state import Agreement, StepResult
+from modstream.demo.workload import generate
+from modstream.demo.workload_extras import SECOND_REVIEWED
+from modstream.moderation.state import Agreement, StepResult
+from modstream.review.access import ReviewGrants
 from tests.operators.test_moderation import Version, context
 
 

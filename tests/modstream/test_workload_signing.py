@@ -7,8 +7,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from modstream.workload import for_kafka, generate, sign_lines, write
-from operators.signing import AUTHORITY_TOPICS, Keyring, check
+from modstream.demo.workload import for_kafka, generate, sign_lines, write
+from modstream.trust.signing import AUTHORITY_TOPICS, Keyring, check
 
 KEYRING = Keyring(dev_secret=b"workload-secret", required=frozenset(AUTHORITY_TOPICS))
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import yaml
 
-from modstream.policy_service import control_record
-from operators.policy_store import sign
-from operators.signing import approval_record
-from operators.two_person import authorship_record, signed_promotion
+from modstream.ops.policy_service import control_record
+from modstream.policy.store import sign
+from modstream.trust.signing import approval_record
+from modstream.trust.two_person import authorship_record, signed_promotion
 from tests.conftest import T0, TEST_KEYRING
 
 GLOBAL_YAML = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"

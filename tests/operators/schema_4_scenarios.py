@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from operators import state_schema
-from operators.version_state import to_document
+from modstream.moderation import state_schema
+from modstream.moderation.state import to_document
 from tests.conftest import T0, appeal_record, delete, review_lease
 from tests.operators.test_moderation import Version, context, review
 

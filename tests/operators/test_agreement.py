@@ -1,10 +1,11 @@
-"""Cohen's kappa from paired outcomes (operators/agreement.py), against hand-computed values."""
+"""Cohen's kappa from paired outcomes (modstream/review/agreement.py), against hand-computed
+values."""
 
 from __future__ import annotations
 
 import pytest
 
-from operators.agreement import by_queue_and_pair, kappa, pair
+from modstream.review.agreement import by_queue_and_pair, kappa, pair
 
 
 def test_kappa_of_a_two_by_two_table_computed_by_hand() -> None:

@@ -1,5 +1,5 @@
-"""operators/drift.py: the buckets, PSI (the same number Prometheus' recording rules give on
-the same counts: deploy/prometheus/alerts.day.test.yaml) and PSI per window of results."""
+"""modstream/scanning/drift.py: the buckets, PSI (the same number Prometheus' recording rules give
+on the same counts: deploy/prometheus/alerts.day.test.yaml) and PSI per window of results."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators import drift
+from modstream.scanning import drift
 from tests.conftest import T0, evidence
 
 HOUR = 3_600_000

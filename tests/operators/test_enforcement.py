@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from operators.enforcement import (
+from modstream.enforcement.apply import (
     BASE_BACKOFF_MS,
     MAX_BACKOFF_MS,
     Outcome,

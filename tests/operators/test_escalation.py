@@ -1,4 +1,4 @@
-"""The escalation rule (operators/escalation.py): a task left open past its queue's
+"""The escalation rule (modstream/review/escalation.py): a task left open past its queue's
 `after_ms` gets the policy's priority and/or queue, once, on an event-time timer."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 
 import msgspec
 
-from operators import state_schema
-from operators.review_access import ReviewGrants, issued_queue
-from operators.version_state import VersionState
+from modstream.moderation import state_schema
+from modstream.moderation.state import VersionState
+from modstream.review.access import ReviewGrants, issued_queue
 from tests.conftest import T0
 from tests.operators.test_moderation import Version, context, image, image_evidence, review
 

@@ -1,5 +1,6 @@
-"""The exposure window of one content item (operators/exposure.py): measured once per version
-from its first showing to the restriction that took effect, in any order of its three inputs."""
+"""The exposure window of one content item (modstream/moderation/exposure.py): measured once per
+version from its first showing to the restriction that took effect, in any order of its three
+inputs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.exposure import (
+from modstream.contract.registry import validate
+from modstream.moderation.exposure import (
     MAX_WAITING,
     STATE_TTL_MS,
     TOPIC,
@@ -22,7 +24,6 @@ from operators.exposure import (
     on_upsert,
     on_visibility,
 )
-from schemas.registry import validate
 from tests.conftest import T0
 
 Step = Callable[[Any, dict[str, Any], int], ExposureResult]

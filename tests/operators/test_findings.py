@@ -9,11 +9,11 @@ from typing import Any
 import msgspec
 import yaml
 
-from operators.policy_store import PolicyStore
-from operators.timers import Context
-from operators.version_state import Evidence
-from schemas import parse
-from schemas.detector import DetectorResult
+from modstream.contract import parse
+from modstream.contract.detector import DetectorResult
+from modstream.moderation.state import Evidence
+from modstream.moderation.timers import Context
+from modstream.policy.store import PolicyStore
 from tests.conftest import T0, evidence
 from tests.operators.policy_builders import GLOBAL_YAML
 from tests.operators.test_moderation import Version

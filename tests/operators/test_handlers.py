@@ -1,10 +1,10 @@
-"""The dispatch table of the moderation step (operators/handlers.py); the rules themselves are
-tested through `step` in tests/operators/test_moderation.py."""
+"""The dispatch table of the moderation step (modstream/moderation/handlers.py); the rules
+themselves are tested through `step` in tests/operators/test_moderation.py."""
 
 from __future__ import annotations
 
-from operators.handlers import HANDLERS
-from operators.moderation import KEYED_TOPICS, RETRO
+from modstream.moderation.handlers import HANDLERS
+from modstream.moderation.step import KEYED_TOPICS, RETRO
 
 
 def test_every_keyed_topic_has_one_handler_and_retro_none() -> None:

@@ -1,5 +1,6 @@
-"""Hash banks (operators/hashbank.py): the band index finds every phash within the distance and
-none beyond, entries apply in ts order, duplicates are no-ops, and the persisted form restores."""
+"""Hash banks (modstream/trust/hashbank.py): the band index finds every phash within the distance
+and none beyond, entries apply in ts order, duplicates are no-ops, and the persisted form
+restores."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modstream.kafkaio import contract_key
-from operators.hashbank import PHASH_MAX_DISTANCE, BankFull, HashBanks, entry_state, state_key
-from operators.policy import PolicyError, load_policy
-from schemas import parse
-from schemas.signals import HashBankEntry, hash_bank_key_problem
+from modstream.contract import parse
+from modstream.contract.signals import HashBankEntry, hash_bank_key_problem
+from modstream.core.kafkaio import contract_key
+from modstream.policy.evaluate import PolicyError, load_policy
+from modstream.trust.hashbank import PHASH_MAX_DISTANCE, BankFull, HashBanks, entry_state, state_key
 from tests.conftest import T0, bank_entry
 from tests.operators.policy_builders import global_document
 

@@ -1,6 +1,6 @@
-"""Human input (operators/human.py): a re-sent review or appeal changes nothing for as long as
-the version's record is kept, and the newest human decision wins whatever the arrival order
-(issue 27 point 4)."""
+"""Human input (modstream/moderation/appeals_and_reviews.py): a re-sent review or appeal changes
+nothing for as long as the version's record is kept, and the newest human decision wins whatever the
+arrival order (issue 27 point 4)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.human import human_id
-from operators.version_state import HUMAN_IDS_KEPT, STATE_TTL_MS
+from modstream.moderation.appeals_and_reviews import human_id
+from modstream.moderation.state import HUMAN_IDS_KEPT, STATE_TTL_MS
 from tests.conftest import T0
 from tests.operators.test_moderation import (
     CTX,

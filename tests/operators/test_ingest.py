@@ -1,4 +1,5 @@
-"""operators.ingest.check: valid records are normalized and keyed; the rest go to the DLQ."""
+"""modstream.moderation.ingest.check: valid records are normalized and keyed; the rest go to the
+DLQ."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 
 import pytest
 
-from operators.ingest import check
+from modstream.moderation.ingest import check
 from tests.conftest import SECRET_TEXT, T0, upload, without
 
 ROUTE = {"valid_topic": "content.validated", "dlq_topic": "moderation.dlq"}

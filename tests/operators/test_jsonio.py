@@ -1,10 +1,10 @@
-"""operators/jsonio.py: orjson's compact text, json's where orjson cannot write the value."""
+"""modstream/core/jsonio.py: orjson's compact text, json's where orjson cannot write the value."""
 
 from __future__ import annotations
 
 import json
 
-from operators import jsonio
+from modstream.core import jsonio
 
 
 def test_records_are_written_as_compact_utf8_json_with_the_same_values() -> None:

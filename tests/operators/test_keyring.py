@@ -1,5 +1,5 @@
 """Keys bound to roles and topics, the secure defaults, and where a dev secret may be used
-(operators/keyring.py, issue 27)."""
+(modstream/trust/keyring.py, issue 27)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from jobs.keys import job_keyring
-from operators.keyring import ROLE_TOPICS, TOPIC_ROLES, refuse_dev_secret
-from operators.signing import (
+from modstream.jobs.keys import job_keyring
+from modstream.trust.keyring import ROLE_TOPICS, TOPIC_ROLES, refuse_dev_secret
+from modstream.trust.signing import (
     AUTHORITY_TOPICS,
     Keyring,
     SigningKey,

@@ -1,5 +1,5 @@
-"""The language of a content version (operators/language.py): named by its text results, kept
-on the version, read by policy rules (`language in (...)`) and written on decisions, their
+"""The language of a content version (modstream/moderation/language.py): named by its text results,
+kept on the version, read by policy rules (`language in (...)`) and written on decisions, their
 provenance and moderation.index."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.language import UNDETERMINED, of_evidence
-from operators.version_state import Evidence
-from schemas import parse
+from modstream.contract import parse
+from modstream.moderation.language import UNDETERMINED, of_evidence
+from modstream.moderation.state import Evidence
 from tests.conftest import T0
 from tests.operators.test_moderation import Version, context
 
@@ -57,8 +57,8 @@ def test_the_version_language_does_not_depend_on_arrival_order(
 
 
 def test_evidence_stored_before_languages_were_kept_loads_without_one() -> None:
-    """The version state is stored as arrays (operators/state_schema.py): an Evidence stored
-    by the job before issue 28 item 3 has two fields fewer and loads with none named."""
+    """The version state is stored as arrays (modstream/moderation/state_schema.py): an Evidence
+    stored by the job before issue 28 item 3 has two fields fewer and loads with none named."""
     before = ["offensive_text", "m-1", 0, "ok", {"offensive": 0.1}, None, T0]
     stored = msgspec.msgpack.encode(before)
     loaded = msgspec.msgpack.decode(stored, type=Evidence)

@@ -11,8 +11,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators import state_schema
-from operators.moderation import (
+from modstream.contract import parse
+from modstream.moderation import state_schema
+from modstream.moderation.state import VersionState
+from modstream.moderation.step import (
     ORPHAN_TTL_MS,
     REVIEW_RETENTION_MS,
     STATE_TTL_MS,
@@ -24,9 +26,7 @@ from operators.moderation import (
     sha256_hex,
     step,
 )
-from operators.policy_store import PolicyStore
-from operators.version_state import VersionState
-from schemas import parse
+from modstream.policy.store import PolicyStore
 from tests.conftest import T0, delete, evidence, upload
 from tests.operators.policy_builders import global_document
 
@@ -908,7 +908,7 @@ def test_an_action_only_when_the_visibility_changes() -> None:
 
 
 def _report(version: Version, reporter: str, at: int, *, weight: float, new: bool) -> None:
-    from operators.reports import ReportWeight
+    from modstream.moderation.reports import ReportWeight
 
     ctx = version.ctx
     version.ctx = dataclasses.replace(ctx, report=ReportWeight(weight, new))

@@ -1,15 +1,15 @@
 """One version's keyed state: what a delete leaves behind (privacy) and the bounds on what
-reports and segments can make it hold (modstream/limits.py)."""
+reports and segments can make it hold (modstream/core/limits.py)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 
-from modstream.limits import Limits
-from operators.moderation import TOMBSTONE_KEEPS, new_state
-from operators.reports import ReportWeight
-from operators.version_state import event_digest, to_document
+from modstream.core.limits import Limits
+from modstream.moderation.reports import ReportWeight
+from modstream.moderation.state import event_digest, to_document
+from modstream.moderation.step import TOMBSTONE_KEEPS, new_state
 from tests.conftest import SECRET_TEXT, T0, delete, upload
 from tests.operators.test_moderation import (
     CTX,

@@ -10,7 +10,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.policy import (
+from modstream.policy.evaluate import (
     ContentFacts,
     EvidenceView,
     PolicyError,
@@ -241,7 +241,7 @@ def test_only_candidate_rules_are_evaluated() -> None:
     ]
     rules.append({"id": "always", "when": "surface == 'dm'", "outcome": "PENDING"})
     policy = load_policy(minimal_document(rules=rules))
-    from operators.policy_expr import EvalContext
+    from modstream.policy.expr import EvalContext
 
     context = EvalContext(scores={("d7", "x"): 0.6, ("d9", "x"): 0.4})
     assert policy.candidates(context) == [7, 50]

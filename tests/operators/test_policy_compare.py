@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.policy_compare import (
+from modstream.policy.compare import (
     Latest,
     ThresholdError,
     compare,

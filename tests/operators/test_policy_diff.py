@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.policy_diff import diff
+from modstream.policy.diff import diff
 from tests.operators.policy_builders import global_document
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.policy import ContentFacts, EvidenceView, load_policy
-from operators.policy_expr import (
+from modstream.policy.evaluate import ContentFacts, EvidenceView, load_policy
+from modstream.policy.expr import (
     FIELD_TYPES,
     EvalContext,
     ExpressionError,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import yaml
 
-from operators.policy import ContentFacts, load_policy
+from modstream.detectors.registry import FACTORIES
+from modstream.policy.evaluate import ContentFacts, load_policy
 from tests.operators.policy_builders import GLOBAL_YAML, global_document
 from tests.operators.test_policy import evidence
-from udfs.registry import FACTORIES
 
 READ_ALL = GLOBAL_YAML.parent / "examples" / "global-read-all.yaml"
 MEDIA_RULES = ("offensive-in-media-block", "offensive-in-media-limit")

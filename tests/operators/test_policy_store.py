@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.policy_store import (
+from modstream.contract import SchemaError
+from modstream.policy.store import (
     PolicyStore,
     Rejected,
     Snapshot,
@@ -19,8 +20,7 @@ from operators.policy_store import (
     sign,
     verify,
 )
-from operators.signing import Keyring
-from schemas import SchemaError
+from modstream.trust.signing import Keyring
 from tests.conftest import ONE_MINUTE_LATER, T0, TEST_KEYRING
 from tests.operators.policy_builders import (
     KEY,

@@ -1,5 +1,5 @@
-"""operators/quality.py: which outputs of a firing count as an appealable decision, an appeal,
-an appeal's result and a human review's agreement with the model, and with which labels."""
+"""modstream/review/quality.py: which outputs of a firing count as an appealable decision, an
+appeal, an appeal's result and a human review's agreement with the model, and with which labels."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from operators.quality import COUNTERS, InForce, Slice, counted, models
+from modstream.review.quality import COUNTERS, InForce, Slice, counted, models
 
 SLICE = Slice(surface="public_post", region="DE", model_version="offensive_text@v3", language="de")
 LABELS = {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.reconcile import (
+from modstream.enforcement.reconcile import (
     AUDIT_MAX_MS,
     STATE_TTL_MS,
     audit_due,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from operators.reports import (
+from modstream.moderation.reports import (
     DEFAULT_HOURLY_LIMIT,
     HOUR_MS,
     NEW_REPORTER_MS,

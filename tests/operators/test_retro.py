@@ -1,13 +1,14 @@
-"""Bank retroaction (operators/retro.py and the `moderation.retro` branch of the moderation
-step): a bank addition re-decides versions uploaded before it, whichever arrives first."""
+"""Bank retroaction (modstream/moderation/retro.py and the `moderation.retro` branch of the
+moderation step): a bank addition re-decides versions uploaded before it, whichever arrives
+first."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from operators import retro
-from operators.moderation import RETRO, STATE_TTL_MS
+from modstream.moderation import retro
+from modstream.moderation.step import RETRO, STATE_TTL_MS
 from tests.conftest import T0, bank_entry
 from tests.operators.test_moderation import Version, context, image, image_evidence
 
@@ -185,13 +186,13 @@ def test_the_step_leaves_a_version_that_does_not_match_at_the_bank_ts_alone() ->
 
 
 def test_the_step_creates_nothing_for_a_version_it_does_not_hold() -> None:
-    from operators.moderation import step
+    from modstream.moderation.step import step
 
     result = step(None, RETRO, _retro_record(), BANK_TS, context(banks=["known_bad"]))
     assert result.state is None and result.outputs == []
 
 
 def retro_step(version: Version, record: retro.RetroRecord) -> Any:
-    from operators.moderation import step
+    from modstream.moderation.step import step
 
     return step(version.state, RETRO, record, record.ts, version.ctx)

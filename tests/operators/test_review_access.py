@@ -1,4 +1,4 @@
-"""Review grants and task leases as the moderation step checks them (operators/review_access.py):
+"""Review grants and task leases as the moderation step checks them (modstream/review/access.py):
 a review applies only under a grant of its task's queue and a lease of its task."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from operators.moderation import Context, on_timer
-from operators.review_access import ReviewGrants, issued_queue, state_entry
-from operators.version_state import Lease
+from modstream.moderation.state import Lease
+from modstream.moderation.step import Context, on_timer
+from modstream.review.access import ReviewGrants, issued_queue, state_entry
 from tests.conftest import T0
 from tests.operators.test_moderation import CTX, Version, appeal, image, image_evidence, review
 

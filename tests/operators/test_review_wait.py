@@ -1,11 +1,11 @@
-"""operators/review_wait.py: a task is open from its task record to its decision, in either
+"""modstream/review/wait.py: a task is open from its task record to its decision, in either
 order of the two topics, and a queue's wait is its oldest open task's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from operators.review_wait import (
+from modstream.review.wait import (
     CLOSED_KEPT_MS,
     DEFAULT_TARGET_MS,
     Change,

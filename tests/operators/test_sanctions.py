@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.sanctions import DAY_MS, on_decision, on_decisions, on_timer, strike_id
+from modstream.enforcement.sanctions import DAY_MS, on_decision, on_decisions, on_timer, strike_id
 from tests.conftest import T0
 
 STRIKES: dict[str, Any] = {

@@ -1,4 +1,4 @@
-"""The scan pool's admission queue (operators/scan_admission.py): what it admits, sheds and
+"""The scan pool's admission queue (modstream/scanning/admission.py): what it admits, sheds and
 serves first, with a pool of a known capacity and injected times. No Flink."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from operators.scan_admission import (
+from modstream.scanning.admission import (
     NO_DEADLINE,
     AdmissionQueue,
     Capacity,

@@ -1,4 +1,4 @@
-"""Scan planning (operators/scan_plan.py): cost order and backfill, through the moderation step
+"""Scan planning (modstream/scanning/plan.py): cost order and backfill, through the moderation step
 as the job drives it, and the pure planning functions alone."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import msgspec
 import pytest
 
-from operators import scan_plan
-from operators.policy import PolicyError, load_policy
-from operators.version_state import Content, Evidence
+from modstream.moderation.state import Content, Evidence
+from modstream.policy.evaluate import PolicyError, load_policy
+from modstream.scanning import plan as scan_plan
 from tests.conftest import T0, evidence
 from tests.operators.policy_builders import global_document
 from tests.operators.test_moderation import Version, context, image
@@ -267,7 +267,7 @@ def test_the_gate_decides_on_the_evidence_not_on_the_order_it_came_in() -> None:
 
 
 def test_a_live_request_for_a_high_risk_surface_says_so_and_others_do_not() -> None:
-    """The scan pool admits `high_risk` first (operators/scan_admission.py); the field is
+    """The scan pool admits `high_risk` first (modstream/scanning/admission.py); the field is
     written only when true."""
     risky, plain = Version(), Version()
     risky.upload(**image(surface="public_post", media_ref=MEDIA))

@@ -1,4 +1,4 @@
-"""Second review (operators/second_review.py): two distinct reviewers for chosen outcomes or
+"""Second review (modstream/review/second_review.py): two distinct reviewers for chosen outcomes or
 rules, a sampled blind second review, and an escalation task when two reviewers disagree."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from operators.policy import load_policy
-from operators.policy_document import PolicyError
-from operators.review_access import ReviewGrants
-from operators.second_review import escalation_task_id, sampled, second_task_id
-from operators.version_state import Agreement, from_document, to_document
-from schemas import parse
+from modstream.contract import parse
+from modstream.moderation.state import Agreement, from_document, to_document
+from modstream.policy.document import PolicyError
+from modstream.policy.evaluate import load_policy
+from modstream.review.access import ReviewGrants
+from modstream.review.second_review import escalation_task_id, sampled, second_task_id
 from tests.conftest import T0
 from tests.operators.policy_builders import global_document
 from tests.operators.test_moderation import (
@@ -117,7 +117,8 @@ def test_a_disagreement_opens_an_escalation_task_which_decides() -> None:
 
 
 def test_the_task_ids_are_the_ones_a_workload_computes_in_advance() -> None:
-    """modstream/workload_extras.py leases and decides these tasks before the job opens them."""
+    """modstream/demo/workload_extras.py leases and decides these tasks before the job opens
+    them."""
     version = adult_review()
     first = by("r1", first_task(version), "BLOCK", T0 + 100)
     version.send("review.decisions", first)

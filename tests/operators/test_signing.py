@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from operators.signing import (
+from modstream.trust.signing import (
     AUTHORITY_TOPICS,
     Keyring,
     SigningKey,

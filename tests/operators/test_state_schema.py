@@ -10,10 +10,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from operators import jsonio
-from operators.human import human_id
-from operators.moderation import TOMBSTONE_KEEPS, new_state
-from operators.state_schema import (
+from modstream.core import jsonio
+from modstream.moderation.appeals_and_reviews import human_id
+from modstream.moderation.state import (
+    LastDecision,
+    VersionState,
+    event_digest,
+    from_document,
+    to_document,
+)
+from modstream.moderation.state_schema import (
     KINDS,
     SCHEMA_FIELD,
     STATE_SCHEMA,
@@ -25,13 +31,7 @@ from operators.state_schema import (
     migrate,
     schema_of,
 )
-from operators.version_state import (
-    LastDecision,
-    VersionState,
-    event_digest,
-    from_document,
-    to_document,
-)
+from modstream.moderation.step import TOMBSTONE_KEEPS, new_state
 from tests.conftest import T0, delete
 from tests.operators import schema_4_scenarios
 from tests.operators.test_moderation import Version, review

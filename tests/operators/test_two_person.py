@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from operators.policy_store import PolicyStore, Rejected, sign
-from operators.two_person import authorship_record
+from modstream.policy.store import PolicyStore, Rejected, sign
+from modstream.trust.two_person import authorship_record
 from tests.conftest import T0, TEST_KEYRING
 from tests.operators.policy_builders import (
     KEY,

@@ -1,6 +1,6 @@
 """The policy's frame sampling for video (`detectors.video.sample_ms`, issue 28 item 4): it
 validates for video only, travels on the video's scan requests and reaches the detector as the
-item's `sample_ms` (udfs/video.py: Sampling)."""
+item's `sample_ms` (modstream/detectors/video.py: Sampling)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from modstream.limits import Limits
-from operators.policy import PolicyError, load_policy
-from operators.scan_batch import load_media
-from operators.scan_plan import sample_ms
+from modstream.core.limits import Limits
+from modstream.policy.evaluate import PolicyError, load_policy
+from modstream.scanning.batch import load_media
+from modstream.scanning.plan import sample_ms
 from tests.operators.policy_builders import global_document
 from tests.operators.test_moderation import Version, context
 

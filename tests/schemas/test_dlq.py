@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas import SchemaError, dead_letter, parse
-from schemas.dlq import (
+from modstream.contract import SchemaError, dead_letter, parse
+from modstream.contract.dlq import (
     CONTENT_FIELDS,
     MESSAGE_LIMIT_CHARS,
     RAW_LIMIT_BYTES,
@@ -199,7 +199,7 @@ def test_no_content_value_survives_in_raw(fields: dict[str, object], secret: str
 
 
 def test_a_redacted_or_digest_only_raw_says_it_is_not_replayable() -> None:
-    from schemas.dlq import is_redacted
+    from modstream.contract.dlq import is_redacted
 
     hashed = dead_letter("content.versions", None, json.dumps(upload()), "bad", ts=T0)
     digest = dead_letter("content.versions", None, "{broken", "bad", ts=T0)
@@ -232,7 +232,7 @@ def test_a_redacted_or_digest_only_raw_says_it_is_not_replayable() -> None:
 def test_every_record_has_the_owner_the_one_map_gives(
     source_topic: str, error_class: str, job: str, owner: str
 ) -> None:
-    from schemas.dlq import owner_of
+    from modstream.contract.dlq import owner_of
 
     assert owner_of(source_topic, error_class, job) == owner
     letter = dead_letter(
@@ -253,7 +253,7 @@ def test_a_record_written_before_owners_reads_with_its_derived_owner() -> None:
 
 
 def test_history_is_bounded_to_the_newest_attempts() -> None:
-    from schemas.dlq import HISTORY_LIMIT, with_attempt
+    from modstream.contract.dlq import HISTORY_LIMIT, with_attempt
 
     first = dead_letter("detector.results", "c-1", "{}", "first", ts=T0)
     history = []
@@ -275,7 +275,7 @@ def test_every_dead_letter_in_shipped_code_names_a_job_the_owner_map_knows() -> 
     import ast
     from pathlib import Path
 
-    from schemas.dlq import OWNER_BY_JOB
+    from modstream.contract.dlq import OWNER_BY_JOB
 
     root = Path(__file__).resolve().parents[2]
     jobs: dict[str, str] = {}

@@ -1,16 +1,18 @@
-"""schemas/json/ is the contract's JSON Schema; it must match the models."""
+"""modstream/contract/json/ is the contract's JSON Schema; it must match the models."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from schemas import export
-from schemas.registry import INPUT_TOPICS, OUTPUT_TOPICS
+from modstream.contract import export
+from modstream.contract.registry import INPUT_TOPICS, OUTPUT_TOPICS
 
 
 def test_committed_json_schema_is_fresh() -> None:
-    assert export.stale() == [], "run `modstream schemas export` and commit schemas/json/"
+    assert export.stale() == [], (
+        "run `modstream schemas export` and commit modstream/contract/json/"
+    )
 
 
 def test_stale_detects_a_changed_file(tmp_path: Path) -> None:

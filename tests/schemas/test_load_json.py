@@ -1,6 +1,6 @@
-"""`schemas.registry.load_json`: the msgspec fast path (`_plain`) takes only what the strict
-parser (`_strict`) takes, as the same document, and every refusal is the strict parser's, word
-for word (docs/RELIABILITY.md: duplicated names at any depth, NaN and infinities, integers
+"""`modstream.contract.registry.load_json`: the msgspec fast path (`_plain`) takes only what the
+strict parser (`_strict`) takes, as the same document, and every refusal is the strict parser's,
+word for word (docs/RELIABILITY.md: duplicated names at any depth, NaN and infinities, integers
 beyond a long, lone surrogates)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from schemas import SchemaError
-from schemas.registry import _DOUBT, _plain, _strict, load_json
+from modstream.contract import SchemaError
+from modstream.contract.registry import _DOUBT, _plain, _strict, load_json
 
 TOPIC = "detector.results"
 LONG_MAX = 2**63 - 1

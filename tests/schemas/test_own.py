@@ -1,5 +1,5 @@
-"""schemas/own.py: a record this job admitted and wrote on reads back as its Struct with every
-field, value and type pydantic would give; a text missing a field is refused as pydantic
+"""modstream/contract/own.py: a record this job admitted and wrote on reads back as its Struct with
+every field, value and type pydantic would give; a text missing a field is refused as pydantic
 refuses it."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from schemas import SchemaError, parse
-from schemas.registry import parse_own
+from modstream.contract import SchemaError, parse
+from modstream.contract.registry import parse_own
 from tests.conftest import T0, appeal_record, delete, evidence, review_decision, upload
 
 REPORT = {

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schemas import SchemaError, parse
-from schemas.common import MAX_RECORD_BYTES
-from schemas.content import ContentDelete, ContentUpsert
-from schemas.policy import PolicyControl, PolicyVersion
+from modstream.contract import SchemaError, parse
+from modstream.contract.common import MAX_RECORD_BYTES
+from modstream.contract.content import ContentDelete, ContentUpsert
+from modstream.contract.policy import PolicyControl, PolicyVersion
 from tests.conftest import T0, delete, evidence, upload, without
 
 SIG = "hmac-sha256:" + "0" * 64

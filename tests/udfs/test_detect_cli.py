@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from schemas import parse
+from modstream.contract import parse
+from modstream.detectors.detect_cli import run
 from tests.udfs.images import GENERATED, encode
-from udfs.detect_cli import run
 
 
 def test_images_and_a_corrupt_file(tmp_path: Path) -> None:

@@ -1,13 +1,13 @@
-"""The language identifier the text detectors use (udfs/language.py), on the short texts
-modstream moderates (benchmarks/language_samples.py: the samples `make bench-language` measured
-it on)."""
+"""The language identifier the text detectors use (modstream/detectors/language.py), on the short
+texts modstream moderates (modstream/bench/language_samples.py: the samples `make bench-language`
+measured it on)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.language_samples import UNDETERMINED_SAMPLES, labelled
-from udfs.language import MAX_CHARS, LanguageIdentifier, identifier
+from modstream.bench.language_samples import UNDETERMINED_SAMPLES, labelled
+from modstream.detectors.language import MAX_CHARS, LanguageIdentifier, identifier
 
 
 @pytest.fixture(scope="module")

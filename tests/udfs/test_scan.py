@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from jobs.scan import ScanConfig
-from modstream.limits import Limits
-from operators.scan_batch import handle_batch, load_media
-from schemas.detector import DetectorResult
+from modstream.contract.detector import DetectorResult
+from modstream.core.limits import Limits
+from modstream.detectors.detector import Evidence, Item, MediaError
+from modstream.detectors.language import Language
+from modstream.detectors.scan import order, scan_batch
+from modstream.jobs.scan.job import ScanConfig
+from modstream.scanning.batch import handle_batch, load_media
 from tests.conftest import T0
-from udfs.detector import Evidence, Item, MediaError
-from udfs.language import Language
-from udfs.scan import order, scan_batch
 
 
 class Counting:
@@ -188,7 +188,8 @@ def test_an_ok_result_carries_its_share_of_the_batchs_model_call() -> None:
 
 
 class Reading(Counting):
-    """A reader of text in media: scores with findings (udfs/detector.py: Evidence)."""
+    """A reader of text in media: scores with findings (modstream/detectors/detector.py:
+    Evidence)."""
 
     def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:  # type: ignore[override]
         return [Evidence({"offensive": 0.9}, ({"box": [1, 2, 3, 4], "confidence": 0.8},))]
@@ -204,7 +205,7 @@ def test_findings_are_an_extra_field_of_the_result_and_absent_without_them() -> 
 
 
 class Naming(Counting):
-    """A text detector that names the language it read (udfs/language.py)."""
+    """A text detector that names the language it read (modstream/detectors/language.py)."""
 
     def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:  # type: ignore[override]
         return [Evidence({"offensive": 0.1}, language=Language("de", 0.93)) for _ in items]

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modstream.limits import Limits
-from udfs.detector import Evidence, Item, MediaError
-from udfs.registry import detector
-from udfs.speech_text import RATE, SpeechText
+from modstream.core.limits import Limits
+from modstream.detectors.detector import Evidence, Item, MediaError
+from modstream.detectors.registry import detector
+from modstream.detectors.speech_text import RATE, SpeechText
 
 OFFENSIVE = "you are a bastard and everyone knows it"
 CLEAN = "the weather is lovely today and we walked in the park"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from udfs.detector import Evidence, MediaError
-from udfs.language import Language, identifier
-from udfs.text_in_media import MAX_FINDINGS, Reading, evidence_of
+from modstream.detectors.detector import Evidence, MediaError
+from modstream.detectors.language import Language, identifier
+from modstream.detectors.text_in_media import MAX_FINDINGS, Reading, evidence_of
 
 
 def no_language(_text: str) -> Language | None:

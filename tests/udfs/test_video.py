@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modstream.limits import Limits
-from tests.udfs.frames import background, flagged
-from udfs import video
-from udfs.detector import Item, MediaError
-from udfs.nsfw_image import NsfwImage
-from udfs.video import (
+from modstream.core.limits import Limits
+from modstream.detectors import video
+from modstream.detectors.detector import Item, MediaError
+from modstream.detectors.nsfw_image import NsfwImage
+from modstream.detectors.video import (
     CHUNK,
     OncePerVideo,
     encode,
@@ -25,6 +24,7 @@ from udfs.video import (
     sample,
     segment_scores,
 )
+from tests.udfs.frames import background, flagged
 
 MP4 = "video/mp4"
 
@@ -279,7 +279,7 @@ def test_nsfw_image_samples_a_video_as_its_request_says(detector: NsfwImage) -> 
 def test_the_frame_at_a_time_is_the_one_shown_then() -> None:
     """The review console's frame at a finding: the frame presented at or before the time
     (a written video: blank, then the words for the middle segment's 3 s, then blank)."""
-    from modstream.demo_media import written_video
+    from modstream.demo.media import written_video
 
     data = written_video("you stupid bitch", segments=3)
 

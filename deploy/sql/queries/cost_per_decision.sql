@@ -1,4 +1,4 @@
--- Cost per decision by policy and workflow version (issue 29 item 5; modstream/cost.py, the
+-- Cost per decision by policy and workflow version (issue 29 item 5; modstream/analytics/cost.py, the
 -- archive's cost_per_decision view, defines the same): per content version decided, under its
 -- latest revision's policy_version and workflow_version, its detector calls (detector.results,
 -- one per event_id, any status), their inference_ms (the scan job's share of each model call;

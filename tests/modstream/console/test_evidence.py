@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from modstream.console.evidence import access_record, evidence_items
-from schemas.registry import parse
+from modstream.contract.registry import parse
 from tests.conftest import T0
 
 TASK = {

@@ -1,5 +1,5 @@
 """A task page's words and video frames from real files (modstream/console/kept_media.py):
-a video rendered here with words shown and said (modstream/demo_media.py), read by the real
+a video rendered here with words shown and said (modstream/demo/media.py), read by the real
 readers (RapidOCR, PocketSphinx), kept by the scan job's raw-output store; the console shows
 the lines read and heard with their times and confidences, and the frame at each finding,
 through the web layer (Starlette's TestClient; the broker-backed `Console` is exercised in
@@ -15,14 +15,14 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from modstream import demo_media
 from modstream.console.kept_media import KeptMedia, MediaText
 from modstream.console.media_text import ReaderResults, moment_at, reader_result
-from modstream.limits import Limits
+from modstream.core.limits import Limits
+from modstream.demo import media as demo_media
+from modstream.detectors.detector import Evidence, Item
+from modstream.detectors.raw_output import RawOutputStore
+from modstream.detectors.registry import detector
 from tests.modstream.console.test_web import FakeConsole, client, logged_in
-from udfs.detector import Evidence, Item
-from udfs.raw_output import RawOutputStore
-from udfs.registry import detector
 
 SEGMENTS = 3  # 3 s each: the words are shown in the middle one and said within it
 SHOWN_FROM_MS, SAID_FROM_MS = 3_000, 3_500

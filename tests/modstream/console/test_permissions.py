@@ -18,10 +18,10 @@ from modstream.console.permissions import (
     require_lease,
     sensitive,
 )
-from modstream.review import grant_record
-from operators.keyring import Keyring
-from operators.review_access import ReviewGrants
-from operators.signing import signed
+from modstream.review.access import ReviewGrants
+from modstream.review.queue import grant_record
+from modstream.trust.keyring import Keyring
+from modstream.trust.signing import signed
 from tests.conftest import T0
 
 KEYRING = Keyring(dev_secret=b"console-permissions-test")

@@ -18,7 +18,7 @@ from modstream.console.lead import AccessQuery, ReviewActivity
 from modstream.console.permissions import Refused
 from modstream.console.sessions import SessionCodec
 from modstream.console.web import WebConfig, build_app
-from modstream.review import decision_record
+from modstream.review.queue import decision_record
 from tests.conftest import T0
 
 TASK = {

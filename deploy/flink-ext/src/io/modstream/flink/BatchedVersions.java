@@ -58,7 +58,7 @@ import pemja.core.PythonInterpreter;
  * that became ready and calls the Python per-version code ONCE for all of them through pemja
  * (as PyFlink's embedded operators do), with one MessagePack payload; the answer, one payload
  * too, holds the new stored values, the timers to set or delete, the output rows, and the metric
- * updates (jobs/moderation_batch.py). No Python-to-Java call on the decision path.
+ * updates (modstream/jobs/moderation/batch.py). No Python-to-Java call on the decision path.
  *
  * <p>Input 1: the decoded keyed rows {@code Row(route, key, topic, value, ts, seq, lane)}, keyed
  * by {@code Row(key)}; input 2: the policy and hash-bank rows, broadcast. Those reach Python when
@@ -77,8 +77,8 @@ import pemja.core.PythonInterpreter;
  *
  * <p>The Python side is a parameter (module and class, {@code handler(pickled_config, subtask)}
  * with {@code restore}, {@code broadcast} and {@code fire}), so the job's other keyed operators
- * run behind the same Java: the retro join by hash key (jobs/retro_batch.py) and the sanctions
- * by author (jobs/sanctions_batch.py). Their Python answers rows of any arity (the output type
+ * run behind the same Java: the retro join by hash key (modstream/jobs/moderation/retro_batch.py) and the sanctions
+ * by author (modstream/jobs/moderation/sanctions_batch.py). Their Python answers rows of any arity (the output type
  * is the caller's). Input 2 is optional: without it the operator is a one-input operator, so a
  * handler that keeps nothing of the policy and banks is not called for each of their records
  * (and its held work is not flushed at each).
@@ -108,9 +108,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private static final long INPUT = 0L; // timer namespace: held input due at its ts
     private static final long VERSION = 1L; // timer namespace: the version's own timer
     /** The moderation step's Python side, the handler when none is named. */
-    public static final String MODERATE_MODULE = "jobs.moderation_batch";
+    public static final String MODERATE_MODULE = "modstream.jobs.moderation.batch";
     public static final String MODERATE_CLASS = "BatchedModerate";
-    /** The PyFlink engine's broadcast state (jobs/moderation_config.py BROADCAST_STATE): the
+    /** The PyFlink engine's broadcast state (modstream/jobs/moderation/config.py BROADCAST_STATE): the
      * same entries, written by the same Python code, so a savepoint of either restores. */
     private static final MapStateDescriptor<String, String> BROADCAST = new MapStateDescriptor<>(
             "moderation_broadcast", BasicTypeInfo.STRING_TYPE_INFO, BasicTypeInfo.STRING_TYPE_INFO);
@@ -575,7 +575,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     }
 
     /** [kind, name, [label, value, ...], amount]: a counter's increment, a gauge's value, a
-     * histogram's sample, registered on first use as jobs/metrics.py names them. */
+     * histogram's sample, registered on first use as modstream/jobs/metrics.py names them. */
     @SuppressWarnings("unchecked")
     private void metric(List<Object> update) {
         String kind = (String) update.get(0);

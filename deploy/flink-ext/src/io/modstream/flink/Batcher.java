@@ -26,7 +26,7 @@ import org.apache.flink.util.Collector;
  *
  * <p>{@code arrivals[i]} is the record's timestamp as the Kafka source gave it (the Kafka record
  * timestamp: the job reads without a timestamp assigner), in epoch ms as text, or null: when a
- * request reached Kafka, which admission counts its budget from (operators/scan_admission.py),
+ * request reached Kafka, which admission counts its budget from (modstream/scanning/admission.py),
  * so what waited upstream of the pool is not given its whole budget again.
  *
  * <p>PyFlink pays a framework crossing per element (tens of microseconds); a text model scores

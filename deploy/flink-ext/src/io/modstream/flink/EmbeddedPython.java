@@ -31,7 +31,7 @@ import pemja.core.PythonInterpreter;
  *
  * <p>The configuration is PyFlink's own ({@link PythonConfigUtil#extractPythonConfiguration}),
  * taken from the job's environment when the operator is added: the job's main sets every
- * Python option before it builds the graph (jobs/runtime.py create_env, or the {@code flink
+ * Python option before it builds the graph (modstream/jobs/runtime.py create_env, or the {@code flink
  * run} options). The archives and files are those PyFlink ships for its own operators (it
  * registers them in the distributed cache when the job is executed), found under the same keys,
  * and extracted once per job and TaskManager into the directory PyFlink's operators share.

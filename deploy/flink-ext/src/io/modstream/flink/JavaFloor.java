@@ -15,7 +15,7 @@ import org.apache.flink.util.Collector;
 import org.apache.flink.types.Row;
 
 /**
- * The engine's own limit for {@code modstream bench} (benchmarks/java_floor.py): per record of
+ * The engine's own limit for {@code modstream bench} (modstream/bench/java_floor.py): per record of
  * {@code Row(topic, key, value, ts, …)} keyed by its Kafka key, read the key's
  * {@code ValueState<byte[]>} (inputs seen, newest ts: 16 bytes), write it back and emit one
  * {@code Row(output, key, {"content_id", "ts", "inputs"})} for the exactly-once sink. No Python,

@@ -7,7 +7,7 @@ import java.util.List;
 
 /**
  * The subset of MessagePack that {@link BatchedVersions} and its Python side
- * (jobs/moderation_batch.py, msgspec) exchange: nil, booleans, integers, floats, strings,
+ * (modstream/jobs/moderation/batch.py, msgspec) exchange: nil, booleans, integers, floats, strings,
  * binaries and arrays. No library: the payload is a handful of shapes, and the jar stays
  * dependency-free.
  */

@@ -24,11 +24,11 @@ import org.apache.flink.util.Collector;
  * before that watermark: the version operator takes it as input it had held itself.
  *
  * <p>It runs only in a batched job started from a savepoint that holds that uid
- * (jobs/moderation.py, {@link SavepointUids}); once started it stays in that job's savepoints.
+ * (modstream/jobs/moderation/job.py, {@link SavepointUids}); once started it stays in that job's savepoints.
  */
 public final class RestoredOrder extends KeyedProcessFunction<Row, Row, Row> {
     private static final long serialVersionUID = 1L;
-    /** The uid of the PyFlink engine's event-time order (jobs/moderation_java.py). */
+    /** The uid of the PyFlink engine's event-time order (modstream/jobs/moderation/java.py). */
     public static final String UID = "moderation_event_time_order";
     private transient MapState<Long, String[]> pending;
 

@@ -29,7 +29,7 @@ import org.apache.flink.util.Collector;
  */
 public final class TopicKeyValueDeserializationSchema implements KafkaRecordDeserializationSchema<Row> {
     private static final long serialVersionUID = 1L;
-    /** Stands for a value that is not UTF-8 (schemas/registry.py NOT_UTF8). */
+    /** Stands for a value that is not UTF-8 (modstream/contract/registry.py NOT_UTF8). */
     static final String NOT_UTF8 = "\u0000modstream:not-utf-8:";
 
     @Override
@@ -47,7 +47,7 @@ public final class TopicKeyValueDeserializationSchema implements KafkaRecordDese
 
     /**
      * The value as text, or, when it is not UTF-8, {@link #NOT_UTF8} followed by the sha256 and
-     * the length of the bytes: no JSON starts with NUL, so every job refuses it (schemas.registry
+     * the length of the bytes: no JSON starts with NUL, so every job refuses it (modstream.contract.registry
      * names it), and no byte of it is altered into an acceptable record on the way.
      */
     static String utf8(byte[] value) {

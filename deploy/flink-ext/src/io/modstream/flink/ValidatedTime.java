@@ -71,7 +71,7 @@ public final class ValidatedTime implements WatermarkStrategy<Row> {
     private static final long serialVersionUID = 1L;
     static final int TS = 4;
     static final int LANE = 6;
-    /** A lane name's prefix for input that never holds event time (operators/admission.py). */
+    /** A lane name's prefix for input that never holds event time (modstream/moderation/admission.py). */
     public static final String WITNESS = "~";
     /** The gauge of the processing clock less the last emitted watermark (`modstream` group). */
     public static final String LAG_GAUGE = "watermark_lag_ms";

@@ -1,0 +1,1 @@
+"""modstream.analytics."""

@@ -1,0 +1,283 @@
+"""`modstream bench`: the moderation job beside the engine's floors and the service a team
+would write by hand, on the same generated workload, topics and partitions and the real broker,
+one variant after the other in one run (issue 26, point 3; docs/BENCHMARKS.md).
+
+Each variant gets the same backlog loaded into its own topics before it starts, runs in its own
+process, and is timed from when it says it runs (a Flink job deployed, a peer's clients made) to
+the output for the closing marker visible to a read_committed consumer; its start-up before that
+is reported apart, and so is its warm-up (JIT, first checkpoints): the steady rate and CPU are
+taken after the first 20% of its outputs (modstream/bench/measure.py). CPU is read from
+/proc: every process of the variant's session (a job's JVM with its embedded Python; a peer's
+process with librdkafka's threads), the broker apart. Then every variant runs at the same
+absolute rate, half the confluent-kafka peer's steady rate, for the latency from event `ts` to
+committed output. The variants: modstream/bench/variants.py.
+
+    modstream bench [--quick | --steady] [--json] [--plot PNG] [--variants a,b]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from modstream.bench.measure import backlog_figures, summary_line
+from modstream.bench.moderation import now_ms
+from modstream.bench.run import Window, run_variant
+from modstream.bench.variants import (
+    CHECKPOINT_INTERVAL_MS,
+    EQUAL_LOAD_FROM,
+    EQUAL_LOAD_SHARE,
+    JOB_ARGS,
+    POLICY,
+    VARIANTS,
+    Variant,
+)
+from modstream.core.config import Settings
+from modstream.core.progress import Progress
+from modstream.demo.workload import BENCH_MIX, for_kafka, generate, marker
+
+if TYPE_CHECKING:
+    from modstream.bench.peer import Engine
+
+# `--steady`: 212,308 events with the markers (BENCH_MIX, seed 5): over 200,000 per variant.
+STEADY_VERSIONS = 55_000
+STEADY_EVENTS = 200_000
+
+
+@dataclass
+class Result:
+    variant: str
+    versions: int
+    events: int
+    startup_s: float  # from its start to saying it runs (JVM, job graph, clients)
+    processing_s: float  # from saying it runs to the closing marker's output committed
+    events_per_s: float  # over processing_s: warm-up and JIT included
+    warmup_s: float  # from saying it runs to WARMUP_SHARE of its outputs visible
+    steady_events_per_s: float  # after warm-up to the closing marker's output
+    startup_cpu_s: float
+    cpu_us_per_event: float  # over processing_s, every process of the variant
+    steady_cpu_us_per_event: float  # after warm-up
+    broker_cpu_us_per_event: float | None  # the broker's, over processing_s, apart
+    peak_rss_mib: float
+    outputs: int
+    python_calls_per_event: float | None = None  # the job's `python_calls` counters / events
+    # The same by operator (its `operator_name`): where the calls come from.
+    python_calls_per_event_by_operator: dict[str, float] | None = None
+    # At the equal rate (half the confluent-kafka peer's): p50, p95, p99 and max ms.
+    latency: dict[str, Any] = field(default_factory=dict)
+    # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
+    checkpoints: dict[str, int] = field(default_factory=dict)
+
+
+def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
+    """The seeded backlog and its closing markers; the id whose output ends a run."""
+    start_ts = now_ms() - versions * 200 - 300_000
+    lines = generate(
+        seed=5, versions=versions, start_ts=start_ts, extras=False, malformed=False, mix=BENCH_MIX
+    )
+    last_ts = max(line["value"]["ts"] for line in lines)
+    end = [marker(last_ts + 60_000), marker(last_ts + 120_000)]
+    return lines + end, end[0]["value"]["content_id"]
+
+
+def step_engine(now_ms: int | None = None) -> Engine:
+    """modstream/bench/peer.py's Engine (the job's per-version code, no Kafka) under the bench
+    policy; `now_ms` fixes its processing clock (None: the wall clock, as the job's)."""
+    import yaml
+
+    from modstream.bench.peer import Engine
+    from modstream.core.limits import Limits
+    from modstream.jobs.moderation.config import ModerationConfig
+    from modstream.trust.signing import Keyring
+
+    config = ModerationConfig(
+        limits=Limits.from_env(),
+        keyring=Keyring.from_env(),
+        trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
+        now_ms=now_ms,
+    )
+    return Engine(config, sanctions_stage=False)  # the per-version code alone
+
+
+def step_records(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(topic, value) of every record of `lines`, topic by topic as a consumer reads them."""
+    grouped = for_kafka(lines)
+    return [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
+
+
+def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
+    """The per-version code in process, no Kafka: µs per event to admit (decode, validate, check
+    signatures) and to apply (the job's `Moderate.apply`: step, timers, state as JSON, outputs
+    encoded), on the same workload (modstream/bench/peer.py's Engine)."""
+    engine = step_engine()
+    records = step_records(lines)
+    started = time.perf_counter()
+    for topic, raw in records:
+        engine.admit(topic, raw, topic, 0)
+    admitted = time.perf_counter()
+    outputs = sum(1 for _ in engine.drain(max(line["value"]["ts"] for line in lines)))
+    applied = time.perf_counter()
+    events = len(records)
+    state_bytes = sum(len(value) for value in engine.states.values())
+    return {
+        "events": events,
+        "admit_us_per_event": round((admitted - started) / events * 1e6, 1),
+        "step_us_per_event": round((applied - admitted) / events * 1e6, 1),
+        "outputs_per_event": round(outputs / events, 2),
+        "state_bytes_per_version": round(state_bytes / max(len(engine.states), 1)),
+    }
+
+
+def options() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="modstream bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--versions", type=int, default=6000, help="content versions (backlog)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="1,500 versions, 10 s of latency (CI)")
+    size.add_argument(
+        "--steady",
+        action="store_true",
+        help=f"{STEADY_VERSIONS:,} versions: at least {STEADY_EVENTS:,} events per variant",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON line last")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--timeout-s", type=float, default=1800.0)
+    parser.add_argument("--plot", help="write a PNG of throughput, CPU and latency here")
+    parser.add_argument(
+        "--latency-s",
+        type=float,
+        default=20.0,
+        help="seconds of the latency phase at the equal rate (0: none)",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="the equal rate, versions/s (default: half the confluent-kafka peer's steady rate)",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options().parse_args(argv)
+    if args.quick:
+        args.versions = 1500
+        args.latency_s = min(args.latency_s, 10.0)
+    if args.steady:
+        args.versions = STEADY_VERSIONS
+    names = [name for name in args.variants.split(",") if name]
+    unknown = sorted(set(names) - set(VARIANTS))
+    if unknown:
+        raise SystemExit(f"bench: no variant {', '.join(unknown)} (known: {', '.join(VARIANTS)})")
+    variants = [VARIANTS[name] for name in VARIANTS if name in names]  # the table's order
+    # Progress on stderr (modstream/core/progress.py): a bar on a terminal, else a line every 15 s.
+    with Progress("bench", live=False if args.json else None, every_s=15.0) as shown:
+        with shown.waiting(f"generating {args.versions} versions, the step in process"):
+            lines, end_id = workload(args.versions)
+            step = step_cost(lines)
+        if args.steady and len(lines) < STEADY_EVENTS:
+            raise SystemExit(f"bench: {len(lines)} events, fewer than {STEADY_EVENTS:,}")
+        print(f"bench: step in process {json.dumps(step)}", flush=True)
+        results, rate = run_all(variants, lines, end_id, args, shown)
+    print_table(results)
+    if args.plot:
+        from modstream.bench.plot import write_plot
+
+        write_plot(results, rate, Path(args.plot))
+        print(f"bench: plot {args.plot}", flush=True)
+    if args.json:
+        keys = {variant.name: variant.key for variant in VARIANTS.values()}
+        line = summary_line({n: asdict(r) for n, r in results.items()}, keys, step, rate)
+        print(json.dumps({**line, "checkpoint_interval_ms": CHECKPOINT_INTERVAL_MS,
+                          "job_args": shlex.join(JOB_ARGS), "events": len(lines),
+                          "versions": args.versions, "step": step}))  # fmt: skip
+    return 0
+
+
+def run_all(
+    variants: list[Variant],
+    lines: list[dict[str, Any]],
+    end_id: str,
+    args: argparse.Namespace,
+    shown: Any,
+) -> tuple[dict[str, Result], float | None]:
+    """Each variant in turn: its backlog, then the latency phase at the equal rate (the
+    first variant's, the confluent-kafka peer, sets it unless `--rate` does)."""
+    bootstrap = Settings.from_env().bootstrap_servers
+    results: dict[str, Result] = {}
+    rate: float | None = args.rate
+    for number, variant in enumerate(variants, 1):
+        print(
+            f"bench: {variant.name} on {args.versions} versions ({len(lines)} events)", flush=True
+        )
+        with shown.waiting(f"variant {number}/{len(variants)}: {variant.name}"):
+            window, running = run_variant(
+                variant, bootstrap, lines, end_id, args.partitions, args.timeout_s
+            )
+            try:
+                result = to_result(variant, window, args.versions, len(lines))
+                if rate is None and variant.name == EQUAL_LOAD_FROM:
+                    versions_per_event = args.versions / len(lines)
+                    steady_vps = result.steady_events_per_s * versions_per_event
+                    rate = round(EQUAL_LOAD_SHARE * steady_vps, 1)
+                if rate and args.latency_s > 0:
+                    result.latency = running.latency(rate, args.latency_s)
+            finally:
+                result_checkpoints = running.stop()
+        result.checkpoints = result_checkpoints
+        results[variant.name] = result
+        print(f"bench: {json.dumps(asdict(result))}", flush=True)
+    return results, rate
+
+
+def to_result(variant: Variant, window: Window, versions: int, events: int) -> Result:
+    figures = backlog_figures(
+        events=events,
+        started=window.started,
+        ready=window.ready,
+        done=window.done,
+        arrivals=window.arrivals,
+        committed=window.committed,
+        cpu_samples=window.cpu.samples,
+        broker_cpu=window.broker_cpu,
+        python_calls=window.python_calls,
+    )
+    return Result(
+        variant=variant.name,
+        versions=versions,
+        events=events,
+        peak_rss_mib=round(window.peak_rss_kib / 1024, 1),
+        outputs=len(window.arrivals),
+        python_calls_per_event_by_operator=None
+        if window.python_calls_by_operator is None
+        else {
+            name: round(count / events, 4)
+            for name, count in sorted(window.python_calls_by_operator.items())
+        },
+        **figures,
+    )
+
+
+def print_table(results: dict[str, Result]) -> None:
+    print(
+        f"{'variant':<20}{'steady ev/s':>12}{'all ev/s':>10}{'start s':>8}{'warm s':>8}"
+        f"{'CPU µs/ev':>10}{'broker':>8}{'p50 ms':>8}{'p99 ms':>8}"
+    )
+    for r in results.values():
+        print(
+            f"{r.variant:<20}{r.steady_events_per_s:>12}{r.events_per_s:>10}{r.startup_s:>8}"
+            f"{r.warmup_s:>8}{r.steady_cpu_us_per_event:>10}{r.broker_cpu_us_per_event or '-':>8}"
+            f"{r.latency.get('p50_ms') or '-':>8}{r.latency.get('p99_ms') or '-':>8}"
+        )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,54 @@
+"""`modstream bench --plot`: steady throughput, CPU per event and latency at the equal rate per
+variant as a PNG (matplotlib), from modstream/bench/compare.py's results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from modstream.bench.variants import CHECKPOINT_INTERVAL_MS
+
+if TYPE_CHECKING:
+    from modstream.bench.compare import Result
+
+
+def write_plot(results: dict[str, Result], rate: float | None, path: Path) -> None:
+    """A PNG: steady events/s, CPU µs per event (the broker's apart) and latency p50/p99."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(results)
+    fig, (throughput, cpu, delay) = plt.subplots(1, 3, figsize=(16, 4.6))
+    steady = [results[n].steady_events_per_s for n in names]
+    throughput.bar(names, steady, color="#4c72b0")
+    throughput.set_ylabel("events/s after warm-up (higher is better)")
+    throughput.set_title("Throughput, steady backlog")
+    for index, value in enumerate(steady):
+        throughput.text(index, value, f"{value:,.0f}", ha="center", va="bottom", fontsize=8)
+    own = [results[n].steady_cpu_us_per_event for n in names]
+    broker = [results[n].broker_cpu_us_per_event or 0 for n in names]
+    cpu.bar(names, own, color="#55a868", label="the variant's processes")
+    cpu.bar(names, broker, bottom=own, color="#c0c0c0", label="the broker")
+    cpu.set_ylabel("CPU µs per event (lower is better)")
+    cpu.set_title("CPU per event, steady backlog")
+    cpu.legend(fontsize=8)
+    timed = [name for name in names if results[name].latency.get("p99_ms") is not None]
+    width = 0.38
+    for offset, quantile in enumerate(("p50", "p99")):
+        values = [(results[n].latency.get(f"{quantile}_ms") or 0) / 1000 for n in timed]
+        positions = [i + (offset - 0.5) * width for i in range(len(timed))]
+        delay.bar(positions, values, width, label=quantile)
+    delay.axhline(CHECKPOINT_INTERVAL_MS / 1000 + 1, color="grey", linestyle="--", linewidth=1)
+    delay.set_xticks(range(len(timed)), timed)
+    delay.set_ylabel("seconds from event ts to committed output")
+    delay.set_title(
+        f"Latency, every variant at {rate} versions/s\n(dashed: checkpoint interval + 1 s)"
+    )
+    delay.legend(fontsize=8)
+    for axis in (throughput, cpu, delay):
+        axis.tick_params(axis="x", labelrotation=25, labelsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

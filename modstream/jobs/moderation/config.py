@@ -1,0 +1,125 @@
+"""moderation: the job's configuration and the row shapes its operators hand each other.
+
+Apart from the job module (modstream/jobs/moderation/job.py) so that the adapters
+(jobs/moderation_*.py) and the wiring share them without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyflink.common import Types
+from pyflink.datastream.state import MapStateDescriptor
+
+from modstream.core.limits import Limits
+from modstream.jobs import runtime
+from modstream.moderation import step as moderation
+from modstream.trust.signing import Keyring
+
+# Row(kind, key, topic, value, ts, seq, lane): kind "keyed" | "broadcast" | "report"; seq orders
+# records of equal ts that reach a key by different paths (replay: the line number; Kafka: 0);
+# lane is where an admitted record came from (`topic#partition@offset`), or "" for records that
+# never move event time (policy, control and hash-bank records, re-evaluation requests).
+DECODED_ROW = Types.ROW(
+    [
+        Types.STRING(),
+        Types.STRING(),
+        Types.STRING(),
+        Types.STRING(),
+        Types.LONG(),
+        Types.LONG(),
+        Types.STRING(),
+    ]
+)
+BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
+# A viral item's report storm: reports are combined per (version, shard, window) before the
+# version's own operator, so one hot key costs one state read and write per window and shard
+# (the window: modstream/moderation/reports.py, REPORT_WINDOW_MS).
+REPORT_SHARDS = 8
+# Decode's input and output in batches (MiniBatch.java, Unbatch.java): up to DECODE_BATCH
+# records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.
+DECODE_BATCH = 256
+DECODE_WAIT_MS = 10
+DLQ_ROUTE = "dlq"
+# The batched engine's retro join input: an upload or bank record once per hash key it belongs
+# to, as Row(HASH_ROUTE, hash key, "upload" | "bank", payload JSON, ts, seq, ""), emitted by
+# decode after the record itself (modstream/jobs/moderation/hash_retro.py `fan_out`), never moving
+# event time.
+HASH_ROUTE = "hash"
+ENGINES = ("pyflink", "batched")  # --engine (modstream/jobs/moderation/job.py, issue 26)
+ENGINE_BATCHED = "batched"
+DECODED_BATCH = Types.ROW(
+    [Types.BASIC_ARRAY(t) for t in (Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING())]
+    + [
+        Types.BASIC_ARRAY(Types.LONG()),
+        Types.BASIC_ARRAY(Types.LONG()),
+        Types.BASIC_ARRAY(Types.STRING()),
+    ]
+)
+# EventTimeOrder.java's batch: Row(topics, values, stamps, seqs) of one version, in order.
+ORDERED_BATCH = Types.ROW(
+    [
+        Types.BASIC_ARRAY(Types.STRING()),
+        Types.BASIC_ARRAY(Types.STRING()),
+        Types.BASIC_ARRAY(Types.LONG()),
+        Types.BASIC_ARRAY(Types.LONG()),
+    ]
+)
+# Moderate's output: Row(topics, keys, values), all it emitted for one batch or timer.
+OUTPUT_BATCH = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
+REPORT_BATCH = "moderation.reports#batch"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModerationConfig(runtime.TopicNames):
+    policy_id: str = "global"
+    out_of_orderness_ms: int = 5_000
+    idleness_ms: int = 10_000
+    policy_key: str | None = None  # the deployment's HMAC key (MODSTREAM_POLICY_KEY)
+    trusted_policy: dict[str, Any] | None = None  # replay's --policy document
+    # Parallelism of everything before key_by; replay uses 1 so file order survives.
+    pre_key_parallelism: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    # Producers' and approvers' keys; which authority topics must be signed (operators/signing).
+    keyring: Keyring = field(default_factory=Keyring)
+    # Event time (docs/moderation.md, "Time"): the processing clock is the wall clock unless
+    # fixed (replay fixes it at its start, so its admission does not depend on how long it runs);
+    # `wall_clock` lets event time follow the processing clock when every lane is live or quiet.
+    now_ms: int | None = None
+    wall_clock: bool = True
+    live_window_ms: int = moderation.LIVE_WINDOW_MS
+    backfill_idleness_ms: int = 5_000
+    # The lanes (`topic#partition`) the event-time step reads, known before any is heard from:
+    # after a start or restore each holds event time until its first record (ValidatedTime).
+    expected_lanes: tuple[str, ...] = ()
+    # Where the lanes' ends are asked (bootstrap servers, consumer group): a lane whose input is
+    # on the broker but not read yet holds event time (ValidatedTime, EndOffsets). "" in replay.
+    end_offsets: tuple[str, str] = ("", "")
+    # Their admin client's security (KEY=VALUE, JobConfig.kafka_properties).
+    end_offsets_properties: tuple[str, ...] = ()
+    # Every lane silent and behind this long: what was read is complete (before: a stall).
+    drained_after_ms: int = 60_000
+    # Retention (docs/moderation.md, "Retention"): full state after a version's last input,
+    # then its compact record, in which reviews and appeals still apply.
+    state_ttl_ms: int = moderation.STATE_TTL_MS
+    review_retention_ms: int = moderation.REVIEW_RETENTION_MS
+    # How long a detector's answer may take to reach this job (the scan job's transaction
+    # interval and ours): a live deadline waits this long past the detectors' own deadline.
+    evidence_grace_ms: int = moderation.EVIDENCE_GRACE_MS
+    # The keyed operator: "pyflink" (EventTimeOrder.java, then `Moderate` in PyFlink) or
+    # "batched" (BatchedVersions.java: order, state and timers in Java, Python once per
+    # watermark: modstream/jobs/moderation/batch.py).
+    engine: str = "pyflink"
+    # The batched engine calls Python at most once per this much processing time for the
+    # versions readied since its last call (BatchedVersions.java; 0: at every watermark that
+    # readied one). It adds up to this to a decision's latency and divides the calls by the
+    # watermarks in it (a live job's watermark interval is 50 ms, modstream/jobs/runtime.py).
+    batch_interval_ms: int = 200
+    # The batched engine restoring a savepoint of the PyFlink engine that holds input in its
+    # event-time order (RestoredOrder.java hands it on): set by `main` from the savepoint.
+    restores_pyflink_order: bool = False
+
+    def clock(self) -> int:
+        """The processing clock, in ms since the epoch."""
+        return self.now_ms if self.now_ms is not None else runtime.wall_clock_ms()

@@ -1,0 +1,1 @@
+"""modstream.jobs.scan."""

@@ -1,0 +1,448 @@
+"""Policy evaluation, per decision, over a policy compiled once per version.
+
+`load_policy` turns a document (YAML or JSON, already parsed) into a `CompiledPolicy` or raises
+`PolicyError` listing every problem, each naming its rule and position (the document and its
+validation: modstream/policy/document.py; conditions compiled and rules indexed:
+modstream/policy/compiler.py). `CompiledPolicy.evaluate` is total: whatever the evidence (NaN,
+missing labels, unknown detectors) it returns a `Verdict`.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from modstream.contract.common import OUTCOME_SEVERITY
+from modstream.moderation.language import UNDETERMINED
+from modstream.policy.compiler import CompiledRule, compile_rules, index_rules
+from modstream.policy.document import (
+    DetectorRequirement,
+    HashBankRule,
+    Limit,
+    OutcomeBySurface,
+    PolicyDocument,
+    PolicyError,
+    ReportsPolicy,
+    ReviewRequest,
+    Rule,
+    Sanction,
+    Strikes,
+    validate_document,
+    warnings,
+)
+from modstream.policy.expr import EvalContext
+
+SEVERITY_RANK: dict[str, int] = {
+    outcome: len(OUTCOME_SEVERITY) - i for i, outcome in enumerate(OUTCOME_SEVERITY)
+}
+
+
+def most_severe(outcomes: Iterable[str]) -> str | None:
+    """The most severe outcome (BLOCK > PENDING > RESTRICT > PROVISIONAL_ALLOW > ALLOW)."""
+    return max(outcomes, key=SEVERITY_RANK.__getitem__, default=None)
+
+
+@dataclass(frozen=True)
+class ReviewAsk:
+    queue: str
+    priority: int
+    rule_id: str
+
+
+@dataclass(frozen=True)
+class EvidenceView:
+    """What the evaluator knows of a content version's evidence.
+
+    `scores`: (detector, label) -> the highest score over segments; `unknown`: detectors with
+    missing, timed-out or errored evidence; `outstanding`: evidence still expected before the
+    deadline (the version is still scanning).
+    """
+
+    scores: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    unknown: frozenset[str] = frozenset()
+    outstanding: bool = False
+    # Set by `from_segments`, whose scores are already checked: `evaluate` does not check them
+    # again. Not part of what the view says (equality and repr leave it out).
+    checked: bool = field(default=False, compare=False, repr=False)
+
+    @classmethod
+    def from_segments(
+        cls,
+        segments: Mapping[str, Mapping[Any, Mapping[str, Any]]],
+        unknown: Iterable[str] = (),
+        outstanding: bool = False,
+    ) -> EvidenceView:
+        """Build the view from per-detector, per-segment label scores: `score()` reads the
+        highest of each label over segments; a value that is not a number in [0, 1] makes its
+        detector unknown instead (NaN is never a score)."""
+        best: dict[tuple[str, str], float] = {}
+        broken: set[str] = set(unknown)
+        for detector, by_segment in segments.items():
+            for labels in by_segment.values():
+                for label, value in labels.items():
+                    if not is_score(value):
+                        broken.add(detector)
+                        continue
+                    key = (detector, label)
+                    if value > best.get(key, -1.0):
+                        best[key] = float(value)
+        return cls(scores=best, unknown=frozenset(broken), outstanding=outstanding, checked=True)
+
+
+@dataclass(frozen=True)
+class ContentFacts:
+    """The content version's own fields that policy may read."""
+
+    modality: str
+    surface: str
+    region: str = ""
+    audience: str = "all"
+    account_risk: float = 0.0
+    size_bytes: int = 0
+    mime_type: str = ""
+    report_count: float = 0  # distinct reporters, weighted (modstream/moderation/reports.py)
+    # The language its text results named (modstream/moderation/language.py); `und` until one names
+    # one.
+    language: str = UNDETERMINED
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the policy decides, and why (rule ids, reasons), for one content version."""
+
+    outcome: str
+    restriction: str | None
+    reasons: tuple[str, ...]
+    matched_rules: tuple[str, ...]
+    review: tuple[ReviewAsk, ...]
+    expires_ts: int | None
+    limit_failed: bool = False
+
+
+def _clean_scores(
+    scores: Mapping[tuple[str, str], Any],
+) -> tuple[dict[tuple[str, str], float], set[str]]:
+    """Scores that are numbers in [0, 1]; a detector with any other value counts as unknown."""
+    clean: dict[tuple[str, str], float] = {}
+    broken: set[str] = set()
+    for key, value in scores.items():
+        if is_score(value):
+            clean[key] = float(value)
+        elif isinstance(key, tuple) and key:
+            broken.add(str(key[0]))
+    return clean, broken
+
+
+def is_score(value: Any) -> bool:
+    """A number in [0, 1] (not a bool, not NaN)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and 0.0 <= value <= 1.0
+    )
+
+
+class _Tally:
+    """What one evaluation has found so far: outcomes (the most severe wins), reasons, matched
+    rule ids, review asks and the first restriction."""
+
+    __slots__ = ("matched", "outcomes", "reasons", "restriction", "review")
+
+    def __init__(self) -> None:
+        self.outcomes: list[str] = []
+        self.reasons: list[str] = []
+        self.matched: list[str] = []
+        self.review: list[ReviewAsk] = []
+        self.restriction: str | None = None
+
+
+class CompiledPolicy:
+    """One policy version, compiled once: rules indexed by the cheap conditions they need."""
+
+    def __init__(self, document: PolicyDocument, rules: list[CompiledRule]) -> None:
+        self.document = document
+        self.rules = rules
+        self.policy_id = document.policy_id
+        self.version = document.version
+        self._high_risk = frozenset(document.high_risk_surfaces)
+        # Per modality, read on every decision: (required, gate, deadline_ms).
+        self._requirements: dict[str, tuple[tuple[str, ...], tuple[str, ...], int]] = {
+            modality: (tuple(req.required), tuple(req.gate), req.deadline_ms)
+            for modality, req in document.detectors.items()
+        }
+        # Per modality: its own `scanning` and `unknown` floors, else the document's.
+        self._floors: dict[str, tuple[OutcomeBySurface, OutcomeBySurface]] = {
+            modality: (req.scanning or document.scanning, req.unknown or document.unknown)
+            for modality, req in document.detectors.items()
+        }
+        self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
+        self.rules_by_id = {compiled.rule.id: compiled for compiled in rules}
+        # The rule reasons a reviewer's `reason` may name (modstream/moderation/verdict.py).
+        self.rule_reasons = frozenset(rule.reason for rule in document.rules)
+
+    def required_detectors(self, modality: str) -> tuple[str, ...]:
+        requirement = self._requirements.get(modality)
+        return requirement[0] if requirement else ()
+
+    def gate_detectors(self, modality: str) -> tuple[str, ...]:
+        """The required detectors that gate the others for `modality` (may be empty)."""
+        requirement = self._requirements.get(modality)
+        return requirement[1] if requirement else ()
+
+    def deadline_ms(self, modality: str) -> int | None:
+        requirement = self._requirements.get(modality)
+        return requirement[2] if requirement else None
+
+    def floors(self, modality: str) -> tuple[OutcomeBySurface, OutcomeBySurface]:
+        """The (`scanning`, `unknown`) floors of `modality`."""
+        return self._floors.get(modality, (self.document.scanning, self.document.unknown))
+
+    def is_high_risk(self, surface: str) -> bool:
+        return surface in self._high_risk
+
+    def limit_failures(self, facts: ContentFacts) -> tuple[str, ...]:
+        """Reason codes for the deterministic checks this content fails (empty when it passes)."""
+        limit = self.document.limits.get(facts.modality)  # type: ignore[call-overload]
+        if limit is None:
+            return ()
+        failures = []
+        if limit.max_bytes is not None and facts.size_bytes > limit.max_bytes:
+            failures.append("limit_size")
+        if limit.mime_types is not None and facts.mime_type not in limit.mime_types:
+            failures.append("limit_mime_type")
+        return tuple(failures)
+
+    def candidates(self, context: EvalContext) -> list[int]:
+        """Indices of the rules whose cheap necessary condition holds, in rule order."""
+        chosen = set(self._always)
+        for key, (thresholds, indices) in self._by_score.items():
+            score = context.scores.get(key)
+            if score:
+                chosen.update(indices[: bisect_right(thresholds, score)])
+        modality_rules = self._by_modality.get(context.modality)
+        if modality_rules:
+            chosen.update(modality_rules)
+        for bank in context.hash_matches:
+            bank_rules = self._by_bank.get(bank)
+            if bank_rules:
+                chosen.update(bank_rules)
+        return sorted(chosen)
+
+    def evaluate(
+        self,
+        facts: ContentFacts,
+        evidence: EvidenceView,
+        *,
+        ts: int,
+        hash_matches: Iterable[str] = (),
+        human_outcome: tuple[str, str | None] | None = None,
+        paused: bool = False,
+    ) -> Verdict:
+        """Decide one content version. Never raises on any evidence. In order: a reviewer's
+        outcome, failed limits, then hash banks, rules and the evidence floor together."""
+        if human_outcome is not None:
+            # A reviewer's outcome overrides rules and is sticky (CONTRACT.md, Outcomes).
+            outcome, reason = human_outcome
+            return self._finish(outcome, None, (reason or "human_review",), (), (), ts, paused)
+        failures = self.limit_failures(facts)
+        if failures:
+            return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
+        context = self._context(facts, evidence, hash_matches)
+        tally = _Tally()
+        if context.hash_matches:
+            self._tally_banks(context.hash_matches, tally)
+        self._tally_rules(context, tally)
+        self._tally_floor(facts, evidence.outstanding, context, tally)
+        reports = self.document.reports
+        if reports is not None and facts.report_count >= reports.review_threshold:
+            tally.review.append(ReviewAsk(reports.queue, reports.priority, "reports"))
+        outcome = most_severe(tally.outcomes) or "PENDING"
+        restriction = tally.restriction if outcome == "RESTRICT" else None
+        return self._finish(
+            outcome,
+            restriction,
+            tuple(tally.reasons),
+            tuple(tally.matched),
+            tuple(tally.review),
+            ts,
+            paused,
+        )
+
+    def _context(
+        self, facts: ContentFacts, evidence: EvidenceView, hash_matches: Iterable[str]
+    ) -> EvalContext:
+        """What conditions read: checked scores (a detector with a bad score is unknown) and
+        only the hash-bank matches this policy knows."""
+        broken: set[str]
+        if evidence.checked:
+            scores, broken = dict(evidence.scores), set()
+        else:
+            scores, broken = _clean_scores(evidence.scores)
+        known_banks = self.document.hash_banks
+        return EvalContext(
+            modality=facts.modality,
+            surface=facts.surface,
+            region=facts.region,
+            audience=facts.audience,
+            mime_type=facts.mime_type,
+            account_risk=_finite(facts.account_risk),
+            size_bytes=facts.size_bytes,
+            report_count=facts.report_count,
+            language=facts.language,
+            scores=scores,
+            unknown=frozenset(evidence.unknown) | broken,
+            hash_matches=frozenset(bank for bank in hash_matches if bank in known_banks),
+        )
+
+    def _tally_banks(self, banks: Iterable[str], tally: _Tally) -> None:
+        """Each matched bank's outcome and reason, in bank-name order."""
+        for bank in sorted(banks):
+            bank_rule = self.document.hash_banks[bank]
+            tally.outcomes.append(bank_rule.outcome)
+            tally.reasons.append(bank_rule.reason)
+            tally.matched.append(f"hash_bank:{bank}")
+            tally.restriction = tally.restriction or bank_rule.restriction
+
+    def _tally_rules(self, context: EvalContext, tally: _Tally) -> None:
+        """The candidate rules that match, in rule order; a rule whose condition throws makes
+        the version PENDING (`rule_error`) instead of being skipped silently."""
+        outcomes, reasons, matched = tally.outcomes, tally.reasons, tally.matched
+        errored = False
+        for index in self.candidates(context):
+            compiled = self.rules[index]
+            try:
+                hit = bool(compiled.condition.evaluate(context))
+            except Exception:
+                errored = True
+                continue
+            if not hit:
+                continue
+            rule = compiled.rule
+            matched.append(rule.id)
+            outcomes.append(rule.outcome)
+            if rule.reason and rule.reason not in reasons:
+                reasons.append(rule.reason)
+            if rule.restriction and tally.restriction is None:
+                tally.restriction = rule.restriction
+            if rule.review is not None:
+                tally.review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
+        if errored:
+            outcomes.append("PENDING")
+            reasons.append("rule_error")
+
+    def _tally_floor(
+        self, facts: ContentFacts, outstanding: bool, context: EvalContext, tally: _Tally
+    ) -> None:
+        """The floor while evidence is outstanding or unknown (a hash-bank match decides
+        without waiting for detectors); the policy's default when nothing else spoke."""
+        document = self.document
+        scanning, unknown = self.floors(facts.modality)
+        floor: OutcomeBySurface | None = None
+        if context.hash_matches:
+            pass
+        elif outstanding:
+            floor, reason = scanning, "scanning"
+        elif context.unknown:
+            floor, reason = unknown, "evidence_unknown"
+        if floor is not None:
+            high_risk = facts.surface in self._high_risk
+            tally.outcomes.append(floor.high_risk if high_risk else floor.default)
+            if not tally.matched:
+                tally.reasons.append(reason)
+        if not tally.outcomes:
+            tally.outcomes.append(document.default)
+
+    def fast_gate(
+        self,
+        facts: ContentFacts,
+        *,
+        ts: int,
+        hash_matches: Iterable[str] = (),
+        human_outcome: tuple[str, str | None] | None = None,
+        paused: bool = False,
+    ) -> Verdict:
+        """The first decision of every upsert, before any model (CONTRACT.md): the bank's
+        outcome on a hash-bank match, PENDING when a limit fails, else the scanning outcome."""
+        if human_outcome is not None:
+            outcome, reason = human_outcome
+            return self._finish(outcome, None, (reason or "human_review",), (), (), ts, paused)
+        banks = sorted(bank for bank in hash_matches if bank in self.document.hash_banks)
+        if banks:
+            rules = [self.document.hash_banks[bank] for bank in banks]
+            outcome = most_severe(rule.outcome for rule in rules) or "BLOCK"
+            restriction = next(
+                (r.restriction for r in rules if r.outcome == outcome and r.restriction), None
+            )
+            reasons = tuple(dict.fromkeys(rule.reason for rule in rules))
+            return self._finish(
+                outcome,
+                restriction if outcome == "RESTRICT" else None,
+                reasons,
+                tuple(f"hash_bank:{bank}" for bank in banks),
+                (),
+                ts,
+                paused,
+            )
+        failures = self.limit_failures(facts)
+        if failures:
+            return self._finish("PENDING", None, failures, (), (), ts, paused, limit_failed=True)
+        scanning = self.floors(facts.modality)[0]
+        floor = scanning.high_risk if self.is_high_risk(facts.surface) else scanning.default
+        return self._finish(floor, None, ("scanning",), (), (), ts, paused)
+
+    def _finish(
+        self,
+        outcome: str,
+        restriction: str | None,
+        reasons: tuple[str, ...],
+        matched: tuple[str, ...],
+        review: tuple[ReviewAsk, ...],
+        ts: int,
+        paused: bool,
+        limit_failed: bool = False,
+    ) -> Verdict:
+        if paused and SEVERITY_RANK[outcome] < SEVERITY_RANK["PENDING"]:
+            outcome, restriction = "PENDING", None
+            reasons = (*reasons, "publication_paused")
+        ttl = self.document.provisional_ttl_ms
+        expires = ts + ttl if outcome == "PROVISIONAL_ALLOW" and ttl is not None else None
+        return Verdict(outcome, restriction, reasons, matched, review, expires, limit_failed)
+
+
+def _finite(value: float) -> float:
+    return value if isinstance(value, int | float) and math.isfinite(value) else 0.0
+
+
+def load_policy(raw: Any) -> CompiledPolicy:
+    """Validate a parsed policy document and compile it; PolicyError lists every problem."""
+    document = validate_document(raw)
+    return CompiledPolicy(document, compile_rules(document))
+
+
+__all__ = [
+    "SEVERITY_RANK",
+    "CompiledPolicy",
+    "CompiledRule",
+    "ContentFacts",
+    "DetectorRequirement",
+    "EvidenceView",
+    "HashBankRule",
+    "Limit",
+    "OutcomeBySurface",
+    "PolicyDocument",
+    "PolicyError",
+    "ReportsPolicy",
+    "ReviewAsk",
+    "ReviewRequest",
+    "Rule",
+    "Sanction",
+    "Strikes",
+    "Verdict",
+    "load_policy",
+    "most_severe",
+    "warnings",
+]

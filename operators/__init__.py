@@ -1,1 +1,0 @@
-"""Pure decision logic: plain Python over the contract's models, no PyFlink import."""
