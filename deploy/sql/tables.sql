@@ -1,10 +1,10 @@
--- Flink SQL tables over modstream's topics: GENERATED from schemas/ by modstream/analytics/sql_tables.py.
--- Do not edit: run `modstream schemas export` (a test checks this file is fresh).
--- Written for the contract's topic names on the local stack's broker; `modstream sql` creates
--- the same tables for the chosen deployment (--prefix / --last-demo: its topics, bootstrap
--- servers and Kafka client security). Column and option choices: modstream/analytics/sql_tables.py.
--- Bounded (scan.bounded.mode = latest-offset) for batch queries: remove that option for a
--- streaming table in the Flink SQL client.
+-- Flink SQL tables over modstream's topics: GENERATED from schemas/ by
+modstream/analytics/sql_tables.py. -- Do not edit: run `modstream schemas export` (a test checks
+this file is fresh). -- Written for the contract's topic names on the local stack's broker;
+`modstream sql` creates -- the same tables for the chosen deployment (--prefix / --last-demo: its
+topics, bootstrap -- servers and Kafka client security). Column and option choices:
+modstream/analytics/sql_tables.py. -- Bounded (scan.bounded.mode = latest-offset) for batch queries:
+remove that option for a -- streaming table in the Flink SQL client.
 
 -- content.versions
 CREATE TABLE `content_versions` (

@@ -34,7 +34,7 @@ from pydantic_settings.sources.utils import parse_env_vars
 LogFormat = Literal["text", "json"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCALHOST = "127.0.0.1"
 ENV_PREFIX = "MODSTREAM_"
 CONFIG_VARIABLE = "MODSTREAM_CONFIG"

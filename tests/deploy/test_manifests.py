@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import importlib.util
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -179,17 +180,17 @@ def _args_problems(
     args: list[str], job: dict[str, Any], conf: dict[str, Any], template: dict[str, Any]
 ) -> list[str]:
     """The PythonDriver's arguments, then the job's own, parsed by the job's parser."""
-    if len(args) < 4 or args[0] != "-pyclientexec" or args[2] != "-py":
-        return [f"spec.job.args must start -pyclientexec PYTHON -py SCRIPT, not {args[:4]}"]
+    if len(args) < 4 or args[0] != "-pyclientexec" or args[2] != "-pym":
+        return [f"spec.job.args must start -pyclientexec PYTHON -pym MODULE, not {args[:4]}"]
     problems = []
     if conf.get("python.client.executable") != args[1]:
         problems.append(f"-pyclientexec {args[1]} is not python.client.executable")
-    script = PurePosixPath(args[3])
-    name = script.stem
-    if script.parent != IMAGE_HOME / "jobs" or name not in JOBS:
-        return [*problems, f"-py {script}: not one of the jobs {sorted(JOBS)} in {IMAGE_HOME}"]
-    if not (ROOT / "jobs" / script.name).is_file():
-        problems.append(f"-py {script}: jobs/{script.name} is not in the repository")
+    module = args[3]
+    package, _, name = module.rpartition(".")
+    if package != "modstream.jobs" or name not in JOBS:
+        return [*problems, f"-pym {module}: not one of modstream.jobs.{{{','.join(sorted(JOBS))}}}"]
+    if importlib.util.find_spec(module) is None:
+        problems.append(f"-pym {module}: no such module in the repository")
     parsed, parse_problems = parse_job_args(name, args[4:])
     if parsed is None:
         return [*problems, *parse_problems]
@@ -352,10 +353,10 @@ def test_every_manifest_is_a_kubernetes_object_in_the_modstream_namespace() -> N
 
 
 def test_each_job_has_one_flink_deployment_and_the_scan_job_one_per_modality_pool() -> None:
-    scripts = [PurePosixPath(d["spec"]["job"]["args"][3]).stem for d in FLINK]
+    scripts = [d["spec"]["job"]["args"][3].rpartition(".")[2] for d in FLINK]
     assert sorted(set(scripts)) == sorted(JOBS)
     assert sorted(s for s in scripts if s != "scan") == sorted(set(JOBS) - {"scan"})
-    scans = [d for d in FLINK if PurePosixPath(d["spec"]["job"]["args"][3]).stem == "scan"]
+    scans = [d for d in FLINK if d["spec"]["job"]["args"][3].rpartition(".")[2] == "scan"]
     pools = [
         scan_config.pools_from(scan_config.options().parse_args(d["spec"]["job"]["args"][4:]))
         for d in scans
@@ -388,7 +389,7 @@ def test_deployments_share_no_state_and_no_transactional_ids() -> None:
     prefixes = []
     for deployment in FLINK:
         args = deployment["spec"]["job"]["args"]
-        parsed, problems = parse_job_args(PurePosixPath(args[3]).stem, args[4:])
+        parsed, problems = parse_job_args(args[3].rpartition(".")[2], args[4:])
         assert parsed is not None, problems
         prefixes.append(parsed.transactional_id_prefix)
     assert len(set(prefixes)) == len(prefixes)
@@ -411,7 +412,7 @@ def test_deployments_share_no_state_and_no_transactional_ids() -> None:
         (lambda s: s["podTemplate"]["spec"]["containers"][0]["env"].append(
             {"name": "X", "valueFrom": {"secretKeyRef": {"name": SECRET, "key": "nope"}}}),
          "has no key nope"),
-        (lambda s: s["job"]["args"].__setitem__(3, "/opt/modstream/jobs/nothing.py"), "not one of"),
+        (lambda s: s["job"]["args"].__setitem__(3, "modstream.jobs.nothing"), "not one of"),
     ],
 )  # fmt: skip
 def test_the_check_finds_a_broken_deployment(

@@ -84,7 +84,7 @@ def _known_names() -> set[str]:
 def _registered_in_code() -> set[str]:
     """Metric names the jobs pass to inc / observe / set."""
     found: set[str] = set()
-    for path in (ROOT / "jobs").glob("*.py"):
+    for path in (ROOT / "modstream" / "jobs").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)

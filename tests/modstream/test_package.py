@@ -30,7 +30,7 @@ def test_the_code_archive_is_rooted_at_the_project() -> None:
     assert {
         "modstream/stack/cluster.py",
         "modstream/jobs/moderation/job.py",
-        "operators/__init__.py",
+        "modstream/moderation/step.py",
     } <= set(names)
     assert "policy_rules/global.yaml" in names
     assert not [name for name in names if "__pycache__" in name]

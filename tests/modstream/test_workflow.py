@@ -55,7 +55,7 @@ def _changed(described: dict[str, Any], path: tuple[Any, ...], value: Any) -> di
         (("detectors", "nsfw_image", "adapter"), "a2"),
         (("detectors", "offensive_text", "labels"), ["offensive", "hate"]),
         (("model_pins",), [["alt-profanity-check", "1.9.2"]]),
-        (("model_files", "modstream/detectors/rules/malware.yar"), "0" * 64),
+        (("model_files", "udfs/rules/malware.yar"), "0" * 64),
     ],
 )
 def test_every_part_of_the_definition_moves_the_fingerprint(
