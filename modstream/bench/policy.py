@@ -151,7 +151,7 @@ def test_policy_evaluation_without_the_index(benchmark: Any, rule_count: int) ->
     """The same decisions with every rule evaluated: what the rule index saves."""
     policy = generated_policy(rule_count)
     everything = list(range(len(policy.rules)))
-    policy.candidates = lambda _context: everything  # type: ignore[method-assign]
+    policy.candidates = lambda context: everything  # type: ignore[method-assign]
     pool = itertools.cycle(realistic_inputs())
 
     def decide() -> str:

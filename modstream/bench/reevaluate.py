@@ -73,7 +73,7 @@ def measure(count: int, selected_every: int) -> str:
     )
 
 
-def stored_versions(count: int) -> tuple[Any, dict[str, str], int]:
+def stored_versions(count: int) -> tuple[Any, dict[str, bytes], int]:
     """The peer engine after the bench workload, its states copied under new content ids up to
     `count` versions; the last input ts."""
     from modstream.bench.compare import step_engine, workload
