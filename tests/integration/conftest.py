@@ -200,7 +200,7 @@ def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProc
         log = tmp_path / f"{module}-{len(started)}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", f"jobs.{module}", *args],
+                [sys.executable, "-m", f"modstream.jobs.{module}", *args],
                 cwd=PROJECT_ROOT,
                 stdout=out,
                 stderr=subprocess.STDOUT,
