@@ -1,5 +1,18 @@
 """moderation.dlq: the one way bad input leaves a job, with a class and a sanitized message.
 
+Contract: docs/CONTRACT.md, "moderation.dlq": `{source_topic, key, error_class
+(schema|policy|signature|conflict|transient_exhausted|permanent|stale), message (sanitized: no
+content text, no tokens), attempts, workflow_version, raw (at most 4 KiB, or a reference), ts}`.
+"v1.1 additions", "DLQ key": the "DLQ key is the record's `content_id` when it is known."
+
+Proved by:
+    tests/schemas/test_dlq.py::test_dlq_record_names_topic_key_class_and_field
+    tests/schemas/test_dlq.py::test_content_text_and_media_ref_are_kept_only_as_their_sha256
+    tests/schemas/test_dlq.py::test_raw_is_capped_at_4_kib_on_a_character_boundary
+    tests/schemas/test_dlq.py::test_any_bytes_become_a_valid_dlq_record
+    tests/schemas/test_dlq.py::test_no_content_value_survives_in_raw
+    tests/schemas/test_dlq.py::test_the_record_round_trips_through_its_own_schema
+
 `dead_letter` is the single function that turns any rejected input into a DLQ record. Its
 message names the topic and the offending fields and never repeats the input's values: a
 rejected record may carry content text or tokens, and the DLQ is read by more people than

@@ -28,7 +28,7 @@ class Limits:
     max_future_skew_ms: int = 300_000  # MODSTREAM_MAX_FUTURE_SKEW_MS
     # Keyed state per version.
     max_segments: int = 4_096  # MODSTREAM_MAX_SEGMENTS: segments one version may declare
-    # Reports (modstream/moderation/handlers.py, modstream/moderation/reports.py): distinct
+    # Reports (modstream/moderation/rules/reports.py): distinct
     # reporters counted per version (and recent reports kept for brigading), report times kept per
     # reporter.
     max_reporters: int = 10_000  # MODSTREAM_MAX_REPORTERS

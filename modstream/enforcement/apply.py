@@ -1,5 +1,17 @@
 """Applying one action exactly once in effect: the intent pattern around the Content Service.
 
+Contract: docs/CONTRACT.md, "moderation.actions (exactly once; what the Content Service must
+apply)": "The Content Service applies an action only if `content_version` is its current version
+and `decision_revision` is greater than the one it applied; anything else is acknowledged and
+ignored."
+
+Proved by:
+    tests/operators/test_enforcement.py::test_applied_once_then_acknowledged
+    tests/operators/test_enforcement.py::test_a_newer_revision_first_leaves_the_older_one_stale
+    tests/operators/test_enforcement.py::test_an_action_for_a_superseded_version_is_ignored
+    tests/operators/test_enforcement.py::test_after_a_crash_between_apply_and_completed_nothing_is_applied_twice
+    tests/operators/test_enforcement.py::test_failures_release_the_intent_and_back_off_with_jitter
+
 For each action (or reconciler repair) the Action Service takes an intent in a shared store:
 `SET intent:<action_id> PENDING NX PX <ttl>`.
 - the key exists and is COMPLETED or STALE: acknowledge (it was applied, or never will be);

@@ -1,6 +1,19 @@
 """Account sanctions for authors: strikes in the policy's window, sanctions at thresholds,
 reversal when a human overturns the decision that caused a strike.
 
+Contract: docs/CONTRACT.md, "account.actions (exactly once; sanctions on the author)": "One
+offense is one strike, however often it is retried, duplicated or re-decided: `action_id` is hex
+sha256 of `user_id|content_id|policy_id|violation_day` (the UTC day of the decision's `ts`), and
+a repeat of that id changes nothing. When a review or appeal overturns the decision that caused
+a strike, a `strike_reversed` follows, and any sanction that no longer holds is lifted."
+
+Proved by:
+    tests/operators/test_sanctions.py::test_a_violation_is_one_strike_with_the_contract_intent_id
+    tests/operators/test_sanctions.py::test_the_same_violation_decided_again_and_again_is_one_strike
+    tests/operators/test_sanctions.py::test_thresholds_bring_sanctions_and_an_overturn_reverses_and_lifts
+    tests/operators/test_sanctions.py::test_any_sequence_of_redecisions_of_one_violation_is_one_strike
+    tests/operators/test_moderation.py::test_offenses_and_human_decisions_go_to_the_authors_sanctions
+
 Runs keyed by `author_id`, after the per-version step, on the decisions it emitted (each with
 the deciding policy's `strikes` section). Pure Python over plain dict state; the Flink adapter
 (modstream/jobs/moderation/sanctions.py) buffers decisions by the time the step emitted them and

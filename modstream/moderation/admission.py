@@ -1,6 +1,18 @@
 """Admission of one input record: the only way a record becomes input that may decide or move
 event time (contract v1.1, "Time you can trust").
 
+Contract: docs/CONTRACT.md, "v1.1 additions", "Time you can trust": "A keyed input whose `ts`
+lies more than the deployment's `max_future_skew_ms` (default 300000) ahead of the processing
+clock, or before 2000-01-01, is refused to the DLQ (`error_class: "schema"`) and moves no clock.
+Policy and control records may carry a future `ts` (scheduled changes); they never move event
+time. Only records that passed validation move event time. A JSON object with a duplicated field
+name is invalid."
+
+Proved by:
+    tests/jobs/test_moderation_adapter.py::test_keyed_input_stamped_beyond_the_allowed_skew_or_before_2000_is_refused
+    tests/jobs/test_moderation_adapter.py::test_policy_records_may_be_scheduled_ahead_and_never_move_event_time
+    tests/schemas/test_load_json.py::test_refused_as_the_strict_parser_words_it
+
 A record is admitted when its JSON is strict (`modstream.contract.registry.load_json`), it satisfies
 its topic's model, its producer's signature verifies where one is present or required, and, for
 keyed input, its `ts` lies between 2000-01-01 and `max_future_skew_ms` ahead of the processing

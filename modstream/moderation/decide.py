@@ -1,13 +1,27 @@
 """Deciding one content version: a decision revision only when outcome, restriction or state
 changed, an action and a notification only when what the Content Service applies changed, the
-review tasks the policy asks for, and shadow candidates on the same input (docs/moderation.md,
-"The step"). What the policy says is modstream/moderation/verdict.py's; the records,
-modstream/moderation/records.py's.
+review tasks the policy asks for, and shadow candidates on the same input.
+
+Contract: docs/CONTRACT.md, "moderation.decisions": "`decision_revision` starts at 1 and rises by
+one per new decision of that content version." "A new revision is emitted only when outcome,
+restriction or state changes." "moderation.actions": "Emitted when the visibility the Content
+Service must apply changes." "v1.1 additions", "Actions": "Actions are emitted when the
+visibility or the restriction the Content Service must apply changes." "moderation.shadow":
+shadow and canary candidates, with `shadow: true`.
+
+Proved by:
+    tests/operators/test_moderation.py::test_revisions_strictly_increase_and_each_decision_differs_from_the_previous
+    tests/operators/test_moderation.py::test_an_action_only_when_the_visibility_changes
+    tests/operators/test_moderation.py::test_a_restriction_only_change_emits_an_action
+    tests/operators/test_moderation.py::test_each_visible_change_tells_the_author_with_the_policys_notice
+    tests/operators/test_moderation.py::test_shadow_policy_decisions_go_to_moderation_shadow_only
+
+Every rule module decides through `decide`. What the policy says is
+modstream/moderation/verdict.py's; the records, modstream/moderation/records.py's; the
+provisional expiry a revision sets, modstream/moderation/rules/provisional.py's (`track_expiry`).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from modstream.moderation.records import (
     action,
@@ -18,6 +32,7 @@ from modstream.moderation.records import (
     sanction_input,
     task,
 )
+from modstream.moderation.rules.provisional import track_expiry
 from modstream.moderation.state import Context, LastDecision, Output, ShadowDecision, State
 from modstream.moderation.verdict import Evaluation, evaluate, state_name
 from modstream.policy.evaluate import CompiledPolicy
@@ -119,18 +134,6 @@ def _revise(
     outputs.append(index_entry(state, decision))
     outputs += sanction_input(state, decision, policy)
     return outputs
-
-
-def track_expiry(state: State, decision: dict[str, Any]) -> None:
-    """Remember the `expires_ts` of the PROVISIONAL_ALLOW now in force (the latest revision's,
-    as the Content Service sees it), or forget it when a revision leaves PROVISIONAL_ALLOW. A
-    human's outcome is sticky and a version decided again at its expiry is never armed again.
-    The expiry's timer is armed by modstream/moderation/timers.py (`arm_expiry`)."""
-    provisional = decision["outcome"] == "PROVISIONAL_ALLOW" and "expires_ts" in decision
-    if provisional and state.human is None and not state.provisional_expired:
-        state.expiry = decision["expires_ts"]
-    else:
-        state.expiry = None
 
 
 def _shadows(state: State, ctx: Context, ts: int, trigger: str) -> list[Output]:

@@ -2,9 +2,10 @@
 names, stored by modstream/moderation/state_schema.py as a MessagePack array in its fields' order),
 what the moderation step is given and returns, and the moderation job's topics and time bounds.
 
-A leaf module: every part of the step (modstream/moderation/step.py, handlers.py, verdict.py,
-decide.py, records.py, timers.py) imports its types and constants from here, never from each
-other in a ring. modstream/moderation/step.py re-exports them for the job and its tools.
+A leaf module: every part of the step (modstream/moderation/step.py, the rule modules under
+modstream/moderation/rules/, verdict.py, decide.py, records.py) imports its types and constants
+from here, never from each other in a ring. modstream/moderation/step.py re-exports them for
+the job and its tools.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import msgspec
 
 from modstream.core.limits import Limits
-from modstream.moderation.reports import ReportWeight
 from modstream.policy.store import Resolution
 
 if TYPE_CHECKING:
@@ -54,8 +54,9 @@ OUTPUT_TOPICS = (
 # Internal: a decision that may add or reverse a strike, on its way to the author-keyed
 # sanctions operator (modstream/enforcement/sanctions.py); never written to Kafka.
 SANCTIONS = "_sanctions"
-# Internal: a bank addition reaching a version decided before it (modstream/moderation/retro.py,
-# keyed to the version at the addition's ts); never written to Kafka.
+# Internal: a bank addition reaching a version decided before it
+# (modstream/moderation/rules/retro.py, keyed to the version at the addition's ts); never
+# written to Kafka.
 RETRO = "moderation.retro"
 ALL_TOPICS = (*KEYED_TOPICS, *BROADCAST_TOPICS, *OUTPUT_TOPICS)
 # Human input: applies to a version decided at any time in the past (contract v1.1).
@@ -64,7 +65,7 @@ HUMAN_TOPICS = ("review.decisions", "moderation.appeals")
 # version decided at any time in the past, and to nothing else.
 LEASE_TOPIC = "review.leases"
 # How many digests of applied human inputs a version keeps
-# (modstream/moderation/appeals_and_reviews.py): far more reviews and appeals than one version sees;
+# (modstream/moderation/rules/human_input.py): far more reviews and appeals than one version sees;
 # past it the oldest go, and the newest-`ts` rule still holds.
 HUMAN_IDS_KEPT = 64
 # The hex digits of an event id's digest a version keeps (`event_digest`).
@@ -73,8 +74,8 @@ DIGEST_CHARS = 16
 # How long a decided version keeps its state for review, appeal and re-evaluation, and how long
 # a deleted version (or evidence whose upsert never came) is remembered. docs/moderation.md.
 STATE_TTL_MS = 30 * 86_400_000
-# After STATE_TTL_MS a decided version is retired to a compact record (`timers.retire`) that
-# keeps its right to be reviewed and appealed (contract v1.1) this long after its last input.
+# After STATE_TTL_MS a decided version is retired to a compact record (`rules.retention.retire`)
+# that keeps its right to be reviewed and appealed (contract v1.1) this long after its last input.
 REVIEW_RETENTION_MS = 400 * 86_400_000
 # Live deployments' defaults (docs/moderation.md, "Time"): a deadline reached more than
 # LIVE_WINDOW_MS behind the processing clock was reached while catching up; a detector's answer
@@ -146,7 +147,7 @@ class LastDecision(msgspec.Struct, array_like=True):
 
 
 class HumanDecision(msgspec.Struct, array_like=True):
-    """The human outcome in force (modstream/moderation/appeals_and_reviews.py): the review's
+    """The human outcome in force (modstream/moderation/rules/human_input.py): the review's
     outcome and free-text reason, its `ts`, and the digest of its event id (None: applied before
     schema 4)."""
 
@@ -209,7 +210,7 @@ class SecondReviewWait(msgspec.Struct, array_like=True):
 
 class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     """One content version's state: full, a tombstone (`deleted`: `timers.compact_tombstone`)
-    or a retired record (`retired`: `timers.retire`), each every field at its default but
+    or a retired record (`retired`: `rules.retention.retire`), each every field at its default but
     those it keeps.
 
     Stored as a MessagePack array in this field order (modstream/moderation/state_schema.py,
@@ -271,10 +272,19 @@ State = VersionState
 
 
 @dataclass(frozen=True)
+class ReportWeight:
+    """A report's weight from the reporter-side gate (modstream/moderation/rules/reports.py)."""
+
+    weight: float  # 0 when not counted
+    new_reporter: bool
+    reason: str | None = None  # why it is not counted
+
+
+@dataclass(frozen=True)
 class Context:
     """What the adapter knows at the event's time: policies, the content's bank matches, and
-    for a report its weight from the reporter-side gate (modstream/moderation/reports.py), and the
-    deployment's bounds on one version's state (modstream/core/limits.py)."""
+    for a report its weight from the reporter-side gate (modstream/moderation/rules/reports.py),
+    and the deployment's bounds on one version's state (modstream/core/limits.py)."""
 
     resolution: Resolution
     hash_matches: frozenset[str] = frozenset()
@@ -282,7 +292,7 @@ class Context:
     limits: Limits = DEFAULT_LIMITS
     # The processing clock when event time follows it (live deployments), None where event time
     # is the input's alone (replay): a deadline reached before the detectors had their time
-    # waits for it (`timers.postponed`; docs/moderation.md, "Time").
+    # waits for it (`rules.deadline.postponed`; docs/moderation.md, "Time").
     clock_ms: int | None = None
     live_window_ms: int = LIVE_WINDOW_MS
     # How long an answer may take to reach the job after the detector made it.

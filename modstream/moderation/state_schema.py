@@ -54,8 +54,10 @@ import msgspec
 import orjson
 
 from modstream.core import jsonio
+
+# STATE_SCHEMA re-exported: the job's savepoint label reads it here (jobs/moderation/job.py).
+from modstream.moderation.state import STATE_SCHEMA as STATE_SCHEMA
 from modstream.moderation.state import (
-    STATE_SCHEMA,
     VersionState,
     event_digest,
     from_document,

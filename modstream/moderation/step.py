@@ -1,5 +1,7 @@
-"""The moderation step for one content version: evidence join, completeness, deadlines,
-human review, appeals, reports, deletes, and decisions that change only when they must.
+"""The moderation step for one content version: the entry points `step` (one input) and
+`on_timer` (event time reached a timer), the dispatch of each input kind to the rule that handles
+it (`HANDLERS`), and the checks made before any rule runs (bounds, duplicates, a report the
+version cannot count, human input with nothing to apply to).
 
 Pure Python over a typed state (modstream/moderation/state.py `VersionState`, stored as compact
 MessagePack by modstream/moderation/state_schema.py, no pickled objects): the Flink
@@ -7,29 +9,48 @@ adapter (modstream/jobs/moderation/moderate.py) loads the state of a `(content_i
 key, calls `step` or `on_timer` with the input in event-time order and the policy resolution for its
 `ts`, stores the returned state, registers the returned timers and emits the returned outputs.
 
-The entry points and the job-facing names live here; the parts, each a module per concept:
-modstream/moderation/state.py (state, Context, StepResult, topics, time bounds), handlers.py (one
-handler per input kind, `HANDLERS`), verdict.py (evidence view, evaluation), decide.py
-(revisions, tasks, shadows), records.py (output records), timers.py (deadline, provisional
-expiry, TTL, retirement, tombstone). docs/moderation.md, "The step", lists rule → function.
+The rules themselves are a module each under modstream/moderation/rules/ (the fast gate,
+evidence, the deadline, provisional expiry, retention, deletion, reports, appeals, reviews, human
+input, re-evaluation, bank retroaction), each opening with the contract rule it implements and
+the tests that prove it; docs/architecture.md, "Contract rules", lists them. The plumbing they
+share: state.py (state, Context, StepResult, topics, time bounds), evidence_view.py (the evidence
+as the policy reads it), verdict.py (evaluation), decide.py (revisions, tasks, shadows),
+records.py (output records). The job-facing names are re-exported here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from modstream.moderation import appeals_and_reviews as human
-from modstream.moderation.decide import VISIBILITY
-from modstream.moderation.handlers import (
-    BRIGADE_WINDOW_MS,
-    HANDLERS,
-    UPSERT_FACTS,
-    on_retro,
-    over_bounds,
-    report_kept,
-    stale,
-)
+from modstream.contract.common import MAX_ID_CHARS
+from modstream.core.limits import Limits
+from modstream.moderation.decide import VISIBILITY, decide
 from modstream.moderation.records import DEFAULT_NOTICES, index_key
+from modstream.moderation.rules import (
+    appeals,
+    deadline,
+    deletion,
+    evidence,
+    fast_gate,
+    human_input,
+    provisional,
+    reevaluation,
+    reports,
+    retention,
+    retro,
+    reviews,
+)
+from modstream.moderation.rules.deletion import TOMBSTONE_KEEPS
+from modstream.moderation.rules.fast_gate import UPSERT_FACTS
+from modstream.moderation.rules.provisional import (
+    PROVISIONAL_PRIORITY,
+    PROVISIONAL_QUEUE,
+    PROVISIONAL_REASON,
+    arm_expiry,
+)
+from modstream.moderation.rules.reports import BRIGADE_WINDOW_MS
+from modstream.moderation.rules.retention import RETIRED_KEEPS, arm_ttl
 from modstream.moderation.state import (
     ALL_TOPICS,
     BROADCAST_TOPICS,
@@ -53,23 +74,7 @@ from modstream.moderation.state import (
     event_digest,
     new_state,
 )
-from modstream.moderation.timers import (
-    RETIRED_KEEPS,
-    TOMBSTONE_KEEPS,
-    arm_expiry,
-    arm_ttl,
-    decide_deadline,
-    expire_provisional,
-    postponed,
-    retire,
-    ttl_waits,
-)
-from modstream.moderation.verdict import (
-    HUMAN_STATE,
-    PROVISIONAL_PRIORITY,
-    PROVISIONAL_QUEUE,
-    PROVISIONAL_REASON,
-)
+from modstream.moderation.verdict import HUMAN_STATE
 from modstream.review import escalation
 from modstream.scanning.plan import sha256_hex
 
@@ -80,6 +85,7 @@ __all__ = [
     "DEFAULT_LIMITS",
     "DEFAULT_NOTICES",
     "EVIDENCE_GRACE_MS",
+    "HANDLERS",
     "HUMAN_STATE",
     "HUMAN_TOPICS",
     "KEYED_TOPICS",
@@ -104,7 +110,10 @@ __all__ = [
     "StepResult",
     "index_key",
     "new_state",
+    "on_content_version",
     "on_timer",
+    "over_bounds",
+    "overdue_since",
     "sha256_hex",
     "step",
 ]
@@ -116,8 +125,8 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     if refusal is not None:
         return StepResult(state, dead_letters=[("schema", refusal)])
     if topic == RETRO:
-        return on_retro(state, record, ts, ctx)
-    if topic == "moderation.reports" and not report_kept(state, record, ctx):
+        return retro.on_retro(state, record, ts, ctx)
+    if topic == "moderation.reports" and not reports.report_kept(state, record, ctx):
         # Not counted: nothing of it is kept (not even its event id) and the version's TTL
         # does not move, so a flood of reports beyond the reporter's limit costs no state.
         return StepResult(state)
@@ -126,18 +135,18 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
     ):
         # Never decided here (or its record's retention ended): nothing to apply it to, and
         # nothing dropped silently (contract v1.1).
-        return StepResult(state, dead_letters=[("stale", stale(topic, record))])
+        return StepResult(state, dead_letters=[("stale", retention.stale(topic, record))])
     if state is None:
         state = new_state(record.content_id, record.content_version)
     result = StepResult(state)
     seen = event_digest(record.event_id)
-    if seen in state.events or human.replayed(state, topic, record):
+    if seen in state.events or human_input.replayed(state, topic, record):
         return result  # a duplicate changes nothing and emits nothing, retired or not
     state.events[seen] = 1
     if state.deleted:
         return result  # late input for a deleted version is ignored
     if HANDLERS[topic](state, record, ts, ctx, result):
-        human.remember(state, topic, record)
+        human_input.remember(state, topic, record)
         ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
         result.timers += arm_expiry(state)
         result.timers += escalation.arm(state, ctx.resolution.decide)
@@ -146,54 +155,82 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
-    """A deadline, a provisional expiry or a state TTL fired at event time `ts`: the deadline
-    and expiry first, so a TTL reached in the same jump of event time never drops them."""
+    """A deadline, a provisional expiry, an escalation or a state TTL fired at event time `ts`:
+    the deadline and expiry first, so a TTL reached in the same jump of event time never drops
+    them (rules/retention.py holds the TTL while one still waits)."""
     if state is None:
         return StepResult(None)
     result = StepResult(state)
-    _fire_waits(state, ts, ctx, result)
-    if state.ttl is not None and ts >= state.ttl:
-        # The deadlines and expiries before it decide first; while one still waits, so does
-        # the TTL (`ttl_waits`).
-        waits = ttl_waits(state, ts)
-        if waits:
-            result.timers += waits
-            return result
-        if state.decision_revision > 0 and not state.deleted and not state.retired:
-            ended = retire(state, ts, ctx)
-        else:
-            ended = StepResult(None)  # every other final state clears its keyed state
-        ended.outputs[:0] = result.outputs
-        return ended
-    if state.ttl is not None and state.ttl_timer is not None and ts >= state.ttl_timer:
-        state.ttl_timer = state.ttl  # the TTL moved on since this timer was armed
-        result.timers.append(state.ttl)
-    return result
-
-
-def _fire_waits(state: State, ts: int, ctx: Context, result: StepResult) -> None:
-    """The deadline (waiting for the detectors while they have not had their time), the
-    provisional expiry and the escalation of tasks left open (modstream/review/escalation.py), each
-    if due at `ts`."""
-    pending = state.deadline_timer
-    due = state.deadline is not None and not state.deleted
-    if due and ((ts == state.deadline and pending is None) or ts == pending):
-        waited = postponed(state, ctx, ts)
-        if waited is not None:
-            state.deadline_timer = waited
-            result.timers.append(waited)
-        else:
-            result.outputs += decide_deadline(state, ctx)
-            # A deadline that waited decides after later input: its PROVISIONAL_ALLOW can
-            # expire before the expiry already armed (or already be past it).
-            result.timers += arm_expiry(state)
-    armed = state.expiry_timer
-    if armed is not None and ts >= armed:
-        expiry = expire_provisional(state, ts, ctx)
-        result.outputs += expiry.outputs
-        result.timers += expiry.timers
+    deadline.fire(state, ts, ctx, result)
+    provisional.fire(state, ts, ctx, result, decide)
     escalating = state.escalation_timer
     if escalating is not None and ts >= escalating:
         escalated, rearmed = escalation.fire(state, ts, ctx)
         result.outputs += escalated
         result.timers += rearmed
+    return retention.fire(state, ts, ctx, result)
+
+
+def overdue_since(state: State) -> int | None:
+    """The event time of the oldest rule this version reached and has not decided yet: a
+    deadline waiting for the detectors (its `ts`) or a provisional expiry waiting for live event
+    time (its `expires_ts`); None when none waits. The waiting-past-deadline gauges read it."""
+    waiting = []
+    if state.deadline_timer is not None and state.deadline is not None:
+        waiting.append(state.deadline)
+    expiry, armed = state.expiry, state.expiry_timer
+    if expiry is not None and armed is not None and armed > expiry:  # re-armed: it waits
+        waiting.append(expiry)
+    return min(waiting, default=None)
+
+
+def on_content_version(
+    state: State, record: Any, ts: int, ctx: Context, result: StepResult
+) -> bool:
+    """content.versions carries two kinds of input: an upsert and a delete."""
+    if record.type == "delete":
+        return deletion.on_delete(state, record, ts, ctx, result)
+    return fast_gate.on_upsert(state, record, ts, ctx, result)
+
+
+def over_bounds(topic: str, record: Any, limits: Limits) -> str | None:
+    """Why one input would make this version's state larger than the deployment allows
+    (modstream/core/limits.py), or None. Such an input goes to the DLQ (`schema`) and changes
+    nothing: an upsert declaring too many segments is never decided, its version waits for
+    a valid upsert."""
+    if topic == "content.versions" and record.type == "upsert":
+        if record.segments > limits.max_segments:
+            return (
+                f"moderation: content.versions.segments: {record.segments} declared, over "
+                f"the limit of {limits.max_segments}"
+            )
+    elif topic == "moderation.appeals" and len(f"appeal-{record.appeal_id}") > MAX_ID_CHARS:
+        return (
+            f"moderation: moderation.appeals.appeal_id: its task id `appeal-<appeal_id>` would "
+            f"be longer than {MAX_ID_CHARS} characters"
+        )
+    elif topic == "detector.results" and (record.segment_id or 0) >= limits.max_segments:
+        return (
+            f"moderation: detector.results.segment_id: {record.segment_id} is beyond the "
+            f"limit of {limits.max_segments} segments"
+        )
+    return None
+
+
+# One handler per input kind: applies one new input (not a duplicate, the version not deleted)
+# to the state and adds its outputs and timers to the result; False when the input ends there
+# (the version's TTL and expiry are its own business), True when `step` arms them.
+Handler = Callable[[State, Any, int, Context, StepResult], bool]
+
+# Every keyed topic's handler. The internal RETRO input is not here: it applies to a stored
+# version only and arms nothing, so `step` sends it to `rules.retro.on_retro` before any state
+# is made.
+HANDLERS: dict[str, Handler] = {
+    "content.versions": on_content_version,
+    "detector.results": evidence.on_detector_result,
+    "moderation.reports": reports.on_report,
+    "review.decisions": reviews.on_review,
+    "moderation.appeals": appeals.on_appeal,
+    "moderation.reevaluate": reevaluation.on_reevaluate,
+    "review.leases": reviews.on_lease,
+}

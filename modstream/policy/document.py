@@ -1,6 +1,16 @@
-"""Policy documents as authors write them (CONTRACT.md, "Policy document"): the sections, their
+"""Policy documents as authors write them: the sections (CONTRACT.md, "Policy document"), their
 validation, and the problems `load_policy` (modstream/policy/evaluate.py) reports, each naming its
 rule and position. Kept apart from evaluation, which reads only the compiled form.
+
+Contract: docs/CONTRACT.md, "Policy document" (the sections and what each means; "Anything
+else is a validation error that names the rule and the position") and "v1.1 additions",
+"Policy validation": it "refuses `ALLOW` as a `scanning`, `unknown` or hash-bank outcome (a
+version is never ALLOW while its evidence is incomplete)."
+
+Proved by:
+    tests/operators/test_policy.py::test_allow_is_refused_while_evidence_is_incomplete
+    tests/operators/test_policy.py::test_every_other_outcome_is_accepted_where_allow_is_refused
+    tests/operators/test_policy.py::test_while_scanning_never_allow_and_the_floor_depends_on_the_surface
 """
 
 from __future__ import annotations

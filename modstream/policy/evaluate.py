@@ -103,7 +103,7 @@ class ContentFacts:
     account_risk: float = 0.0
     size_bytes: int = 0
     mime_type: str = ""
-    report_count: float = 0  # distinct reporters, weighted (modstream/moderation/reports.py)
+    report_count: float = 0  # distinct reporters, weighted (modstream/moderation/rules/reports.py)
     # The language its text results named (modstream/moderation/language.py); `und` until one names
     # one.
     language: str = UNDETERMINED

@@ -2,6 +2,23 @@
 whether publication is paused; HMAC verification (modstream/trust/signing.py), the two-person
 approval of active versions and the contract's rejection rules.
 
+Contract: docs/CONTRACT.md, "policy.rules (key: `policy_id`; broadcast to every evaluator)":
+"A version whose signature does not verify is rejected to the DLQ with `error_class:
+"signature"`; one whose document does not validate, or whose version is not greater than the
+active one (except through `rollback`), with `error_class: "policy"`. Either way the active
+policy stays." Control records: `rollback`, `pause_publication` | `resume_publication` ("while
+paused, every new decision is at least PENDING"). "Time": "A policy version, control record or
+hash-bank change takes effect for input whose `ts` is at or after its own `ts`."
+
+Proved by:
+    tests/operators/test_policy_store.py::test_altered_resigned_with_another_key_and_older_versions_are_rejected
+    tests/operators/test_policy_store.py::test_an_invalid_document_or_a_mismatched_version_is_a_policy_rejection
+    tests/operators/test_policy_store.py::test_a_version_applies_from_its_ts_on_whatever_the_arrival_order
+    tests/operators/test_policy_store.py::test_rollback_to_an_older_seen_version_only
+    tests/operators/test_policy_store.py::test_shadow_and_canary_candidates
+    tests/operators/test_policy_store.py::test_rejections_become_dlq_records_of_their_class
+    tests/operators/test_moderation.py::test_pause_floors_new_decisions_at_pending
+
 This is what the moderation job keeps in broadcast state (as the list of accepted records,
 `to_records` / `from_records`). Event time rules: a version or control record takes effect for
 input whose `ts` is at or after its own `ts`, whatever order records arrive in.

@@ -31,7 +31,7 @@ from modstream.scanning.plan import sha256_hex
 
 # The queue of a review naming no task the job issued: a proactive review.
 EXTERNAL_QUEUE = "external"
-# Queues of the tasks the job issues under fixed names (modstream/moderation/handlers.py).
+# Queues of the tasks the job issues under fixed names (modstream/moderation/rules/).
 APPEALS_QUEUE = "appeals"
 BRIGADING_QUEUE = "brigading"
 STATE_PREFIX = "grant:"

@@ -4,7 +4,7 @@ review; two reviewers who disagree open an escalation task (docs/moderation.md, 
 review").
 
 Every review the job applies passes through `on_review` (after its grant, lease and order
-checks, modstream/moderation/handlers.py):
+checks, modstream/moderation/rules/reviews.py):
 
 - **required** (its outcome is in `second_review.outcomes`, or a rule in
   `second_review.rules` matches the version): the first review changes nothing in force (no
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from modstream.moderation import appeals_and_reviews as human
 from modstream.moderation.decide import decide
 from modstream.moderation.records import task
+from modstream.moderation.rules import human_input as human
 from modstream.moderation.state import (
     Agreement,
     Context,

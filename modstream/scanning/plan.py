@@ -1,7 +1,7 @@
 """Scan planning: which detector requests a content version needs, and when (docs/scanning.md).
 
 Pure functions over the moderation step's state (modstream/moderation/step.py): its handlers
-(modstream/moderation/handlers.py) call them after deciding; their outputs are
+(modstream/moderation/rules/) call them after deciding; their outputs are
 `scan.requests.<modality>` records.
 
 Cost order (docs/scanning.md, "Cost order"): an upload the fast gate already decided (a

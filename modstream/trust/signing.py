@@ -1,5 +1,19 @@
 """Signed authority inputs (contract v1.1): who may say what, checked before a record counts.
 
+Contract: docs/CONTRACT.md, "v1.1 additions", "Authority inputs can be signed":
+`detector.results`, `review.decisions`, `hash.bank` and `moderation.appeals` may carry
+`signature`, "`hmac-sha256:<hex>` over the canonical JSON of the record without `signature`",
+with the key of its producer; "where the deployment requires signatures for a topic, an unsigned
+or wrongly signed record goes to the DLQ with `error_class: "signature"`."
+
+Proved by:
+    tests/operators/test_signing.py::test_a_record_signed_by_its_producer_passes_and_a_forged_one_is_refused
+    tests/operators/test_signing.py::test_unsigned_is_refused_only_where_required
+    tests/operators/test_signing.py::test_a_reviewer_cannot_decide_as_another
+    tests/operators/test_signing.py::test_signature_is_hmac_sha256_over_canonical_json_without_signature
+    tests/operators/test_signing.py::test_any_change_to_a_signed_record_is_refused
+    tests/jobs/test_moderation_adapter.py::test_forged_authority_records_are_refused_with_class_signature
+
 `detector.results`, `review.decisions`, `hash.bank` and `moderation.appeals` carry authority:
 evidence, a human's outcome, a known-bad hash, an author's appeal. Each may carry `signature`,
 `hmac-sha256:<hex>` over the canonical JSON of the record without `signature` (the same bytes

@@ -18,8 +18,7 @@ from modstream.contract.dlq import ErrorClass
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.moderation import state_schema
-from modstream.moderation.reports import ReportWeight
-from modstream.moderation.state import VersionState
+from modstream.moderation.state import ReportWeight, VersionState
 from modstream.moderation.step import (
     REVIEW_RETENTION_MS,
     SANCTIONS,

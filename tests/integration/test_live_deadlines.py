@@ -267,7 +267,7 @@ def test_a_job_killed_while_the_backlog_waits_and_restored_decides_it_as_replay(
     with `--restore-from latest`: once live again, exactly replay's decisions, none twice.
 
     A provisional expiry reached before a deadline that waited is decided with that deadline,
-    in the same firing, once the job is live (modstream/moderation/step.py `_fire_waits`), so what
+    in the same firing, once the job is live (modstream/moderation/step.py `on_timer`), so what
     waits at the kill is a deadline: the video's, the longest."""
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", POLICY_KEY)
     policy, lines, replayed = replayed_backlog

@@ -16,7 +16,8 @@ from modstream.jobs.moderation.config import HASH_ROUTE, ModerationConfig
 from modstream.jobs.moderation.decode import DecodeBatch
 from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
 from modstream.jobs.moderation.retro_batch import SEQS, BatchedRetro
-from modstream.moderation import retro, state_schema
+from modstream.moderation import state_schema
+from modstream.moderation.rules import retro
 from modstream.moderation.step import RETRO
 from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, upload
 from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed

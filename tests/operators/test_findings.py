@@ -11,8 +11,7 @@ import yaml
 
 from modstream.contract import parse
 from modstream.contract.detector import DetectorResult
-from modstream.moderation.state import Evidence
-from modstream.moderation.timers import Context
+from modstream.moderation.state import Context, Evidence
 from modstream.policy.store import PolicyStore
 from tests.conftest import T0, evidence
 from tests.operators.policy_builders import GLOBAL_YAML

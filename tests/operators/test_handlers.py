@@ -1,10 +1,9 @@
-"""The dispatch table of the moderation step (modstream/moderation/handlers.py); the rules
+"""The dispatch table of the moderation step (modstream/moderation/step.py); the rules
 themselves are tested through `step` in tests/operators/test_moderation.py."""
 
 from __future__ import annotations
 
-from modstream.moderation.handlers import HANDLERS
-from modstream.moderation.step import KEYED_TOPICS, RETRO
+from modstream.moderation.step import HANDLERS, KEYED_TOPICS, RETRO
 
 
 def test_every_keyed_topic_has_one_handler_and_retro_none() -> None:

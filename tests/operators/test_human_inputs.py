@@ -1,4 +1,4 @@
-"""Human input (modstream/moderation/appeals_and_reviews.py): a re-sent review or appeal changes
+"""Human input (modstream/moderation/rules/human_input.py): a re-sent review or appeal changes
 nothing for as long as the version's record is kept, and the newest human decision wins whatever the
 arrival order (issue 27 point 4)."""
 
@@ -10,7 +10,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modstream.moderation.appeals_and_reviews import human_id
+from modstream.moderation.rules.human_input import human_id
 from modstream.moderation.state import HUMAN_IDS_KEPT, STATE_TTL_MS
 from tests.conftest import T0
 from tests.operators.test_moderation import (

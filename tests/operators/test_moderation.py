@@ -908,7 +908,7 @@ def test_an_action_only_when_the_visibility_changes() -> None:
 
 
 def _report(version: Version, reporter: str, at: int, *, weight: float, new: bool) -> None:
-    from modstream.moderation.reports import ReportWeight
+    from modstream.moderation.state import ReportWeight
 
     ctx = version.ctx
     version.ctx = dataclasses.replace(ctx, report=ReportWeight(weight, new))

@@ -7,8 +7,7 @@ import json
 from dataclasses import replace
 
 from modstream.core.limits import Limits
-from modstream.moderation.reports import ReportWeight
-from modstream.moderation.state import event_digest, to_document
+from modstream.moderation.state import ReportWeight, event_digest, to_document
 from modstream.moderation.step import TOMBSTONE_KEEPS, new_state
 from tests.conftest import SECRET_TEXT, T0, delete, upload
 from tests.operators.test_moderation import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modstream.moderation.reports import (
+from modstream.moderation.rules.reports import (
     DEFAULT_HOURLY_LIMIT,
     HOUR_MS,
     NEW_REPORTER_MS,

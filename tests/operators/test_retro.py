@@ -1,4 +1,4 @@
-"""Bank retroaction (modstream/moderation/retro.py and the `moderation.retro` branch of the
+"""Bank retroaction (modstream/moderation/rules/retro.py and the `moderation.retro` branch of the
 moderation step): a bank addition re-decides versions uploaded before it, whichever arrives
 first."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from modstream.moderation import retro
+from modstream.moderation.rules import retro
 from modstream.moderation.step import RETRO, STATE_TTL_MS
 from tests.conftest import T0, bank_entry
 from tests.operators.test_moderation import Version, context, image, image_evidence

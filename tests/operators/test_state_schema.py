@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from modstream.core import jsonio
-from modstream.moderation.appeals_and_reviews import human_id
+from modstream.moderation.rules.human_input import human_id
 from modstream.moderation.state import (
     LastDecision,
     VersionState,

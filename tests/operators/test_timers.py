@@ -1,6 +1,7 @@
-"""The time rules of modstream/moderation/timers.py on the live path (issue 32): a backlog's reached
-deadlines and provisional expiries are decided once the job is live, with replay's decisions,
-and every wait ends at a time the test computes (docs/moderation.md, "Time", "Deadlines")."""
+"""The time rules (modstream/moderation/rules/deadline.py, provisional.py, retention.py) on
+the live path (issue 32): a backlog's reached deadlines and provisional expiries are decided
+once the job is live, with replay's decisions, and every wait ends at a time the test computes
+(docs/moderation.md, "Time", "Deadlines")."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from modstream.moderation.timers import overdue_since
+from modstream.moderation.step import overdue_since
 from tests.conftest import T0
 from tests.operators.test_moderation import (
     GRACE,

@@ -35,7 +35,7 @@ DECODED_ROW = Types.ROW(
 BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Types.STRING())
 # A viral item's report storm: reports are combined per (version, shard, window) before the
 # version's own operator, so one hot key costs one state read and write per window and shard
-# (the window: modstream/moderation/reports.py, REPORT_WINDOW_MS).
+# (the window: modstream/moderation/rules/reports.py, REPORT_WINDOW_MS).
 REPORT_SHARDS = 8
 # Decode's input and output in batches (MiniBatch.java, Unbatch.java): up to DECODE_BATCH
 # records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.

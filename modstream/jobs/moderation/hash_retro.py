@@ -1,5 +1,5 @@
 """hash_retro: bank additions reach versions decided before them (logic in
-modstream/moderation/retro.py).
+modstream/moderation/rules/retro.py).
 
 PyFlink cannot visit every version's keyed state from a broadcast element, so this wiring
 joins by hash instead: uploads (`content.versions` upserts) and `hash.bank` records of the
@@ -26,7 +26,8 @@ from modstream.jobs import runtime
 from modstream.jobs.moderation import python_calls
 from modstream.jobs.moderation.config import HASH_ROUTE
 from modstream.jobs.moderation.java import RETRO_RESTORED, RETRO_UID, batched_by_key
-from modstream.moderation import retro, state_schema
+from modstream.moderation import state_schema
+from modstream.moderation.rules import retro
 from modstream.moderation.step import RETRO
 
 # Row(hash key, kind "upload" | "bank", payload JSON, ts, seq)

@@ -28,7 +28,7 @@ from modstream.contract.workflow import WORKFLOW_VERSION
 from modstream.jobs.metrics import OperatorMetrics
 from modstream.moderation import language, state_schema
 from modstream.moderation.state import Agreement, Content, Output, VersionState
-from modstream.moderation.timers import overdue_since
+from modstream.moderation.step import overdue_since
 from modstream.review import agreement, quality
 
 # Decision states while evidence is still outstanding (contract: `state`).

@@ -33,9 +33,8 @@ from modstream.jobs.moderation.letters import (
 from modstream.jobs.moderation.metrics import ModerationMetrics, in_force
 from modstream.moderation import state_schema
 from modstream.moderation import step as moderation
-from modstream.moderation.reports import ReportWeight
-from modstream.moderation.retro import RetroRecord
-from modstream.moderation.state import Agreement, Content, VersionState
+from modstream.moderation.rules.retro import RetroRecord
+from modstream.moderation.state import Agreement, Content, ReportWeight, VersionState
 from modstream.moderation.step import RETRO
 from modstream.policy.store import PolicyStore
 from modstream.review.access import ReviewGrants

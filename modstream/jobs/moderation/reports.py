@@ -1,5 +1,5 @@
 """moderation: the report path before a version's operator. `ReportGate`, keyed by reporter,
-weighs each report (hourly limit, trust, the reporter's TTL: modstream/moderation/reports.py);
+weighs each report (hourly limit, trust, the reporter's TTL: modstream/moderation/rules/reports.py);
 `ReportCombine`, keyed by (version, shard), hands a report storm on as one batch per
 event-time window, so one hot version costs one state read and write per window and shard."""
 
@@ -19,13 +19,15 @@ from modstream.jobs.moderation import python_calls
 from modstream.jobs.moderation.broadcast import PolicyAware
 from modstream.jobs.moderation.config import REPORT_BATCH, REPORT_SHARDS, ModerationConfig
 from modstream.jobs.moderation.letters import HANDLER_FAILURES, failure_letter, schema_letters
-from modstream.moderation import reports, state_schema
+from modstream.moderation import state_schema
+from modstream.moderation.rules import reports
+from modstream.moderation.state import ReportWeight
 
 
 @python_calls.counted
 class ReportGate(PolicyAware):
     """Adapter keyed by reporter: the policy's hourly limit and the reporter's trust weight
-    (modstream/moderation/reports.py), then the report goes on to its content version with its
+    (modstream/moderation/rules/reports.py), then the report goes on to its content version with its
     weight."""
 
     keeps_banks = False
@@ -85,7 +87,7 @@ class ReportGate(PolicyAware):
 
     @staticmethod
     def _weighed(
-        record: dict[str, Any], weight: reports.ReportWeight, topic: str, timestamp: int, seq: int
+        record: dict[str, Any], weight: ReportWeight, topic: str, timestamp: int, seq: int
     ) -> Row:
         """The report on its way to its version's shard, its weight and seq riding along."""
         record["_modstream_weight"] = weight.weight

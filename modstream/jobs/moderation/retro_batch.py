@@ -1,4 +1,4 @@
-"""moderation, `--engine batched`: the retro join (modstream/moderation/retro.py) behind
+"""moderation, `--engine batched`: the retro join (modstream/moderation/rules/retro.py) behind
 BatchedVersions.java, keyed by hash key, its Python called once per flush for every hash key made
 ready since.
 
@@ -20,10 +20,11 @@ from typing import Any
 
 from modstream.jobs.moderation.hash_retro import expired, joined, retro_fields
 from modstream.jobs.moderation.keyed_batch import Entry, KeyedBatch
-from modstream.moderation import retro, state_schema
+from modstream.moderation import state_schema
+from modstream.moderation.rules import retro
 
 # The batched state's own field: the input seq of each registration and addition it holds,
-# "v:<version key>" and "a:<bank event id>" (modstream/moderation/retro.py leaves other fields
+# "v:<version key>" and "a:<bank event id>" (modstream/moderation/rules/retro.py leaves other fields
 # alone).
 SEQS = "seqs"
 

@@ -1,6 +1,20 @@
-"""Bank retroaction (issue 12, item 3; contract v1.1): a `hash.bank` addition at `ts` B
+"""Bank retroaction: a `hash.bank` addition at `ts` B (issue 12, item 3; contract v1.1)
 re-decides the retained versions uploaded before B whose sha256 equals the banked hash or whose
 phash is within the policy's distance.
+
+Contract: docs/CONTRACT.md, "v1.1 additions", "Bank additions reach content already decided":
+"A hash added to a bank re-decides live versions whose `sha256` equals it, or whose `phash` is
+within the policy's distance, at the bank record's `ts` (`trigger: policy_change`), as far back
+as versions are retained."
+
+Proved by:
+    tests/operators/test_retro.py::test_an_addition_after_the_upload_re_decides_it_in_either_arrival_order
+    tests/operators/test_retro.py::test_an_upload_at_or_after_the_addition_is_not_re_decided
+    tests/operators/test_retro.py::test_a_removal_ends_the_addition_for_registrations_that_come_after_it
+    tests/operators/test_retro.py::test_a_phash_pair_is_emitted_once_and_only_within_the_index_bound
+    tests/operators/test_retro.py::test_the_step_blocks_an_allowed_version_at_the_bank_ts_with_policy_change
+    tests/operators/test_retro.py::test_the_step_leaves_a_version_that_does_not_match_at_the_bank_ts_alone
+    tests/operators/test_retro.py::test_the_step_creates_nothing_for_a_version_it_does_not_hold
 
 PyFlink has no `applyToKeyedState` (a broadcast element cannot visit every version's keyed
 state), so the join runs the other way round, keyed by hash: every upload registers
@@ -21,7 +35,8 @@ reaches its ts (by then every registration uploaded before it has arrived, unles
 `MAX_ADDS_PER_KEY` per key. One timer per key at a time; the key is cleared when empty.
 
 Pure Python over plain dict state; time is passed in. The Flink adapter is
-modstream/jobs/moderation/hash_retro.py.
+modstream/jobs/moderation/hash_retro.py. The version side is `on_retro`, which
+modstream/moderation/step.py sends a `moderation.retro` record to before any state is made.
 """
 
 from __future__ import annotations
@@ -29,7 +44,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from modstream.moderation.step import RETRO, STATE_TTL_MS
+from modstream.moderation.decide import decide
+from modstream.moderation.state import (
+    RETRO,
+    STATE_TTL_MS,
+    Context,
+    StepResult,
+    VersionState,
+    event_digest,
+)
 from modstream.scanning.plan import sha256_hex
 from modstream.trust.hashbank import BANDS, PHASH_MAX_DISTANCE, band_values
 
@@ -233,3 +256,19 @@ __all__ = [
     "registration_keys",
     "version_key",
 ]
+
+
+def on_retro(state: VersionState | None, record: Any, ts: int, ctx: Context) -> StepResult:
+    """A bank addition at `ts` for a version uploaded before it (contract v1.1): decide again at
+    `ts` (`trigger: policy_change`) when the version, as stored, matches the added bank then
+    (`ctx.hash_matches`: HashBanks at `ts`, the policy's phash distance). A version without
+    content, deleted or expired is left alone; nothing of it is created, its TTL does not move."""
+    if state is None or state.deleted or state.content is None:
+        return StepResult(state)
+    seen = event_digest(record.event_id)
+    if seen in state.events:
+        return StepResult(state)
+    state.events[seen] = 1
+    if record.bank not in ctx.hash_matches:
+        return StepResult(state)
+    return StepResult(state, outputs=decide(state, ctx, ts, "policy_change"))

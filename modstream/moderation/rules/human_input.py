@@ -1,13 +1,26 @@
-"""Human input on a content version (reviews, appeals): replay protection for as long as the
+"""Human input, replays and order: a review or appeal applied once, for as long as the
 version's record is kept, and the newest human decision winning whatever the arrival order
 (issue 27 point 4; docs/moderation.md, "Human input: replays and order").
 
+Contract: docs/CONTRACT.md, "Outcomes": a human outcome "is sticky: re-evaluation and later
+evidence do not change it; only another human decision (review or appeal) does." "v1.1
+additions", "Human decisions apply at any age" (a retired record still refuses a re-sent input).
+
+Proved by:
+    tests/operators/test_human_inputs.py::test_a_review_re_sent_after_retirement_changes_nothing
+    tests/operators/test_human_inputs.py::test_a_duplicate_is_dropped_the_same_way_before_and_after_retirement
+    tests/operators/test_human_inputs.py::test_an_older_review_arriving_after_a_newer_one_changes_nothing
+    tests/operators/test_human_inputs.py::test_two_reviews_in_the_same_millisecond_end_the_same_in_either_order
+    tests/operators/test_human_inputs.py::test_an_appeal_re_sent_after_retirement_opens_no_second_task
+    tests/operators/test_human_inputs.py::test_past_the_bound_the_oldest_digests_go_and_their_reviews_are_still_refused
+    tests/operators/test_human_inputs.py::test_the_newest_review_wins_whatever_the_arrival_order
+
 Signatures carry no expiry or audience, and old signed reviews sit in `review.decisions`, the
 DLQ's `raw` and the archive. The full state's `events` makes a re-sent record a duplicate, but a
-retired record (`timers.retire`) keeps no event ids: so every human input applied to a version
-is also remembered here, as a short digest in `human_ids`, which the retired record keeps.
-Beside it `human.ts`, the newest applied review's `ts`: a review stamped before it changes
-nothing, so even an input whose digest left the bounded list cannot steer the version.
+retired record (rules/retention.py `retire`) keeps no event ids: so every human input applied
+to a version is also remembered here, as a short digest in `human_ids`, which the retired
+record keeps. Beside it `human.ts`, the newest applied review's `ts`: a review stamped before
+it changes nothing, so even an input whose digest left the bounded list cannot steer the version.
 """
 
 from __future__ import annotations
