@@ -93,3 +93,12 @@ def test_the_generator_writes_the_data_the_picture_and_the_table(tmp_path: Path)
 def test_a_document_without_the_markers_is_refused() -> None:
     with pytest.raises(ValueError, match="jobs:begin"):
         graph.with_table("# no markers\n", "| table |")
+
+
+def test_docs_topics_md_has_a_row_for_every_topic_of_the_table() -> None:
+    rows = {
+        line.split("|")[1].strip()
+        for line in (ROOT / "docs/topics.md").read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| topic ")
+    }
+    assert {spec.name for spec in TOPICS} <= rows
