@@ -13,12 +13,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # `make test` runs on its own ports and run directory, so it never touches a stack you
 # started with `make up` (defaults 9092/9093/6379 in .run/). Its jobs require signatures on
-# every authority topic, keys derived from one dev secret (docs/reliability/signing.md).
+# every authority topic, keys derived from one dev secret (docs/RELIABILITY.md, "Signed authority
+# inputs").
 TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-shots bench-language bench-bank bench-replay bench-overload
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas docs golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-shots bench-language bench-bank bench-replay bench-overload
 
 help:
 	@echo "make setup             venv + Python deps, redis-server, promtool, espeak-ng, chromium (apt), jars (Maven Central)"
@@ -29,6 +30,7 @@ help:
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff and mypy"
+	@echo "make docs              redraw docs/img/architecture.svg and the jobs table of docs/architecture.md from the code"
 	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
 	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes (pytest-benchmark)"
@@ -159,6 +161,11 @@ format: setup
 
 schemas: setup
 	@$(MODSTREAM) schemas export
+
+# The architecture diagram and jobs table from the jobs' declared topics (modstream/jobs/graph.py);
+# tests/jobs/test_graph.py fails when the committed ones are stale.
+docs: $(VENV)/.installed
+	@$(BIN)/python -m modstream.jobs.graph
 
 # Rewrite tests/golden/ from a replay of the demo workload (the test suite's environment): only
 # for a change meant to change decisions; tests/integration/test_golden_replay.py checks it.

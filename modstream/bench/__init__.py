@@ -1,7 +1,8 @@
 """Benchmarks sign their workloads as the test stack does (Makefile TEST_ENV) unless the caller
 gave keys of its own: the jobs require signatures on every authority topic by default (issue 27,
-docs/reliability/signing.md), so an unsigned workload would be dead-lettered, not measured. The
-benchmarks' stacks are local (the dev secret is refused beside brokers that are not)."""
+docs/RELIABILITY.md, "Signed authority inputs"), so an unsigned workload would be dead-lettered,
+not measured. The benchmarks' stacks are local (the dev secret is refused beside brokers that are
+not)."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def _package(args: argparse.Namespace, settings: Settings) -> Any:
     return built
 
 
-# The jobs that verify or sign authority records (docs/reliability/signing.md).
+# The jobs that verify or sign authority records (docs/RELIABILITY.md, "Signed authority inputs").
 KEYED_JOBS = ("moderation", "scan")
 
 

@@ -58,8 +58,9 @@ from modstream.stack import local as stack
 from modstream.trust.signing import Keyring
 
 DEMO_POLICY_KEY = "modstream-demo-key"  # used when MODSTREAM_POLICY_KEY is not set
-# The demo requires signatures on every authority topic (docs/reliability/signing.md); keys
-# come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file) is set.
+# The demo requires signatures on every authority topic (docs/RELIABILITY.md, "Signed authority
+# inputs"); keys come from this dev secret unless MODSTREAM_SIGNING_DEV_SECRET (or a keys file)
+# is set.
 DEMO_SIGNING_SECRET = "modstream-demo-signing"
 DEFAULT_POLICY = "policy_rules/global.yaml"
 # With real detectors every modality is really read (issue 28 item 8): global.yaml with

@@ -9,9 +9,10 @@ is looked at again when its intent's TTL may have freed it. While what is served
 was decided (a failed cache purge), the Content Service's convergence is run again on the same
 backoff timers (`--purge-failure-rate` fails purges on purpose, for drills).
 
-One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
-validate goes to the DLQ as `schema`; a valid action whose handling fails unexpectedly goes as
-`permanent`, with nothing emitted for it; either way the next record is handled.
+One record never stops the job (docs/RELIABILITY.md, "Enforce, reconciler and the commands that
+read topics"): a record that does not decode or validate goes to the DLQ as `schema`; a valid
+action whose handling fails unexpectedly goes as `permanent`, with nothing emitted for it; either
+way the next record is handled.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from modstream.jobs.options import job_parser
 from modstream.ops.content_service import ContentService, Purge
 
 INPUT_TOPICS = ("moderation.actions", "enforcement.repairs")
+# What the job writes (docs/architecture.md draws both lists: modstream/jobs/graph.py).
+OUTPUT_TOPICS = ("content.visibility", "moderation.dlq")
 # For drills and the crash test: exit the whole process right after applying this action and
 # before marking it COMPLETED (the "killed between apply and COMPLETED" case).
 CRASH_ENV = "MODSTREAM_ENFORCE_CRASH_AFTER_APPLY"

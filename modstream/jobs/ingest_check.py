@@ -57,6 +57,11 @@ class IngestCheck(ProcessFunction):
             yield row
 
 
+# What the job reads and writes (docs/architecture.md draws both: modstream/jobs/graph.py).
+INPUT_TOPICS = ("content.versions",)
+OUTPUT_TOPICS = ("content.validated", "moderation.dlq")
+
+
 def build(
     env: StreamExecutionEnvironment,
     source: DataStream,
@@ -93,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     config = config_from_args(parse_args(argv), settings)
     env = runtime.create_env(config, settings)
     source = env.from_source(
-        runtime.kafka_source(config, [config.topic("content.versions")]),
+        runtime.kafka_source(config, [config.topic(name) for name in INPUT_TOPICS]),
         WatermarkStrategy.no_watermarks(),
         "content.versions",
         type_info=runtime.SOURCE_ROW,

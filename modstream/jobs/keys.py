@@ -1,6 +1,6 @@
-"""A job's keyring at start (modstream/trust/keyring.py, docs/reliability/signing.md): read once
-from the environment, the dev secret refused unless the job's brokers are a local stack's, and every
-setting that lowers the secure defaults logged before the job runs."""
+"""A job's keyring at start (modstream/trust/keyring.py, docs/RELIABILITY.md, "Signed authority
+inputs"): read once from the environment, the dev secret refused unless the job's brokers are a
+local stack's, and every setting that lowers the secure defaults logged before the job runs."""
 
 from __future__ import annotations
 

@@ -18,10 +18,11 @@ review wait (modstream/jobs/review_wait.py, modstream/review/wait.py): with revi
 review.decisions read as well, the oldest open review task's wait per queue, in two keyed steps of
 their own (by task, then by queue) beside reconciliation.
 
-One record never stops the job (docs/reliability/jobs.md): a record that does not decode or
-validate goes to the DLQ as `schema`; a valid one whose handling fails unexpectedly goes as
-`permanent`, and the content item's state stays as it was; a failing timer dead-letters the
-item's desired action. Either way the next record is handled.
+One record never stops the job (docs/RELIABILITY.md, "Enforce, reconciler and the commands that
+read topics"): a record that does not decode or validate goes to the DLQ as `schema`; a valid one
+whose handling fails unexpectedly goes as `permanent`, and the content item's state stays as it
+was; a failing timer dead-letters the item's desired action. Either way the next record is
+handled.
 """
 
 from __future__ import annotations
@@ -58,6 +59,15 @@ INPUT_TOPICS = ("moderation.actions", "content.visibility")
 # Read for the exposure window only (modstream/moderation/exposure.py): the upload's surface and
 # region, the restrictive decisions and their trigger.
 EXPOSURE_TOPICS = ("content.versions", "moderation.decisions")
+# Everything the job's one source reads, and what it writes (docs/architecture.md draws both:
+# modstream/jobs/graph.py).
+SOURCE_TOPICS = (*INPUT_TOPICS, *EXPOSURE_TOPICS, *REVIEW_TOPICS)
+OUTPUT_TOPICS = (
+    "moderation.discrepancies",
+    "enforcement.repairs",
+    exposure.TOPIC,
+    "moderation.dlq",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -394,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
     return runtime.run_on_kafka(
         job,
         settings,
-        [*INPUT_TOPICS, *EXPOSURE_TOPICS, *REVIEW_TOPICS],
+        list(SOURCE_TOPICS),
         lambda env, source, sink: build(env, source, sink, config),
         detached=args.detached,
     )

@@ -1,10 +1,12 @@
 """What every modstream Flink job shares: environment, Kafka source and sink, run loop.
 
 Records cross the Python/Java boundary as rows of strings: sources give
-`Row(topic, key, value, timestamp_ms)` and sinks take `Row(topic, key, value)`, so one source can
+`Row(topic, key, value, ts, lane)` and sinks take `Row(topic, key, value)`, so one source can
 read several topics and one exactly-once sink writes every output topic of a job in the same
-Kafka transaction. The (de)serializers are two small Java classes in deploy/flink-ext, built by
-`make setup`, because PyFlink's own ones cannot carry a topic and a key per record.
+Kafka transaction. The (de)serializers are Java classes of deploy/flink-ext
+(TopicKeyValueDeserializationSchema, TopicKeyValueSerializationSchema; docs/architecture.md
+lists the extension's classes), built by `make setup`, because PyFlink's own ones cannot carry
+a topic and a key per record.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Three things, in one directory (default RUN_DIR/package):
 
-- `modstream-jobs.zip`, the job code (modstream, jobs, operators, udfs, schemas, the policy rules
+- `modstream-jobs.zip`, the job code (the modstream package, the policy rules
   and the ONNX models), for `flink run -pyfs`: Flink extracts it on each TaskManager and puts it
   on the embedded interpreter's PYTHONPATH;
 - `python-env.zip`, a relocatable Python 3.11 for `-pyarch python-env.zip#env -pyexec

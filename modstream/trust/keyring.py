@@ -9,7 +9,7 @@ role too; the secret is refused by a job whose brokers are not local (`refuse_de
 
 Secure by default: every authority topic requires signatures and an active policy version an
 approval; only explicitly named insecure settings (MODSTREAM_INSECURE_*) lower that, and a job
-logs them at start (`Keyring.insecure_settings`). docs/reliability/signing.md.
+logs them at start (`Keyring.insecure_settings`). docs/RELIABILITY.md, "Signed authority inputs".
 
 Pure: no PyFlink, no clock; the environment and the keys file are read by `from_env` (and by
 unpickling a keyring that came from a file, so a job graph never carries the file's keys).

@@ -21,9 +21,9 @@ policy records sign), with the key of its producer: the detector, the reviewer, 
 `appeals`. A deployment lists the topics whose records must be signed; a present signature is
 always checked, so a forged one never passes because signatures happen to be optional.
 
-Keys (modstream/trust/keyring.py, docs/reliability/signing.md): each id's key is bound to a role and
-the topics it may sign, so a record signed by a key of the wrong role is refused even where
-the key is genuine. People (reviewers, policy approvers) share the producers' namespace.
+Keys (modstream/trust/keyring.py, docs/RELIABILITY.md, "Keys and roles"): each id's key is bound
+to a role and the topics it may sign, so a record signed by a key of the wrong role is refused
+even where the key is genuine. People (reviewers, policy approvers) share the producers' namespace.
 
 Pure: no PyFlink, no clock; the environment is read only by `Keyring.from_env`.
 """

@@ -13,7 +13,7 @@ the record came through the deployment's tooling; whoever holds it could name an
   promote`), or pushed active directly with a `reason` (`modstream policy push --mode active`).
 
 Both are optional fields the contract's strictness allows (docs/contract-notes.md). Pure: no
-PyFlink, no clock. docs/reliability/signing.md, "The two-person rule".
+PyFlink, no clock. docs/RELIABILITY.md, "The two-person rule".
 """
 
 from __future__ import annotations

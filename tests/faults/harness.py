@@ -65,7 +65,7 @@ CHECKPOINT_INTERVAL_MS = 2_000
 # The moderation job's transactions time out after this during the late restore only (it runs
 # from a savepoint with it, dies, and is restored after longer); every other fault runs with the
 # default 600 s, which Flink's own recovery after a TaskManager kill stays well within
-# (docs/reliability/exactly-once.md, "Not guaranteed").
+# (docs/RELIABILITY.md, "Not guaranteed").
 TRANSACTION_TIMEOUT_MS = 15_000
 RECONCILER_SLA_MS = 20_000
 # The short run's detector deadlines are at most this (policy_rules/global.yaml's run to 2 min):

@@ -1,1 +1,2 @@
-"""Fuzzing every input topic of the moderation job (issue 11, docs/reliability/fuzz.md)."""
+"""Fuzzing every input topic of the moderation job (issue 11, docs/RELIABILITY.md, "Fuzzing the
+inputs")."""

@@ -84,8 +84,8 @@ def test_parse_refuses_every_mutation_with_a_field_naming_message(
 
 
 def test_every_class_has_records_the_schema_refuses_or_accepts_as_documented() -> None:
-    # The table in docs/reliability/fuzz.md depends on it: every class reaches every topic
-    # it applies to, and only the valid classes and the in-range ts classes parse.
+    # The table in docs/RELIABILITY.md, "Fuzzing the inputs", depends on it: every class reaches
+    # every topic it applies to, and only the valid classes and the in-range ts classes parse.
     assert set(TOPICS) == {kind.topic for kind in KINDS.values()}
     assert len(TOPICS) == 8
     assert set(VALID_CLASSES) < set(MUTATIONS)

@@ -178,7 +178,7 @@ EXPECTED = ("content.versions#0", "review.decisions#0")
 
 
 def test_after_a_restart_a_partition_not_read_yet_holds_event_time(jvm: Any) -> None:
-    """The full fault run (docs/reliability/exactly-once.md): after each restore the few records
+    """The full fault run (docs/RELIABILITY.md, "Exactly once"): after each restore the few records
     of review.decisions were read before the upload partition they follow, event time passed
     the uploads, and their reviews were letters `stale`. A partition the job reads but has not
     heard from since it started holds event time like a paused backfill."""

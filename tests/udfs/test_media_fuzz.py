@@ -5,7 +5,7 @@ written under a media root; scan requests for `nsfw_image` and `media_check` go 
 `modstream.scanning.batch.handle_safely`, exactly what a model worker runs. Whatever the file, every
 request gets exactly one answer (`ok`, or `error` with one DLQ row `permanent`) and nothing is
 raised. The number of cases tried per class is printed at the end (`pytest -s`), for
-docs/reliability/scan.md.
+docs/scanning.md, "Fuzzed media".
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """moderation: the DLQ rows its adapters write when an input, a timer or a stored state cannot
-be handled. One record never stops the job (docs/reliability/moderation.md): it is set aside as
+be handled. One record never stops the job (docs/moderation.md, "Bad input"): it is set aside as
 `permanent`, the message naming the failure, never the content."""
 
 from __future__ import annotations

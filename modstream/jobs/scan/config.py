@@ -23,6 +23,10 @@ from modstream.jobs.options import job_parser
 from modstream.ops.scan_pools import POOLS, Pool, parse_pool
 from modstream.trust.signing import Keyring
 
+# What every pool writes; each reads its own `Pool.topics()` (docs/architecture.md draws both:
+# modstream/jobs/graph.py).
+OUTPUT_TOPICS = ("detector.results", "moderation.dlq")
+
 SCAN_DOC = (
     "scan: scan requests of some modality pools -> detectors on ONNX Runtime -> detector.results."
 )

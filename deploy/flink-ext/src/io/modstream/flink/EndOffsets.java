@@ -27,7 +27,7 @@ import org.apache.flink.kafka.shaded.org.apache.kafka.common.TopicPartition;
  * source resumes, as of the last completed checkpoint). {@link ValidatedTime} holds event time
  * for a lane whose input is on the broker but not read yet, however the consumer orders its
  * fetches: round counting alone let event time pass a partition whose fetch came late (the fault
- * run after a 100 s machine stall, docs/reliability/exactly-once.md).
+ * run after a 100 s machine stall, docs/RELIABILITY.md, "Exactly once").
  *
  * <p>Observations only ever lag the truth (ends and committed positions only grow), so a lane
  * seen with input pending had that input; one not seen so falls back to the other rules.
