@@ -28,7 +28,7 @@ help:
 	@echo "make test-slow         the slow tests make test leaves out: cluster demo, batched engine runs"
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
-	@echo "make lint              ruff and mypy"
+	@echo "make lint              ruff, mypy, the package's layers (import-linter), schemas"
 	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
 	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes (pytest-benchmark)"
@@ -151,6 +151,7 @@ lint: setup
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy
+	@$(BIN)/lint-imports
 	@$(MODSTREAM) schemas check
 
 format: setup
