@@ -12,9 +12,10 @@ upload, a signed shadow policy version and malformed records. Detector results c
 generator until the real detectors run. Records of this run carry its run id, so the summary
 counts only them even when earlier demos left records behind.
 
-This module runs the steps; what is sent is made in modstream/demo/demo_workload.py, the waits (each
-a phase of the progress on stderr) are in modstream/demo/wait.py, and what the run produced is
-read back and summarized in modstream/demo/summary.py.
+This module runs the steps; the run's deployment is modstream/demo/deployment.py, what is sent is
+made in modstream/demo/demo_workload.py, the waits (each a phase of the progress on stderr) are in
+modstream/demo/wait.py, and what the run produced is read back and summarized in
+modstream/demo/summary.py.
 """
 
 from __future__ import annotations

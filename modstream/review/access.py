@@ -5,8 +5,9 @@ The review tool (modstream/review/queue.py) checks grants and leases in its Redi
 with Redis access can write. The job therefore holds its own copy, built from signed records:
 
 - a **grant** (`review.grants`, signed by a lead) gives a reviewer queues from its `ts` on; the
-  job keeps each reviewer's grant history (`ReviewGrants`, in broadcast state) and asks which
-  grant was in force at a review's `ts`, so replay and live decide alike;
+  job keeps each reviewer's grant history (`ReviewGrants`, in broadcast state:
+  modstream/review/grants.py) and asks which grant was in force at a review's `ts`, so replay and
+  live decide alike;
 - a **lease** (`review.leases`, signed by the reviewer) claims one task the job issued, until
   `expires_ts`; the version keeps, per task, the reviewer holding it (`state.leases`).
 
@@ -24,6 +25,8 @@ from typing import Any
 from modstream.contract.review import ALL_QUEUES
 from modstream.core.ids import sha256_hex
 from modstream.moderation.state import Lease, State
+
+# Re-exported: the moderation job imports them from here.
 from modstream.review.grants import ReviewGrants as ReviewGrants
 from modstream.review.grants import state_entry as state_entry
 
