@@ -29,7 +29,7 @@ help:
 	@echo "make test-slow         the slow tests make test leaves out: cluster demo, batched engine runs"
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
-	@echo "make lint              ruff and mypy"
+	@echo "make lint              ruff, mypy, the package's layers (import-linter), schemas"
 	@echo "make docs              redraw docs/img/architecture.svg and the jobs table of docs/architecture.md from the code"
 	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
@@ -153,6 +153,7 @@ lint: setup
 	@$(BIN)/ruff check .
 	@$(BIN)/ruff format --check .
 	@$(BIN)/mypy
+	@$(BIN)/lint-imports
 	@$(MODSTREAM) schemas check
 
 format: setup

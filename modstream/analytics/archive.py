@@ -186,7 +186,7 @@ class _Reader:
     ) -> None:
         from kafka import KafkaConsumer
 
-        from modstream.stack.local import BROKER_MESSAGE_MAX_BYTES
+        from modstream.core.limits import BROKER_MESSAGE_MAX_BYTES
 
         self.say, self.manifest = say, manifest
         self.tables = {topics.physical(t.topic, prefix): t for t in TABLES.values()}

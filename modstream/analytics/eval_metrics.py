@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from modstream.demo.labels import Label, LabelSet, Version
+from modstream.analytics.labels import Label, LabelSet, Version
 
 POSITIVE = frozenset({"BLOCK", "RESTRICT"})
 HUMAN_TRIGGERS = frozenset({"review", "appeal"})

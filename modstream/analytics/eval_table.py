@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from modstream.analytics.eval_metrics import DIMENSIONS, EvalResult, ReasonRow, SliceRow
-from modstream.demo.labels import Version
+from modstream.analytics.labels import Version
 
 DASH = "-"
 

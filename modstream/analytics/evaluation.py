@@ -1,7 +1,7 @@
 """`modstream eval`'s service: read a deployment's archive and a labels file, grade, format.
 
-The grading itself is pure (modstream/analytics/eval_metrics.py, modstream/demo/labels.py); this
-module only reads the archive (docs/ANALYSTS.md, "The archive"), the labels file and the policy
+The grading itself is pure (modstream/analytics/eval_metrics.py, modstream/analytics/labels.py);
+this module only reads the archive (docs/ANALYSTS.md, "The archive"), the labels file and the policy
 whose rule reasons a reviewer's `reason` may be, and hands plain rows over. The demo calls `run` and
 `format_table` at its end with its shipped labels (`demo_labels`).
 """
@@ -16,14 +16,14 @@ import yaml
 
 from modstream.analytics.eval_metrics import EvalResult, evaluate
 from modstream.analytics.eval_table import format_table
-from modstream.core.config import Settings
-from modstream.demo.labels import (
+from modstream.analytics.labels import (
     merge,
     read_labels,
     refused_event_ids,
     review_labels,
     with_id_prefix,
 )
+from modstream.core.config import Settings
 from modstream.stack import deployments
 
 __all__ = ["EvalResult", "EvaluationError", "demo_labels", "format_table", "run"]
@@ -132,10 +132,10 @@ def run(
 
 def second_reviews(settings: Settings, prefix: str | None) -> Rows:
     """Agreement of second reviews per queue and reviewer pair, with Cohen's kappa
-    (modstream/analytics/quality.py `second_review_summary`), from the archived review tasks and the
+    (modstream/review/agreement.py `second_review_summary`), from the archived review tasks and the
     review decisions the job did not refuse; none from an archive written before review tasks
     carried `second_review`."""
-    from modstream.analytics.quality import second_review_summary
+    from modstream.review.agreement import second_review_summary
 
     try:
         tasks = _select(settings, prefix, "review_tasks", SECOND_REVIEW_TASKS)

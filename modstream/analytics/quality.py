@@ -30,7 +30,6 @@ from matplotlib.figure import Figure
 from modstream.analytics.report_plots import Plot, new_figure, no_data, rows
 from modstream.core import kafkaio
 from modstream.core.config import Settings
-from modstream.review import agreement
 
 
 # The demo summary: this run's records.
@@ -115,60 +114,6 @@ def review_wait_summary(
         if at is not None:
             queue["oldest_wait_ms"] = max(queue["oldest_wait_ms"], max(0, now_ms - at))
     return dict(sorted(queues.items()))
-
-
-def second_review_summary(
-    tasks: list[dict[str, Any]], reviews: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """Per queue and reviewer pair, as the moderation job's `second_reviews` counter counts them
-    (modstream/review/second_review.py), read back from this run's records: each second-review task
-    (`second_review.round` second) pairs the first review of the task it names (`of_task`) with
-    the first review of its own task by another reviewer. Rows: queue (the first task's,
-    `external` for a review naming no task), pair, items, agreed, kappa (None when undefined)."""
-    seconds = {
-        (t["content_id"], t["task_id"]): t
-        for t in tasks
-        if (t.get("second_review") or {}).get("round") == "second"
-    }
-    if not seconds:
-        return []
-    queue_of = {(t["content_id"], t["task_id"]): t["queue"] for t in tasks}
-    earliest: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for review in sorted(reviews, key=lambda r: (r["ts"], r.get("event_id", ""))):
-        earliest.setdefault((review.get("content_id", ""), review["task_id"]), []).append(review)
-    counts: Counter[tuple[str, str, str, str]] = Counter()
-    for (content_id, task_id), task in seconds.items():
-        of_task = task["second_review"]["of_task"]
-        firsts = earliest.get((content_id, of_task), [])
-        if not firsts:
-            continue
-        first = firsts[0]
-        second = next(
-            (
-                r
-                for r in earliest.get((content_id, task_id), [])
-                if r["reviewer_id"] != first["reviewer_id"]
-            ),
-            None,
-        )
-        if second is None:
-            continue
-        named, outcome_a, outcome_b = agreement.pair(
-            first["reviewer_id"], second["reviewer_id"], first["outcome"], second["outcome"]
-        )
-        counts[(queue_of.get((content_id, of_task), "external"), named, outcome_a, outcome_b)] += 1
-    return [
-        {
-            "queue": row.queue,
-            "pair": row.pair,
-            "items": row.items,
-            "agreed": row.agreed,
-            "kappa": row.kappa,
-        }
-        for row in agreement.by_queue_and_pair(
-            (queue, named, a, b, count) for (queue, named, a, b), count in counts.items()
-        )
-    ]
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:

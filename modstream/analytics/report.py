@@ -22,8 +22,9 @@ from matplotlib.figure import Figure
 from modstream.analytics import quality, report_plots
 from modstream.analytics import streams as analytics
 from modstream.analytics.archive_schema import TABLES
+from modstream.analytics.labels import refused_event_ids
 from modstream.core.config import Settings
-from modstream.demo.labels import refused_event_ids
+from modstream.review import agreement
 
 # Every plot of the page, in its order (issue 29's quality plots after the others).
 PLOTS = report_plots.PLOTS + quality.PLOTS
@@ -155,7 +156,7 @@ AGREEMENT_NOTE = (
 
 def second_reviews(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
     """[queue, pair, compared, agreed, kappa] from the archived review tasks and decisions
-    (modstream/analytics/quality.py `second_review_summary`); none from an archive written before
+    (modstream/review/agreement.py `second_review_summary`); none from an archive written before
     review tasks carried `second_review`."""
     try:
         tasks = (
@@ -184,7 +185,7 @@ def second_reviews(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
             row["agreed"],
             "-" if row["kappa"] is None else f"{row['kappa']:.2f}",
         ]
-        for row in quality.second_review_summary(tasks, kept)
+        for row in agreement.second_review_summary(tasks, kept)
     ]
 
 

@@ -21,11 +21,11 @@ import argparse
 import json
 import shlex
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from modstream.bench.measure import backlog_figures, summary_line
+from modstream.bench.measure import Result, backlog_figures, summary_line
 from modstream.bench.moderation import now_ms
 from modstream.bench.run import Window, run_variant
 from modstream.bench.variants import (
@@ -47,31 +47,6 @@ if TYPE_CHECKING:
 # `--steady`: 212,308 events with the markers (BENCH_MIX, seed 5): over 200,000 per variant.
 STEADY_VERSIONS = 55_000
 STEADY_EVENTS = 200_000
-
-
-@dataclass
-class Result:
-    variant: str
-    versions: int
-    events: int
-    startup_s: float  # from its start to saying it runs (JVM, job graph, clients)
-    processing_s: float  # from saying it runs to the closing marker's output committed
-    events_per_s: float  # over processing_s: warm-up and JIT included
-    warmup_s: float  # from saying it runs to WARMUP_SHARE of its outputs visible
-    steady_events_per_s: float  # after warm-up to the closing marker's output
-    startup_cpu_s: float
-    cpu_us_per_event: float  # over processing_s, every process of the variant
-    steady_cpu_us_per_event: float  # after warm-up
-    broker_cpu_us_per_event: float | None  # the broker's, over processing_s, apart
-    peak_rss_mib: float
-    outputs: int
-    python_calls_per_event: float | None = None  # the job's `python_calls` counters / events
-    # The same by operator (its `operator_name`): where the calls come from.
-    python_calls_per_event_by_operator: dict[str, float] | None = None
-    # At the equal rate (half the confluent-kafka peer's): p50, p95, p99 and max ms.
-    latency: dict[str, Any] = field(default_factory=dict)
-    # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
-    checkpoints: dict[str, int] = field(default_factory=dict)
 
 
 def workload(versions: int) -> tuple[list[dict[str, Any]], str]:

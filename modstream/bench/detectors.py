@@ -37,7 +37,7 @@ from modstream.core.topics import TopicSpec, create_topics, physical
 from modstream.detectors.detector import Item
 from modstream.detectors.nsfw_image import NsfwImage, preprocess
 from modstream.detectors.offensive_text import OffensiveText
-from modstream.ops.scan_pools import REPORTS
+from modstream.scanning.pools import REPORTS
 
 BATCHES = (1, 8, 32, 64)
 WORDS = [
@@ -163,7 +163,7 @@ def scan_job(
 ) -> dict[str, Any]:
     """Requests produced to fresh topics, the scan job on them, committed results per second."""
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
-    # The job reads the backfill topic and the reports too (modstream/ops/scan_pools.py); this run
+    # The job reads the backfill topic and the reports too (modstream/scanning/pools.py); this run
     # leaves them empty.
     names = [f"scan.requests.{modality}", f"scan.requests.{modality}.backfill", REPORTS]
     names += ["detector.results", "moderation.dlq"]

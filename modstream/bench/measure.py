@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,34 @@ PROC = Path("/proc")
 # when its group had committed this share of its input (or, without that, when this share of
 # its outputs was visible) to its last output (start-up and JIT reported apart).
 WARMUP_SHARE = 0.2
+
+
+@dataclass
+class Result:
+    """One variant's figures in a `modstream bench` run (modstream/bench/compare.py prints and
+    plots them)."""
+
+    variant: str
+    versions: int
+    events: int
+    startup_s: float  # from its start to saying it runs (JVM, job graph, clients)
+    processing_s: float  # from saying it runs to the closing marker's output committed
+    events_per_s: float  # over processing_s: warm-up and JIT included
+    warmup_s: float  # from saying it runs to WARMUP_SHARE of its outputs visible
+    steady_events_per_s: float  # after warm-up to the closing marker's output
+    startup_cpu_s: float
+    cpu_us_per_event: float  # over processing_s, every process of the variant
+    steady_cpu_us_per_event: float  # after warm-up
+    broker_cpu_us_per_event: float | None  # the broker's, over processing_s, apart
+    peak_rss_mib: float
+    outputs: int
+    python_calls_per_event: float | None = None  # the job's `python_calls` counters / events
+    # The same by operator (its `operator_name`): where the calls come from.
+    python_calls_per_event_by_operator: dict[str, float] | None = None
+    # At the equal rate (half the confluent-kafka peer's): p50, p95, p99 and max ms.
+    latency: dict[str, Any] = field(default_factory=dict)
+    # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
+    checkpoints: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from modstream.bench.detectors import images, scan_job
 from modstream.core.config import PROJECT_ROOT, Settings
 from modstream.core.topics import TopicSpec, create_topics, physical
-from modstream.ops.scan_pools import REPORTS
+from modstream.scanning.pools import REPORTS
 
 DEADLINE_MS = 30_000  # the image deadline in policy_rules/global.yaml
 MIX = (("live_high_risk", 1), ("live", 2), ("backfill", 2))  # fifths of the arrivals

@@ -40,7 +40,7 @@ from modstream.moderation import step as moderation
 from modstream.moderation.admission import Refused
 from modstream.moderation.step import KEYED_TOPICS
 from modstream.policy.store import PolicyStore
-from modstream.review.access import ReviewGrants
+from modstream.review.grants import ReviewGrants
 from modstream.trust.hashbank import HashBanks
 
 IDLE_MS = 1_000

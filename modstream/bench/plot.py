@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from modstream.bench.variants import CHECKPOINT_INTERVAL_MS
 
 if TYPE_CHECKING:
-    from modstream.bench.compare import Result
+    from modstream.bench.measure import Result
 
 
 def write_plot(results: dict[str, Result], rate: float | None, path: Path) -> None:

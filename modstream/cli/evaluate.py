@@ -56,7 +56,7 @@ def add_parser(add: Add) -> None:
 def cmd_eval(args: argparse.Namespace, settings: Settings) -> int:
     """0 when at least one label was graded, 1 when none was, 2 on bad input."""
     from modstream.analytics import evaluation
-    from modstream.demo.labels import LabelsError
+    from modstream.analytics.labels import LabelsError
 
     try:
         prefix = deployments.prefix_of(args, settings)

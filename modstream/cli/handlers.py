@@ -9,10 +9,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from modstream.core import topics
 from modstream.core.config import Settings
+
+if TYPE_CHECKING:
+    from modstream.review.queue import ReviewQueue
 
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
@@ -47,7 +50,9 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_config(args: argparse.Namespace, settings: Settings) -> int:
-    print(json.dumps(settings.described(), indent=2))
+    from modstream.core import redaction
+
+    print(json.dumps(redaction.described(settings), indent=2))
     return 0
 
 
@@ -198,9 +203,10 @@ def cmd_upgrade(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_bench(args: argparse.Namespace, settings: Settings) -> int:
-    from modstream.bench import compare as bench_compare
+    from modstream.cli import registered
 
-    return bench_compare.main([])  # reached only through build_parser(); main() passes options
+    # reached only through build_parser(); main() passes the options (modstream/bench/compare.py)
+    return registered.command("bench")([])
 
 
 def cmd_replay(args: argparse.Namespace, settings: Settings) -> int:
@@ -282,7 +288,6 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
 
     import redis
 
-    from modstream.core import kafkaio
     from modstream.review.queue import Reviewer, ReviewError, ReviewQueue, Roles
 
     roles_file = Path(
@@ -301,14 +306,7 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
     now = int(time.time() * 1000)
     try:
         if args.action == "feed":
-            records = kafkaio.read_to_end(servers, topic("review.tasks"), committed=True)
-            # A malformed record is skipped and counted, never the end of the feed.
-            tasks, skipped = kafkaio.decode_values(records, "review.tasks")
-            fed = sum(queue.feed(task) for task in tasks)
-            print(
-                f"review feed: {fed} new tasks of {len(records)}"
-                + (f"; skipped {skipped} malformed" if skipped else "")
-            )
+            _review_feed(queue, servers, topic("review.tasks"))
         elif args.action == "claim":
             lease = sender("review.leases")
             task = queue.claim(args.queue, Reviewer.from_env(), now, lease)
@@ -336,6 +334,21 @@ def cmd_review(args: argparse.Namespace, settings: Settings) -> int:
         print(f"modstream review {args.action}: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def _review_feed(queue: ReviewQueue, servers: str, physical: str) -> None:
+    """Feed the review queue every task of `physical` (review.tasks); a malformed record is
+    skipped and counted, never the end of the feed."""
+    from modstream.contract.records import decode_values
+    from modstream.core import kafkaio
+
+    records = kafkaio.read_to_end(servers, physical, committed=True)
+    tasks, skipped = decode_values(records, "review.tasks")
+    fed = sum(queue.feed(task) for task in tasks)
+    print(
+        f"review feed: {fed} new tasks of {len(records)}"
+        + (f"; skipped {skipped} malformed" if skipped else "")
+    )
 
 
 def _sender(servers: str, physical: str, key_field: str) -> Callable[[dict[str, Any]], None]:

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from modstream.cli import handlers
+from modstream.cli import handlers, registered
 from modstream.core.config import Settings
 
 
@@ -347,10 +347,8 @@ def main(argv: list[str] | None = None) -> int:
         options.log_level or settings.log_level,
         command=" ".join(argv[:1]) or "modstream",
     )
-    if argv[:1] == ["bench"]:  # its own options (modstream/bench/compare.py), `--` or not
-        from modstream.bench import compare as bench_compare
-
-        return bench_compare.main([*argv[1:], *passthrough])
+    if argv[:1] and argv[0] in registered.NAMES:  # its own options, `--` or not
+        return registered.command(argv[0])([*argv[1:], *passthrough])
     args = build_parser().parse_args(argv)
     if hasattr(args, "job_args"):
         args.job_args = [*args.job_args, *passthrough]

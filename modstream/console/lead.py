@@ -5,7 +5,7 @@ console follows. Pure: the records come in as dicts, the time as an argument.
 - throughput: review.decisions records per reviewer in the last hour and the last day, by the
   decisions' own `ts` (a decision made with the command-line review counts too);
 - second-review agreement per queue and reviewer pair:
-`modstream.analytics.quality.second_review_summary`
+`modstream.review.agreement.second_review_summary`
   over the review.tasks and review.decisions records held, as the demo summary counts it;
 - the access log (review.access) searched by reviewer, content id and action, newest first.
 
@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from modstream.analytics.quality import second_review_summary
+from modstream.review.agreement import second_review_summary
 
 HOUR_MS, DAY_MS = 3_600_000, 86_400_000
 # (reviewer_id, queue, ts) -> whether a grant of the queue was in force (ReviewGrants.may).

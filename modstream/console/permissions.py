@@ -1,7 +1,7 @@
 """What a reviewer may see and do in the console, from the records the moderation job checks.
 
 Grants come from `review.grants` (signed by a lead) and are applied exactly as the job applies
-them (`modstream.review.access.ReviewGrants`): the queues in force at a request's time are the
+them (`modstream.review.grants.ReviewGrants`): the queues in force at a request's time are the
 newest grant at or before it. A lease is the console's own (it produced the lease record), so
 the server refuses what the job would refuse, before anything is produced: a queue the reviewer
 is not granted, a task another reviewer holds. The job checks again (a request forged past the
@@ -16,7 +16,7 @@ from typing import Any
 
 from modstream.contract.registry import SchemaError, parse
 from modstream.contract.review import ALL_QUEUES
-from modstream.review.access import ReviewGrants
+from modstream.review.grants import ReviewGrants
 from modstream.trust.keyring import Keyring
 from modstream.trust.signing import check
 

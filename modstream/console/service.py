@@ -48,7 +48,7 @@ from modstream.core.config import kafka_options
 from modstream.core.limits import Limits
 from modstream.detectors.detector import MediaError
 from modstream.detectors.media import IMAGE_FORMATS, read_media
-from modstream.review.access import ReviewGrants
+from modstream.review.grants import ReviewGrants
 from modstream.review.queue import LEASE_MS, Reviewer, ReviewError, ReviewQueue, Roles
 from modstream.trust.keyring import Keyring
 

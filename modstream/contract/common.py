@@ -29,6 +29,9 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 # An ISO 639 code in lower case (`en`, `arz`), or `und` (issue 28 item 3:
 # modstream/moderation/language.py).
 LanguageCode = Annotated[str, Field(pattern=r"^[a-z]{2,3}$")]
+# ISO 639-2 "undetermined": the language a policy reads while no result names one (the detectors,
+# the policy, the version's language and the quality counters all say it with this one value).
+UNDETERMINED = "und"
 Sha256Hex = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{64}$")]
 PHashHex = Annotated[str, Field(pattern=r"^[0-9a-fA-F]{16}$")]
 

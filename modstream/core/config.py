@@ -38,6 +38,10 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCALHOST = "127.0.0.1"
 ENV_PREFIX = "MODSTREAM_"
 CONFIG_VARIABLE = "MODSTREAM_CONFIG"
+# Set for a job's main under `flink run` (modstream/stack/cluster.py `submit`): the folder of the
+# package it was submitted from (modstream/stack/package.py), whose jars and Python the job uses
+# (modstream/jobs/runtime.py).
+SUBMIT_PACKAGE_ENV = "MODSTREAM_SUBMIT_PACKAGE"
 DEFAULT_CONFIG_FILE = "modstream.toml"
 
 # Kafka client properties modstream sets itself (exactly-once, restore, its serializers):
@@ -227,15 +231,9 @@ class Settings:
             _SOURCES.reset(token)
         return loaded.settings(config_file)
 
-    def described(self) -> dict[str, Any]:
-        """What these settings resolve to, as `modstream config show` prints it: every secret
-        value, wherever it appears (a property, a URL), shown as `**********`
-        (modstream/core/redaction.py)."""
-        from modstream.core.redaction import for_settings
-
-        return for_settings(self).value(self._described())
-
-    def _described(self) -> dict[str, Any]:
+    def resolved(self) -> dict[str, Any]:
+        """What these settings resolve to, secrets included: shown only through
+        modstream/core/redaction.py `described`, which masks them (`modstream config show`)."""
         return {
             "config_file": str(self.config_file) if self.config_file else None,
             "project_root": str(self.project_root),

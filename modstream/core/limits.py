@@ -14,6 +14,9 @@ from dataclasses import dataclass, fields
 
 # 2000-01-01T00:00:00Z: keyed input stamped before it is refused (contract v1.1).
 EARLIEST_TS = 946_684_800_000
+# The largest record the local broker takes (`message.max.bytes`, modstream/stack/local.py); the
+# Kafka helpers (modstream/core/kafkaio.py) and the archive's reader size their requests by it.
+BROKER_MESSAGE_MAX_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ ENV_LEVEL = "MODSTREAM_LOG_LEVEL"
 HANDLER_NAME = "modstream"
 
 
-class _Stderr(logging.StreamHandler):
+class _Stderr(logging.StreamHandler[TextIO]):
     """A handler writing to whatever `sys.stderr` is when a record comes (pytest's capture,
     rich's live display), not the stream of the moment it was made."""
 

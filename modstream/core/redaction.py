@@ -20,8 +20,11 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
+
+if TYPE_CHECKING:
+    from modstream.core.config import Settings
 
 MASK = "**********"
 # Shorter values would mask ordinary words; no credential worth the name is this short.
@@ -106,6 +109,10 @@ class Redactor:
                 text = text.replace(secret, MASK)
         return text
 
+    def mapping(self, value: Mapping[str, Any]) -> dict[str, Any]:
+        """`value` with every string in it, its keys included, masked."""
+        return {self.text(key): self.value(item) for key, item in value.items()}
+
     def value(self, value: Any) -> Any:
         """`value` with every string in it (dict keys and values, list items) masked."""
         if isinstance(value, str):
@@ -119,6 +126,12 @@ class Redactor:
 
 def for_settings(settings: Any, env: Mapping[str, str] | None = None) -> Redactor:
     return Redactor.of(secret_values(settings, os.environ if env is None else env))
+
+
+def described(settings: Settings) -> dict[str, Any]:
+    """What `settings` resolve to, as `modstream config show` prints it: every secret value,
+    wherever it appears (a property, a URL), shown as MASK."""
+    return for_settings(settings).mapping(settings.resolved())
 
 
 _CACHE: dict[tuple[tuple[str, str], ...], Redactor] = {}

@@ -12,9 +12,10 @@ upload, a signed shadow policy version and malformed records. Detector results c
 generator until the real detectors run. Records of this run carry its run id, so the summary
 counts only them even when earlier demos left records behind.
 
-This module runs the steps; what is sent is made in modstream/demo/demo_workload.py, the waits (each
-a phase of the progress on stderr) are in modstream/demo/wait.py, and what the run produced is
-read back and summarized in modstream/demo/summary.py.
+This module runs the steps; the run's deployment is modstream/demo/deployment.py, what is sent is
+made in modstream/demo/demo_workload.py, the waits (each a phase of the progress on stderr) are in
+modstream/demo/wait.py, and what the run produced is read back and summarized in
+modstream/demo/summary.py.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ from typing import Any
 
 import redis
 
-from modstream.console import demo_login
 from modstream.core import endpoints, topics
 from modstream.core.config import Settings
 from modstream.core.progress import Progress
 from modstream.demo import analytics as demo_analytics
-from modstream.demo import workload
+from modstream.demo import console_reviewer, workload
 from modstream.demo.checks import expected_scans
 from modstream.demo.demo_workload import DemoWorkload, prepare
+from modstream.demo.deployment import Deployment
 from modstream.demo.summary import LagWatch, collect, print_summary, succeeded, summarize
 from modstream.demo.wait import (
     RECONCILER_SLA_MS,
@@ -51,8 +52,8 @@ from modstream.demo.wait import (
     wait_for_scans,
 )
 from modstream.demo.workload import Line
-from modstream.ops.content_service import ContentService
-from modstream.ops.scan_pools import POOLS, Pool, as_options, serving
+from modstream.enforcement.content_service import ContentService
+from modstream.scanning.pools import POOLS, Pool, as_options, serving
 from modstream.stack import deployments
 from modstream.stack import local as stack
 from modstream.trust.signing import Keyring
@@ -77,44 +78,6 @@ def _signing_env() -> dict[str, str]:
         or DEMO_SIGNING_SECRET,
         "MODSTREAM_SIGNATURES_REQUIRED": "all",
     }
-
-
-@dataclasses.dataclass(frozen=True)
-class Deployment:
-    """One run's own deployment: topics, consumer groups, transactional ids and checkpoints
-    under its run id, so nothing one run leaves unread reaches the next one."""
-
-    settings: Settings
-    run_id: str  # "demo1a2b3c-": every record of the run carries it
-    names: dict[str, str]  # contract topic name -> this run's topic
-    metrics_ports: dict[str, int] = dataclasses.field(default_factory=dict)  # job -> port
-
-    @property
-    def prefix(self) -> str:
-        return self.run_id[:-1]
-
-    @property
-    def logs(self) -> Path:
-        return self.settings.run_dir / "demo"
-
-    def log_path(self, job: str) -> Path:
-        return self.logs / f"{job}-{self.run_id}log"
-
-    def job_args(self, job: str) -> list[str]:
-        """A job's options that make it this deployment's."""
-        args = [
-            "--group-id", f"{self.prefix}-{job}",
-            "--transactional-id-prefix", f"{self.prefix}-{job}",
-            "--checkpoint-dir", str(self.logs / "checkpoints" / self.prefix / job),
-        ]  # fmt: skip
-        for name, physical in self.names.items():
-            args += ["--topic", f"{name}={physical}"]
-        if job in self.metrics_ports:
-            args += ["--metrics-port", str(self.metrics_ports[job])]
-        return args
-
-    def metrics_endpoints(self) -> dict[str, str]:
-        return {job: endpoints.url(port) for job, port in self.metrics_ports.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -205,7 +168,7 @@ def _run(
     analysed = demo_analytics.analyse(
         settings, deployment.prefix, deployment.run_id, real=real, shown=shown, say=say
     )
-    console = demo_login.on_demo_run(settings, deployment.prefix, deployment.names, keyring)
+    console = console_reviewer.on_demo_run(settings, deployment, keyring, DEMO_SIGNING_SECRET)
     _print_end({**outcome.summary, **analysed, "review_console": console}, as_json, say)
     return 0 if outcome.ok else 1
 
@@ -299,7 +262,7 @@ def _start_jobs(
 
 
 def demo_pools(lines: Iterable[dict[str, Any]], scanned: set[str]) -> list[Pool]:
-    """The scan pools the demo runs: every pool (modstream/ops/scan_pools.py) serving a modality
+    """The scan pools the demo runs: every pool (modstream/scanning/pools.py) serving a modality
     the workload gives real content (`scanned`), in one scan job (one JVM on a 2-core machine
     instead of three; each pool its own source, Kafka group, admission and workers). A pool
     with nothing real to read would answer generated uploads' requests `error` (they carry no

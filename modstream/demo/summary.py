@@ -16,11 +16,13 @@ from collections import Counter
 from typing import Any
 
 from modstream.analytics import cost, quality
+from modstream.contract.records import decode_values, schema_topic
 from modstream.core import kafkaio
 from modstream.core.config import Settings
 from modstream.demo import checks as demo_checks
+from modstream.enforcement.content_service import ContentService
 from modstream.moderation.step import VISIBILITY
-from modstream.ops.content_service import ContentService
+from modstream.review import agreement
 from modstream.scanning import drift
 
 DONE = (b"COMPLETED", b"STALE")  # intents the Action Service has finished
@@ -33,7 +35,7 @@ def mine(settings: Settings, topic: str, run_id: str) -> list[dict[str, Any]]:
         for r in kafkaio.read_to_end(settings.bootstrap_servers, topic)
         if r.value is not None and run_id in r.value.decode("utf-8", errors="replace")
     ]
-    values, skipped = kafkaio.decode_values(records, kafkaio.schema_topic(topic))
+    values, skipped = decode_values(records, schema_topic(topic))
     if skipped:
         print(f"demo: {topic}: skipped {skipped} malformed record(s)", file=sys.stderr)
     return values
@@ -112,8 +114,8 @@ class LagWatch(threading.Thread):
             for r in records
             if r.value is not None and self.run_id in r.value.decode("utf-8", errors="replace")
         ]
-        schema = kafkaio.schema_topic(topic)
-        for value in kafkaio.decode_values(mine, schema)[0]:
+        schema = schema_topic(topic)
+        for value in decode_values(mine, schema)[0]:
             key = (value["content_id"], value["content_version"], value["decision_revision"])
             book = (
                 self.seen_action if topic == self.names["moderation.actions"] else self.seen_visible
@@ -291,7 +293,7 @@ def summarize(results: Results, started: float) -> dict[str, Any]:
         "review_wait": quality.review_wait_summary(
             results.tasks, results.reviews, results.tasks_written, results.collected_at
         ),
-        "second_reviews": quality.second_review_summary(results.tasks, results.reviews),
+        "second_reviews": agreement.second_review_summary(results.tasks, results.reviews),
         "score_drift": drift_summary(results.evidence),
         "cost_per_decision": cost_summary(results),
         "results_by_detector": demo_checks.results_by_detector(results.evidence),

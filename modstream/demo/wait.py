@@ -8,17 +8,15 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from modstream.core.config import Settings
 from modstream.core.progress import Progress
 from modstream.demo import workload
 from modstream.demo.checks import ScanKey, settled, unanswered
+from modstream.demo.deployment import Deployment
 from modstream.demo.summary import DONE, LagWatch, mine
 from modstream.stack import local as stack
-
-if TYPE_CHECKING:
-    from modstream.demo.run import Deployment
 
 WAIT_TIMEOUT_S = 300.0
 RECONCILER_SLA_MS = 20_000

@@ -311,7 +311,7 @@ def for_kafka(
 ) -> dict[str, list[tuple[str | None, bytes]]]:
     """Physical topic -> (contract key, value bytes), in line order; authority records signed
     (`sign_lines`)."""
-    from modstream.core.kafkaio import contract_key
+    from modstream.contract.records import contract_key
 
     grouped: dict[str, list[tuple[str | None, bytes]]] = {}
     for line in sign_lines(lines, keyring):

@@ -26,7 +26,6 @@ from typing import NamedTuple
 # or over it was right (modstream/bench/language_samples.py), and 88% of the samples were named.
 MIN_CONFIDENCE = 0.5
 MAX_CHARS = 2_000  # what is read of a longer text: its opening is as telling as the whole
-UNDETERMINED = "und"  # ISO 639-2: what a policy reads while no result names a language
 NO_LINGUISTIC_CONTENT = "zxx"
 
 

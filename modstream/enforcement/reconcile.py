@@ -56,15 +56,21 @@ def agree(state: State) -> bool:
         return True
     if effective is None:
         return False
-    if effective["content_version"] > desired["content_version"]:
+    applied: tuple[int, int, str] = (
+        effective["content_version"],
+        effective["decision_revision"],
+        effective["visibility"],
+    )
+    wanted: tuple[int, int, str] = (
+        desired["content_version"],
+        desired["decision_revision"],
+        desired["visibility"],
+    )
+    if applied[0] > wanted[0]:
         return True
     # An applied revision below the desired one was lost (a rolled-back store) or is not
     # applied yet: the actions change visibility, so equal visibilities do not settle it.
-    return (
-        effective["content_version"] == desired["content_version"]
-        and effective["decision_revision"] >= desired["decision_revision"]
-        and effective["visibility"] == desired["visibility"]
-    )
+    return applied[0] == wanted[0] and applied[1] >= wanted[1] and applied[2] == wanted[2]
 
 
 def on_action(

@@ -28,10 +28,11 @@ changes nothing, and while a content item has an active strike no later decision
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from modstream.core.ids import sha256_hex
 
 DAY_MS = 86_400_000
 # Outcomes that are an offense when a reason is one of the policy's strike reasons.
@@ -43,13 +44,9 @@ State = dict[str, Any]
 Output = tuple[str, str, dict[str, Any]]
 
 
-def _sha256(*parts: object) -> str:
-    return hashlib.sha256("|".join(str(part) for part in parts).encode("utf-8")).hexdigest()
-
-
 def strike_id(user_id: str, content_id: str, policy_id: str, ts: int) -> str:
     """The contract's intent id of one offense: the UTC day of the decision's `ts`."""
-    return _sha256(user_id, content_id, policy_id, ts // DAY_MS)
+    return sha256_hex(user_id, content_id, policy_id, ts // DAY_MS)
 
 
 @dataclass
@@ -155,7 +152,7 @@ def _strike(
             continue
         duration = sanction.get("duration_ms")
         expires = ts + duration if duration else None
-        sanction_id = _sha256(action_id, sanction["sanction"], sanction["at"])
+        sanction_id = sha256_hex(action_id, sanction["sanction"], sanction["at"])
         state["sanctions"][sanction["sanction"]] = {
             "id": sanction_id,
             "at": sanction["at"],
@@ -182,7 +179,7 @@ def _reverse(
     count = len(_active(state, ts, window_ms))
     result.outputs.append(
         _record(
-            _sha256(standing["id"], "strike_reversed"),
+            sha256_hex(standing["id"], "strike_reversed"),
             user_id,
             "strike_reversed",
             decision,
@@ -196,7 +193,7 @@ def _reverse(
             del state["sanctions"][name]
             result.outputs.append(
                 _record(
-                    _sha256(sanction["id"], "sanction_lifted"),
+                    sha256_hex(sanction["id"], "sanction_lifted"),
                     user_id,
                     "sanction_lifted",
                     decision,

@@ -1,12 +1,12 @@
 """enforce: the Action Service. moderation.actions (+ enforcement.repairs) -> Content Service.
 
-Reads actions with `read_committed`, keyed by `content_id`; applies each through the intent
-pattern (modstream/enforcement/apply.py) against the reference Content Service on Redis
-(modstream/ops/content_service.py), and writes what users can now see to `content.visibility`
-through an exactly-once sink. Failed applies are retried on processing-time timers with
-backoff and jitter, then dead-lettered as `transient_exhausted`; an action another worker holds
-is looked at again when its intent's TTL may have freed it. While what is served is not what
-was decided (a failed cache purge), the Content Service's convergence is run again on the same
+Reads actions with `read_committed`, keyed by `content_id`; applies each through the intent pattern
+(modstream/enforcement/apply.py) against the reference Content Service on Redis
+(modstream/enforcement/content_service.py), and writes what users can now see to
+`content.visibility` through an exactly-once sink. Failed applies are retried on processing-time
+timers with backoff and jitter, then dead-lettered as `transient_exhausted`; an action another
+worker holds is looked at again when its intent's TTL may have freed it. While what is served is not
+what was decided (a failed cache purge), the Content Service's convergence is run again on the same
 backoff timers (`--purge-failure-rate` fails purges on purpose, for drills).
 
 One record never stops the job (docs/RELIABILITY.md, "Enforce, reconciler and the commands that
@@ -38,9 +38,9 @@ from modstream.contract.registry import load_json, validate
 from modstream.core import logs
 from modstream.core.config import Settings
 from modstream.enforcement import apply as enforcement
+from modstream.enforcement.content_service import ContentService, Purge
 from modstream.jobs import metrics, runtime
 from modstream.jobs.options import job_parser
-from modstream.ops.content_service import ContentService, Purge
 
 INPUT_TOPICS = ("moderation.actions", "enforcement.repairs")
 # What the job writes (docs/architecture.md draws both lists: modstream/jobs/graph.py).

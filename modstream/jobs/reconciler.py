@@ -47,11 +47,11 @@ from modstream.contract.registry import load_json
 from modstream.core import logs
 from modstream.core.config import Settings
 from modstream.enforcement import reconcile
+from modstream.enforcement.content_service import ContentService
 from modstream.jobs import metrics, runtime
 from modstream.jobs.options import job_parser
 from modstream.jobs.review_wait import REVIEW_TOPICS, build_review_wait
 from modstream.moderation import exposure
-from modstream.ops.content_service import ContentService
 
 LOG = logging.getLogger("modstream.reconciler")
 

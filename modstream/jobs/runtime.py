@@ -39,10 +39,9 @@ from pyflink.datastream.connectors.kafka import (
 from pyflink.java_gateway import get_gateway
 
 from modstream.core import topics
-from modstream.core.config import Settings
+from modstream.core.config import SUBMIT_PACKAGE_ENV, Settings
 from modstream.core.endpoints import PROMETHEUS_FACTORY
 from modstream.jobs import restore
-from modstream.stack.package import SUBMIT_PACKAGE_ENV
 
 # Row(topic, key, value, ts, lane) from TopicKeyValueDeserializationSchema: ts is the value's own
 # top-level `ts` when it has one (not validated), else the Kafka record timestamp; lane is

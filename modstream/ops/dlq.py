@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from modstream.contract import INPUT_TOPICS, SchemaError, dead_letter, parse
+from modstream.contract import INPUT_TOPICS, SchemaError, dead_letter, parse, records
 from modstream.contract.dlq import HISTORY_LIMIT, DlqRecord, is_redacted, with_attempt
 from modstream.core import kafkaio, topics
 from modstream.core.progress import Progress
@@ -141,8 +141,8 @@ def list_letters(
 ) -> list[dict[str, Any]]:
     """The DLQ records of `topic` (of `error_class` when given), each with its input's
     attempt history when `client` (Redis) is given; a malformed one is skipped with a warning
-    (kafkaio.read_values), never the end of the listing."""
-    letters = kafkaio.read_values(bootstrap_servers, topic, schema="moderation.dlq")
+    (modstream/contract/records.py `read_values`), never the end of the listing."""
+    letters = records.read_values(bootstrap_servers, topic, schema="moderation.dlq")
     return [
         with_history(letter, client)
         for letter in letters

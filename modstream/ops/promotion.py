@@ -97,22 +97,24 @@ def load_candidate(bootstrap: str, topic: str, policy_id: str, version: int) -> 
 # Reading the deployment's topics.
 def stream(bootstrap: str, topic: str) -> Iterator[dict[str, Any]]:
     """The valid records of `topic` to its end (read_committed), one batch decoded at a time;
-    a warning on stderr counts the records skipped as malformed (kafkaio.decode_values)."""
+    a warning on stderr counts the records skipped as malformed
+    (modstream/contract/records.py `decode_values`)."""
+    from modstream.contract.records import decode_values, schema_topic
     from modstream.core import kafkaio
 
-    schema = kafkaio.schema_topic(topic)
+    schema = schema_topic(topic)
     batch: list[Any] = []
     skipped = 0
     try:
         for message in kafkaio.iter_to_end(bootstrap, topic, committed=True):
             batch.append(message)
             if len(batch) >= READ_BATCH:
-                values, bad = kafkaio.decode_values(batch, schema)
+                values, bad = decode_values(batch, schema)
                 skipped, batch = skipped + bad, []
                 yield from values
     except LookupError as error:
         raise PolicyCliError(f"{error}: is the deployment (--prefix) right?") from None
-    values, bad = kafkaio.decode_values(batch, schema)
+    values, bad = decode_values(batch, schema)
     yield from values
     if skipped + bad:
         print(f"{topic}: skipped {skipped + bad} malformed record(s)", file=sys.stderr)
@@ -261,24 +263,10 @@ def backtest(old: Path, new: Path, events: Path, out: Path | None = None) -> Bac
     return Backtest(comparison, seconds, dlq)
 
 
-# The sample that ships: deploy/demo/backtest-events.jsonl, from the workload generator.
+# The sample that ships: deploy/demo/backtest-events.jsonl, from the workload generator
+# (modstream/demo/backtest_sample.py writes it).
 SAMPLE_EVENTS = PROJECT_ROOT / "deploy" / "demo" / "backtest-events.jsonl"
 SAMPLE_CANDIDATE = PROJECT_ROOT / "policy_rules" / "examples" / "global-nsfw-0.8.yaml"
-
-
-def write_sample_events(path: Path = SAMPLE_EVENTS) -> Path:
-    """300 generated content versions with their evidence (seed 16, no extras, nothing
-    malformed), unsigned so any deployment's keys can read them, with
-    MODSTREAM_INSECURE_UNSIGNED_TOPICS=all (by default its evidence is dead-lettered). Rewrite with
-    `python -c "from modstream.ops.promotion import write_sample_events; write_sample_events()"`."""
-    from modstream.demo import workload
-    from modstream.trust.signing import Keyring
-
-    lines = workload.generate(
-        seed=16, versions=300, malformed=False, extras=False, prefix="backtest-"
-    )
-    workload.write(lines, path, Keyring())
-    return path
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, Literal
 
+from modstream.contract.records import decode_values
 from modstream.core import kafkaio
 from modstream.core.progress import Progress
 from modstream.moderation.step import index_key
@@ -162,7 +163,7 @@ def scan_index(
             if record.key is not None:
                 selector.forget(record.key.decode("utf-8", "replace"))
             continue
-        values, bad = kafkaio.decode_values((record,), "moderation.index")
+        values, bad = decode_values((record,), "moderation.index")
         skipped += bad
         for value in values:
             selector.add(value)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from modstream.core import kafkaio
+from modstream.contract.records import contract_key
 from modstream.core.config import Settings
 from modstream.core.limits import Limits
 from modstream.core.progress import Progress
@@ -89,7 +89,7 @@ def _row(data: bytes) -> tuple[str, str | None, str, int] | None:
         value = envelope["value"]
         text = value if isinstance(value, str) else _json_text(value)
         fields = dict(value) if isinstance(value, _Fields) else value
-        key = kafkaio.contract_key(str(topic), fields)
+        key = contract_key(str(topic), fields)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return "replay.input", None, line.rstrip("\n"), 0
     ts = fields.get("ts") if isinstance(fields, dict) else None

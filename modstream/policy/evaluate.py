@@ -15,8 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from modstream.contract.common import OUTCOME_SEVERITY
-from modstream.moderation.language import UNDETERMINED
+from modstream.contract.common import OUTCOME_SEVERITY, UNDETERMINED
 from modstream.policy.compiler import CompiledRule, compile_rules, index_rules
 from modstream.policy.document import (
     DetectorRequirement,

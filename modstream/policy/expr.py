@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from modstream.moderation.language import UNDETERMINED
+from modstream.contract.common import UNDETERMINED
 from modstream.policy.guards import Guard, guards_of, score_key
 
 MAX_EXPRESSION_CHARS = 4_000

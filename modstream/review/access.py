@@ -5,8 +5,9 @@ The review tool (modstream/review/queue.py) checks grants and leases in its Redi
 with Redis access can write. The job therefore holds its own copy, built from signed records:
 
 - a **grant** (`review.grants`, signed by a lead) gives a reviewer queues from its `ts` on; the
-  job keeps each reviewer's grant history (`ReviewGrants`, in broadcast state) and asks which
-  grant was in force at a review's `ts`, so replay and live decide alike;
+  job keeps each reviewer's grant history (`ReviewGrants`, in broadcast state:
+  modstream/review/grants.py) and asks which grant was in force at a review's `ts`, so replay and
+  live decide alike;
 - a **lease** (`review.leases`, signed by the reviewer) claims one task the job issued, until
   `expires_ts`; the version keeps, per task, the reviewer holding it (`state.leases`).
 
@@ -19,67 +20,21 @@ lease missing, expired or held by another is `conflict`. Pure: no PyFlink, no cl
 
 from __future__ import annotations
 
-import bisect
-import json
-from collections.abc import Iterable
-from dataclasses import dataclass, field
 from typing import Any
 
 from modstream.contract.review import ALL_QUEUES
+from modstream.core.ids import sha256_hex
 from modstream.moderation.state import Lease, State
-from modstream.scanning.plan import sha256_hex
+
+# Re-exported: the moderation job imports them from here.
+from modstream.review.grants import ReviewGrants as ReviewGrants
+from modstream.review.grants import state_entry as state_entry
 
 # The queue of a review naming no task the job issued: a proactive review.
 EXTERNAL_QUEUE = "external"
 # Queues of the tasks the job issues under fixed names (modstream/moderation/rules/).
 APPEALS_QUEUE = "appeals"
 BRIGADING_QUEUE = "brigading"
-STATE_PREFIX = "grant:"
-# Grants one reviewer's history keeps; past it the oldest go (a review stamped before the oldest
-# kept grant is then refused: far more changes of access than a reviewer sees).
-MAX_GRANTS_PER_REVIEWER = 256
-
-
-@dataclass
-class ReviewGrants:
-    """Each reviewer's grants in `ts` order: (ts, queues)."""
-
-    history: dict[str, list[tuple[int, frozenset[str]]]] = field(default_factory=dict)
-
-    def apply(self, reviewer_id: str, queues: Iterable[str], ts: int) -> bool:
-        """Add one grant; False when it is already held (a redelivered record)."""
-        grants = self.history.setdefault(reviewer_id, [])
-        grant = (ts, frozenset(queues))
-        if grant in grants:
-            return False
-        bisect.insort(grants, grant, key=lambda held: held[0])
-        del grants[:-MAX_GRANTS_PER_REVIEWER]
-        return True
-
-    def queues_at(self, reviewer_id: str, ts: int) -> frozenset[str]:
-        """The queues of the grant in force at `ts` (the newest at or before it)."""
-        grants = self.history.get(reviewer_id, [])
-        index = bisect.bisect_right(grants, ts, key=lambda held: held[0])
-        return grants[index - 1][1] if index else frozenset()
-
-    def may(self, reviewer_id: str, queue: str, ts: int) -> bool:
-        queues = self.queues_at(reviewer_id, ts)
-        return queue in queues or ALL_QUEUES in queues
-
-    @classmethod
-    def from_state(cls, items: Iterable[tuple[str, str]]) -> ReviewGrants:
-        """ReviewGrants from broadcast-state items (`state_entry`); other keys are skipped."""
-        grants = cls()
-        for key, value in items:
-            if key.startswith(STATE_PREFIX):
-                reviewer_id, ts = key[len(STATE_PREFIX) :].rsplit(":", 1)
-                grants.apply(reviewer_id, json.loads(value), int(ts))
-        return grants
-
-
-def state_entry(reviewer_id: str, queues: Iterable[str], ts: int) -> tuple[str, str]:
-    """The broadcast-state (key, value) of one grant: written once, never rewritten."""
-    return f"{STATE_PREFIX}{reviewer_id}:{ts}", json.dumps(sorted(queues))
 
 
 def issued_queue(state: State, task_id: str, queue: str) -> bool:

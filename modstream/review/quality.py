@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from modstream.moderation.language import UNDETERMINED
+from modstream.contract.common import UNDETERMINED
 
 if TYPE_CHECKING:  # modstream/jobs/metrics.py imports SLICE: keep this module light
     from modstream.moderation.state import Output

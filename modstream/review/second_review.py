@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modstream.core.ids import sha256_hex
 from modstream.moderation.decide import decide
 from modstream.moderation.records import task
 from modstream.moderation.rules import human_input as human
@@ -44,7 +45,6 @@ from modstream.moderation.state import (
 from modstream.moderation.verdict import evaluate
 from modstream.policy.document import SecondReview
 from modstream.review import escalation
-from modstream.scanning.plan import sha256_hex
 
 SECOND_PREFIX = "second-"
 ESCALATION_PREFIX = "escalation-"

@@ -23,20 +23,17 @@ before them):
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from typing import Any
 
+# Re-exported: the moderation step's modules import it from here (its home: modstream/core/ids.py).
+from modstream.core.ids import sha256_hex as sha256_hex
 from modstream.moderation import language
 from modstream.moderation.state import Evidence, Output, State, uploaded
 from modstream.policy.evaluate import SEVERITY_RANK, CompiledPolicy, ContentFacts, EvidenceView
 
 # A rule reading a gate detector that matches with this outcome or worse fails the gate.
 GATE_FAILS_AT = SEVERITY_RANK["PENDING"]
-
-
-def sha256_hex(*parts: object) -> str:
-    return hashlib.sha256("|".join(map(str, parts)).encode("utf-8")).hexdigest()
 
 
 def segment(state: State, segment_id: int | None) -> int | None:

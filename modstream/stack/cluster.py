@@ -22,11 +22,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream.core.config import LOCALHOST, Settings
+from modstream.core.config import LOCALHOST, SUBMIT_PACKAGE_ENV, Settings
 from modstream.core.endpoints import CLUSTER_METRICS_PORTS, PROMETHEUS_FACTORY
-from modstream.stack.local import StackError, port_open
-from modstream.stack.package import ENV_NAME, PYTHON_EXEC, SUBMIT_PACKAGE_ENV, Package, default_dir
+from modstream.stack.package import ENV_NAME, PYTHON_EXEC, Package, default_dir
 from modstream.stack.package import build as build_package
+from modstream.stack.service import StackError, port_open
 
 # What `modstream submit` submits: jobs/<name>.py, each a PyFlink job with its own options.
 JOBS = ("moderation", "scan", "enforce", "reconciler")

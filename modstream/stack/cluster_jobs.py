@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream.stack.local import StackError
+from modstream.stack.service import StackError
 
 _ACTIVE = {"CREATED", "INITIALIZING", "RUNNING", "RESTARTING", "RECONCILING"}
 

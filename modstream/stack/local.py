@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.core.config import LOCALHOST, SHADED_KAFKA, Settings
+from modstream.core.limits import BROKER_MESSAGE_MAX_BYTES
 from modstream.stack.service import (  # re-exported: the stack's API
     Service,
     ServiceStatus,
@@ -25,7 +26,6 @@ __all__ = ["Kafka", "Redis", "Service", "ServiceStatus", "StackError", "port_ope
 
 # Sinks use 10 minutes (modstream/jobs/runtime.py); the broker must allow at least that.
 TRANSACTION_MAX_TIMEOUT_MS = 900_000
-BROKER_MESSAGE_MAX_BYTES = 4 * 1024 * 1024
 
 
 class Kafka(Service):

@@ -42,9 +42,6 @@ CODE_ARCHIVE = "modstream-jobs.zip"
 ENV_ARCHIVE = "python-env.zip"
 ENV_NAME = "env"  # the folder `-pyarch python-env.zip#env` extracts into
 PYTHON_EXEC = f"{ENV_NAME}/bin/python"
-# Set for a job's main under `flink run` (modstream/stack/cluster.py `submit`): the package's
-# folder.
-SUBMIT_PACKAGE_ENV = "MODSTREAM_SUBMIT_PACKAGE"
 # What the job code archive holds, from the project root.
 CODE_PACKAGES = ("modstream",)
 CODE_DATA = ("models", "policy_rules")

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 BANDS = 8
 BAND_BITS = 64 // BANDS
@@ -76,9 +77,9 @@ class _Bucket:
     """The phashes of one (band, value), append-only, with a cached array for verification."""
 
     hashes: list[int] = field(default_factory=list)
-    array: np.ndarray | None = None
+    array: npt.NDArray[np.uint64] | None = None
 
-    def values(self) -> np.ndarray:
+    def values(self) -> npt.NDArray[np.uint64]:
         if self.array is None or len(self.array) != len(self.hashes):
             self.array = np.fromiter(self.hashes, dtype=np.uint64, count=len(self.hashes))
         return self.array

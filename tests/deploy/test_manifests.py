@@ -28,7 +28,7 @@ from modstream.core.topics import TOPICS
 from modstream.jobs import enforce, reconciler
 from modstream.jobs.moderation import job as moderation
 from modstream.jobs.scan import config as scan_config
-from modstream.ops import scan_pools
+from modstream.scanning import pools as scan_pools
 from modstream.stack.k8s import kafka_topics_yaml
 
 ROOT = Path(__file__).resolve().parents[2]

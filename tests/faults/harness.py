@@ -43,13 +43,14 @@ from typing import Any
 import redis
 import yaml
 
+from modstream.contract.records import decode_values, schema_topic
 from modstream.core import kafkaio, topics
 from modstream.core.config import PROJECT_ROOT, Settings
 from modstream.demo import workload
 from modstream.demo.workload import LEAD, REVIEWERS
+from modstream.enforcement.content_service import ContentService
 from modstream.moderation import step as moderation
 from modstream.ops import replay
-from modstream.ops.content_service import ContentService
 from modstream.review.queue import LEASE_MS, grant_record, lease_record
 from modstream.stack import cluster
 from modstream.stack import local as stack
@@ -595,7 +596,7 @@ class Run:
         records = kafkaio.read_to_end(
             self.settings.bootstrap_servers, self.names[name], timeout_s=120
         )
-        values, skipped = kafkaio.decode_values(records, kafkaio.schema_topic(name))
+        values, skipped = decode_values(records, schema_topic(name))
         if skipped:
             self.say(f"{name}: {skipped} record(s) not decodable")
         return values

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from modstream.core.kafkaio import contract_key
+from modstream.contract.records import contract_key
 from modstream.core.limits import EARLIEST_TS
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from modstream.contract.records import read_values
 from modstream.core import kafkaio, topics
 from modstream.core.config import Settings
 from modstream.stack import deployments
@@ -68,7 +69,7 @@ def test_topics_redis_and_the_archive_outlive_down_and_up(tmp_path: Path) -> Non
         _ok(modstream(env, "down"))
         _ok(modstream(env, "up"))
 
-        kept = kafkaio.read_values(settings.bootstrap_servers, names["moderation.decisions"])
+        kept = read_values(settings.bootstrap_servers, names["moderation.decisions"])
         assert sorted(d["decision_id"] for d in kept) == sorted(
             str(d["decision_id"]) for d in decisions
         )

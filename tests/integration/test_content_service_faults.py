@@ -17,8 +17,8 @@ import redis
 
 from modstream.core.config import Settings
 from modstream.enforcement import apply as enforcement
+from modstream.enforcement.content_service import APPLY_SCRIPT, ContentService
 from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
-from modstream.ops.content_service import APPLY_SCRIPT, ContentService
 from tests.conftest import T0
 from tests.integration.test_enforce import action
 from tests.jobs.test_reconciler_adapter import FakeContext, FakeRuntimeContext

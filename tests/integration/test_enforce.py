@@ -14,8 +14,8 @@ import redis
 
 from modstream.contract.outputs import Completeness, Decision
 from modstream.core.config import Settings
+from modstream.enforcement.content_service import ContentService
 from modstream.moderation.step import sha256_hex
-from modstream.ops.content_service import ContentService
 from tests.conftest import T0, upload
 from tests.integration.conftest import Kafka
 

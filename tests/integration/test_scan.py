@@ -20,7 +20,7 @@ from modstream.detectors import video
 from modstream.detectors.media_check import MediaCheck
 from modstream.detectors.nsfw_image import NsfwImage
 from modstream.detectors.offensive_text import OffensiveText
-from modstream.ops.scan_pools import Pool
+from modstream.scanning.pools import Pool
 from tests.conftest import upload
 from tests.integration.conftest import (
     JobProcess,

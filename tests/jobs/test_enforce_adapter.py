@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pyflink.common import Row
 
+from modstream.enforcement.content_service import Visibility
 from modstream.jobs.enforce import Enforce, EnforceConfig
-from modstream.ops.content_service import Visibility
 from tests.conftest import SECRET_TEXT, T0
 from tests.operators.test_enforcement import MemoryContent, MemoryIntents
 from tests.operators.test_enforcement import action as plain_action

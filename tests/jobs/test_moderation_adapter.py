@@ -11,8 +11,8 @@ import pytest
 import yaml
 from pyflink.common import Row
 
+from modstream.contract.records import contract_key
 from modstream.core import jsonio
-from modstream.core.kafkaio import contract_key
 from modstream.jobs.moderation.config import REPORT_BATCH, ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.letters import DLQ_TAG

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pyflink.common import Row
 
-from modstream.core.kafkaio import contract_key
+from modstream.contract.records import contract_key
 from modstream.core.limits import Limits
 from modstream.jobs.metrics import OperatorMetrics
 from modstream.jobs.moderation.config import ModerationConfig

@@ -13,7 +13,7 @@ import pytest
 from modstream.core.config import Settings
 from modstream.jobs import runtime
 from modstream.jobs.scan import config as scan_config
-from modstream.ops import scan_pools
+from modstream.scanning import pools as scan_pools
 
 
 def _job_config_of(

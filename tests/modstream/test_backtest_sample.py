@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from modstream.demo.backtest_sample import write_sample_events
 from modstream.ops.policy_service import read_document
-from modstream.ops.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS, write_sample_events
+from modstream.ops.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS
 from modstream.policy.diff import diff
 from tests.operators.policy_builders import GLOBAL_YAML
 

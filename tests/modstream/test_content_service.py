@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from modstream.ops.content_service import media_name
+from modstream.enforcement.content_service import media_name
 
 
 def test_a_plain_id_keeps_its_readable_name() -> None:

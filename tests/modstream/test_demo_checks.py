@@ -12,6 +12,7 @@ import pytest
 from modstream.analytics import quality
 from modstream.demo import checks as demo_checks
 from modstream.demo import summary as demo_summary
+from modstream.review import agreement
 
 POLICY = {
     "detectors": {
@@ -296,10 +297,10 @@ def test_the_summary_gives_second_review_agreement_per_queue_and_pair() -> None:
         review("c-2", "s-2", "r2", "BLOCK", 2),
         review("c-3", "t-3", "r1", "ALLOW", 1),  # its second never came
     ]
-    [row] = quality.second_review_summary(tasks, reviews)
+    [row] = agreement.second_review_summary(tasks, reviews)
     # Pair r1,r2: (r1 BLOCK, r2 BLOCK) and (r1 ALLOW, r2 BLOCK): p_o 0.5, p_e 0.5, kappa 0.
     assert row == {"queue": "adult", "pair": "r1,r2", "items": 2, "agreed": 1, "kappa": 0.0}
-    assert quality.second_review_summary(tasks[:1], reviews) == []
+    assert agreement.second_review_summary(tasks[:1], reviews) == []
     summary = demo_summary.summarize(results(tasks=tasks, reviews=reviews), started=0.0)
     assert summary["second_reviews"] == [row]
     assert quality.summary_lines(summary)[-1].endswith("adult r1,r2 1/2 0.00")

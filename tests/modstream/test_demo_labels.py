@@ -7,11 +7,11 @@ import io
 import pytest
 import yaml
 
+from modstream.analytics.labels import read_labels
 from modstream.core.config import PROJECT_ROOT
 from modstream.demo import labels_of as demo_labels
 from modstream.demo import media as demo_media
 from modstream.demo.demo_workload import upserts
-from modstream.demo.labels import read_labels
 from modstream.demo.workload import generate
 from modstream.demo.workload_extras import SECOND_REVIEWED
 

@@ -122,12 +122,13 @@ def test_a_replayed_input_that_fails_again_carries_its_attempt_history(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from modstream.contract import dead_letter
+    from modstream.contract import records as contract_records
     from modstream.core import kafkaio
     from modstream.ops import dlq
     from modstream.trust.signing import Keyring
 
     topics = Topics()
-    monkeypatch.setattr(kafkaio, "read_values", topics.read_values)
+    monkeypatch.setattr(contract_records, "read_values", topics.read_values)
     monkeypatch.setattr(kafkaio, "produce", topics.produce)
     store = Store({"content:c-1": {b"version": b"1", b"visibility": b"pending"}})
     result = json.dumps(evidence())  # a result the job refused, then replayed

@@ -17,7 +17,7 @@ from modstream.analytics.eval_metrics import (
     natural,
 )
 from modstream.analytics.eval_table import format_table
-from modstream.demo.labels import Label, LabelSet, merge
+from modstream.analytics.labels import Label, LabelSet, merge
 
 
 def decision(

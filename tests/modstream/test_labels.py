@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.demo.labels import (
+from modstream.analytics.labels import (
     Label,
     LabelsError,
     merge,

@@ -1,4 +1,4 @@
-"""The scan pools (modstream/ops/scan_pools.py) and the ones the demo runs
+"""The scan pools (modstream/scanning/pools.py) and the ones the demo runs
 (modstream/demo/run.py)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.demo.run import _job_options, demo_pools
-from modstream.ops import scan_pools
+from modstream.scanning import pools as scan_pools
 
 
 def upload(content_id: str, modality: str) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modstream.contract import parse
+from modstream.contract.records import contract_key
 from modstream.contract.signals import HashBankEntry, hash_bank_key_problem
-from modstream.core.kafkaio import contract_key
 from modstream.policy.evaluate import PolicyError, load_policy
 from modstream.trust.hashbank import PHASH_MAX_DISTANCE, BankFull, HashBanks, entry_state, state_key
 from tests.conftest import T0, bank_entry

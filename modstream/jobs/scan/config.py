@@ -20,7 +20,7 @@ from modstream.detectors.raw_output import RawOutputStore, store_at
 from modstream.jobs import runtime
 from modstream.jobs.keys import job_keyring
 from modstream.jobs.options import job_parser
-from modstream.ops.scan_pools import POOLS, Pool, parse_pool
+from modstream.scanning.pools import POOLS, Pool, parse_pool
 from modstream.trust.signing import Keyring
 
 # What every pool writes; each reads its own `Pool.topics()` (docs/architecture.md draws both:

@@ -56,7 +56,6 @@ from modstream.jobs.scan.state import (
     restored,
     stored,
 )
-from modstream.ops.scan_pools import REPORTS
 from modstream.scanning.admission import (
     AdmissionQueue,
     Capacity,
@@ -65,6 +64,7 @@ from modstream.scanning.admission import (
     reported_version,
 )
 from modstream.scanning.batch import Handled, answer_timeout, handle_safely, retry_safely
+from modstream.scanning.pools import REPORTS
 
 LOG = logging.getLogger("modstream.scan")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from modstream.console.accounts import Accounts
-from modstream.console.demo_login import DEMO_REVIEWER, demo_reviewer
+from modstream.demo.console_reviewer import DEMO_REVIEWER, demo_reviewer
 from tests.conftest import T0
 
 

@@ -1,7 +1,8 @@
 """A demo reviewer for the review console after `modstream demo` (issue 30): an account with a
 fresh password, a lead's grant of every queue on the run's review.grants, and the lines that
 say how to open the console on the run's topics. `modstream demo` calls `on_demo_run` once
-its summary is printed (docs/REVIEW.md, "After the demo")."""
+its summary is printed (docs/REVIEW.md, "After the demo"). The demo's, not the console's: it
+sets the console up from the demo's workload and keys (the console knows nothing of the demo)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from modstream.console.accounts import Accounts
 from modstream.console.cli import DEFAULT_PORT
 from modstream.core.config import Settings
 from modstream.demo import workload
+from modstream.demo.deployment import Deployment
 from modstream.review.queue import grant_record
 from modstream.trust.signing import Keyring
 
@@ -46,27 +48,25 @@ def demo_reviewer(
 
 def on_demo_run(
     settings: Settings,
-    prefix: str,
-    names: dict[str, str],
+    deployment: Deployment,
     keyring: Keyring,
+    demo_secret: str,
     secret_variable: str = "MODSTREAM_SIGNING_DEV_SECRET",
 ) -> list[str]:
     """`demo_reviewer` for a demo run: the account in RUN_DIR/console/accounts.json, the grant
     signed by the workload's lead with the run's keyring and produced to the run's
-    review.grants (`names`: contract topic -> the run's topic). The dev secret the console
+    review.grants (the deployment's topic names). The dev secret the console
     needs is the one the run signed with (`secret_variable` in the environment, else the
-    demo's)."""
+    demo's, `demo_secret`)."""
 
     def grant(record: dict[str, Any]) -> None:
         line: workload.Line = {"topic": "review.grants", "value": record}
-        workload.produce(settings.bootstrap_servers, [line], names, keyring)
+        workload.produce(settings.bootstrap_servers, [line], deployment.names, keyring)
 
-    from modstream.demo.run import DEMO_SIGNING_SECRET
-
-    secret = os.environ.get(secret_variable) or DEMO_SIGNING_SECRET
+    secret = os.environ.get(secret_variable) or demo_secret
     return demo_reviewer(
         settings.run_dir / "console" / "accounts.json",
-        prefix,
+        deployment.prefix,
         grant,
         workload.LEAD,
         int(time.time() * 1000),
