@@ -10,7 +10,7 @@ from kafka.consumer.fetcher import ConsumerRecord
 
 from modstream.core import kafkaio
 from modstream.core.kafkaio import decode_values, schema_topic
-from tests.conftest import T0, evidence, upload
+from modstream.testing.records import T0, evidence, upload
 
 
 def consumer_record(value: bytes | None, offset: int = 0) -> ConsumerRecord:
