@@ -171,7 +171,7 @@ docs: $(VENV)/.installed
 # Rewrite tests/golden/ from a replay of the demo workload (the test suite's environment): only
 # for a change meant to change decisions; tests/integration/test_golden_replay.py checks it.
 golden: setup
-	@$(BIN)/python -m tests.golden
+	@$(BIN)/python -m modstream.testing.golden
 
 clean: down
 	rm -rf .run deploy/flink-ext/build

@@ -66,14 +66,12 @@ def step_engine(now_ms: int | None = None) -> Engine:
     import yaml
 
     from modstream.bench.peer import Engine
-    from modstream.core.limits import Limits
     from modstream.jobs.moderation.config import ModerationConfig
-    from modstream.trust.signing import Keyring
 
-    config = ModerationConfig(
-        limits=Limits.from_env(),
-        keyring=Keyring.from_env(),
+    config = ModerationConfig.from_options(
+        None,
         trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
+        policy_key_from_env=False,
         now_ms=now_ms,
     )
     return Engine(config, sanctions_stage=False)  # the per-version code alone

@@ -410,8 +410,6 @@ def main(argv: list[str] | None = None) -> int:
     import yaml
 
     from modstream.core.config import Settings
-    from modstream.core.limits import Limits
-    from modstream.trust.signing import Keyring
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--client", choices=sorted(CLIENTS), required=True)
@@ -421,10 +419,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-of-orderness-ms", type=int, default=500)
     args = parser.parse_args(argv)
     topics = dict(item.split("=", 1) for item in args.topic)
-    config = ModerationConfig(
-        limits=Limits.from_env(),
-        keyring=Keyring.from_env(),
+    config = ModerationConfig.from_options(
+        None,
         trusted_policy=yaml.safe_load(args.policy.read_text(encoding="utf-8")),
+        policy_key_from_env=False,
         topics=topics,
     )
     engine = Engine(config, out_of_orderness_ms=args.out_of_orderness_ms)

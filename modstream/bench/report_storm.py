@@ -20,7 +20,7 @@ from typing import Any
 
 from modstream.core.config import PROJECT_ROOT
 from modstream.ops.replay import command
-from tests.conftest import T0, evidence, upload
+from modstream.testing.records import T0, evidence, upload
 
 
 def storm(reports: int, seconds: int) -> list[dict[str, Any]]:

@@ -29,7 +29,7 @@ import numpy as np
 from PIL import Image
 
 from modstream.detectors.video import Sampling, encode, segment_scores
-from tests.udfs.frames import background, flagged
+from modstream.testing.media import background, flagged
 
 FPS = 25
 SECONDS = 20

@@ -19,7 +19,7 @@ import time
 
 from modstream.detectors.nsfw_image import NsfwImage
 from modstream.detectors.video import encode, segment_scores
-from tests.udfs.frames import background, flagged
+from modstream.testing.media import background, flagged
 
 RATES = (1, 2, 3, 5, 10)
 

@@ -10,9 +10,7 @@ cost several round trips a row and was most of a replay's time (docs/BENCHMARKS.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import sys
 import tempfile
 import time
@@ -23,10 +21,8 @@ import yaml
 
 from modstream.contract.records import contract_key
 from modstream.core.config import Settings
-from modstream.core.limits import Limits
 from modstream.core.progress import Progress
 from modstream.moderation.step import OUTPUT_TOPICS
-from modstream.trust.signing import Keyring
 
 if TYPE_CHECKING:
     from modstream.jobs.moderation.config import ModerationConfig
@@ -150,7 +146,7 @@ def run(
 
     settings = Settings.from_env()
     policy = yaml.safe_load(policy_path.read_text(encoding="utf-8"))
-    config = dataclasses.replace(_moderation_config(policy), engine=engine)
+    config = _moderation_config(policy, engine)
     with Progress("replay") as shown:  # on stderr (modstream/core/progress.py)
         shown.phase(f"reading {input_path}", unit="lines")
         rows = _rows(input_path, shown)
@@ -176,19 +172,20 @@ def run(
     return 0
 
 
-def _moderation_config(policy: Any) -> ModerationConfig:
+def _moderation_config(policy: Any, engine: str) -> ModerationConfig:
     """The moderation job's configuration for a replay: `policy` trusted, event time from the
     file alone."""
     from modstream.jobs.moderation.config import ModerationConfig
 
-    return ModerationConfig(
-        policy_id=str(policy.get("policy_id", "global")) if isinstance(policy, dict) else "global",
-        out_of_orderness_ms=REPLAY_OUT_OF_ORDERNESS_MS,
-        idleness_ms=3_600_000,
-        policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
+    policy_id = str(policy.get("policy_id", "global")) if isinstance(policy, dict) else "global"
+    return ModerationConfig.from_options(
+        {
+            "policy_id": policy_id,
+            "out_of_orderness_ms": REPLAY_OUT_OF_ORDERNESS_MS,
+            "idleness_ms": 3_600_000,
+            "engine": engine,
+        },
         trusted_policy=policy,
-        limits=Limits.from_env(),
-        keyring=Keyring.from_env(),
         # The processing clock is fixed at the start (admission of future-stamped input does
         # not depend on how long the run takes) and event time follows the file alone.
         now_ms=int(time.time() * 1000),

@@ -9,14 +9,14 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from modstream.trust.keyring import AUTHORITY_TOPIC_NAMES, Keyring, read_keys_file
-from tests.deploy.k8s_env import (
+from modstream.testing.k8s import (
     example_secret,
     flink_deployment,
     job_environment,
     main_container,
     mounted_secret_files,
 )
+from modstream.trust.keyring import AUTHORITY_TOPIC_NAMES, Keyring, read_keys_file
 
 COMPONENTS = ("moderation", "scan", "enforce", "reconciler")
 # The jobs that verify or sign authority records, and the roles their keys file may hold.

@@ -1,1 +1,1 @@
-"""The fault-injection harness (issue 13): `make test-faults`, `python -m tests.faults.harness`."""
+"""The fault-injection harness (issue 13): modstream/testing/faults/, `make test-faults`."""

@@ -54,9 +54,10 @@ from modstream.ops import replay
 from modstream.review.queue import LEASE_MS, grant_record, lease_record
 from modstream.stack import cluster
 from modstream.stack import local as stack
+from modstream.testing import faults as checks
+from modstream.testing.faults import merge
+from modstream.testing.stack import free_ports
 from modstream.trust.signing import Keyring
-from tests.faults import checks
-from tests.integration.processes import free_ports
 
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 POLICY_KEY = "modstream-faults-policy"
@@ -170,27 +171,6 @@ def review(
             "ts": target["ts"] + rng.randrange(10_000, 60_000),
         },
     }
-
-
-def merge(lines: list[Line], extra: list[Line]) -> list[Line]:
-    """`extra` merged into `lines` by ts, keeping `lines`' own order (early evidence stays right
-    after its upload): each line is placed by the newest ts before it."""
-
-    def ts(line: Line) -> int:
-        value = line["value"]
-        return value["ts"] if isinstance(value, dict) and isinstance(value.get("ts"), int) else 0
-
-    extra = sorted(extra, key=ts)
-    out: list[Line] = []
-    newest = 0
-    position = 0
-    for line in lines:
-        newest = max(newest, ts(line))
-        while position < len(extra) and ts(extra[position]) <= newest:
-            out.append(extra[position])
-            position += 1
-        out.append(line)
-    return out + extra[position:]
 
 
 def ts_of(line: Line) -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.faults import checks
-from tests.faults.harness import merge
+from modstream.testing import faults as checks
+from modstream.testing.faults import merge
 
 
 def decision(cid: str, rev: int, outcome: str, ts: int, state: str = "approved") -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """Fuzzed records of every input topic through the moderation job's own adapters (decode,
-broadcast, report gate, combine, moderate, sanctions; tests/fuzz/pipeline.py, no JVM), delivered
+broadcast, report gate, combine, moderate, sanctions; modstream/testing/fuzz/pipeline.py, no
+JVM), delivered
 as the Kafka source delivers them. A refused record gets exactly one DLQ row with its class and
 a message that names a field and repeats no content, and nothing else; a valid one gets no DLQ
 row and outputs that follow the contract; nothing crashes."""
@@ -13,16 +14,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modstream.contract import parse
-from tests.conftest import SECRET_TEXT, upload
-from tests.fuzz.pipeline import Outcome, Pipeline, run_one
-from tests.fuzz.strategies import (
+from modstream.testing.fuzz.pipeline import Outcome, Pipeline, run_one
+from modstream.testing.fuzz.strategies import (
     KINDS,
     MUTATIONS,
     Fuzzed,
     applicable,
     fuzzed,
+    named_field,
 )
-from tests.fuzz.test_schemas import named_field
+from modstream.testing.records import SECRET_TEXT, upload
 
 JOB = settings(
     max_examples=20,

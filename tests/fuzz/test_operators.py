@@ -30,8 +30,7 @@ from modstream.moderation.step import (
     step,
 )
 from modstream.policy.store import PolicyStore
-from tests.conftest import T0, upload
-from tests.fuzz.strategies import (
+from modstream.testing.fuzz.strategies import (
     DAY_MS,
     EXTREME_VERSIONS,
     HOSTILE_ID,
@@ -39,7 +38,8 @@ from tests.fuzz.strategies import (
     KINDS,
     records,
 )
-from tests.operators.policy_builders import global_document
+from modstream.testing.policies import global_document
+from modstream.testing.records import T0, upload
 
 ERROR_CLASSES = set(ErrorClass.__args__)  # type: ignore[attr-defined]
 FOLLOWERS = ("detector", "report", "review", "appeal", "reevaluate", "delete")

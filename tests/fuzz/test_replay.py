@@ -21,7 +21,7 @@ import yaml
 from hypothesis import strategies as st
 
 from modstream.demo.workload import generate, sign_lines
-from tests.fuzz.strategies import (
+from modstream.testing.fuzz.strategies import (
     KINDS,
     REFUSED_CLASSES,
     Fuzzed,
@@ -30,8 +30,8 @@ from tests.fuzz.strategies import (
     records,
     sample,
 )
-from tests.integration.conftest import run_replay
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.stack import run_replay
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 POLICY_KEY = "fuzz-replay-key"

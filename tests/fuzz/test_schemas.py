@@ -13,8 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from modstream.contract import SchemaError, parse
-from tests.conftest import SECRET_TEXT, upload
-from tests.fuzz.strategies import (
+from modstream.testing.fuzz.strategies import (
     KINDS,
     LIMITS,
     MUTATIONS,
@@ -22,10 +21,11 @@ from tests.fuzz.strategies import (
     UNNAMED_FIELDS,
     VALID_CLASSES,
     Fuzzed,
-    Kind,
     applicable,
     fuzzed,
+    named_field,
 )
+from modstream.testing.records import SECRET_TEXT, upload
 
 FUZZ = settings(
     max_examples=25,
@@ -33,20 +33,10 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 # A union's tag comes first in pydantic's error location: `upsert.ts`, `control.command`.
-TAGS = {"upsert", "delete", "version", "control"}
 
 
 def kinds_for(mutation: str) -> st.SearchStrategy[Fuzzed]:
     return st.one_of([fuzzed(kind, mutation) for kind in KINDS if applicable(kind, mutation)])
-
-
-def named_field(message: str, kind: Kind) -> bool:
-    """Whether the message starts with a location: `<record>` or a field of the record."""
-    location = message.split(":", 1)[0].strip()
-    parts = [part for part in location.split(".") if part]
-    if parts and parts[0] in TAGS and len(parts) > 1:
-        parts = parts[1:]
-    return location == "<record>" or (bool(parts) and parts[0] in {*kind.fields, *TAGS})
 
 
 def assert_refused_safely(fuzz: Fuzzed) -> None:

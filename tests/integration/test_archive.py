@@ -19,8 +19,8 @@ from modstream.analytics import archive
 from modstream.analytics import streams as analytics
 from modstream.core.config import Settings
 from modstream.stack import deployments
-from tests.integration.conftest import Kafka
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
+from modstream.testing.stack import Kafka
 
 pytestmark = pytest.mark.integration
 

@@ -18,8 +18,8 @@ from modstream.contract.records import read_values
 from modstream.core import kafkaio, topics
 from modstream.core.config import Settings
 from modstream.stack import deployments
-from tests.integration.processes import free_ports, modstream
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
+from modstream.testing.stack import free_ports, modstream
 
 pytestmark = pytest.mark.integration
 

@@ -20,88 +20,13 @@ import pytest
 
 from modstream.core.config import Settings
 from modstream.demo import workload
-from tests.integration.conftest import JobProcess, Kafka, new_moderation_deployment
+from modstream.testing.backlogs import answered_backlog, comparable, settled
+from modstream.testing.stack import JobProcess, Kafka, new_moderation_deployment
 
 # 600 in `make test`; the 20,000 of the issue's trial: MODSTREAM_BACKLOG_VERSIONS=20000.
 VERSIONS = int(os.environ.get("MODSTREAM_BACKLOG_VERSIONS", "600"))
 WAIT_S = 300 + VERSIONS // 20
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * WAIT_S + 300)]
-DEADLINE_MS = {"text": 5_000, "image": 30_000, "video": 120_000, "audio": 60_000}
-
-
-def backlog(
-    start_ts: int, versions: int = VERSIONS
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(uploads, evidence) of generated versions whose every detector answered in time (a
-    result stamped within the modality's deadline; `timeout` answers count as answers)."""
-    lines = workload.generate(
-        seed=12, versions=versions, start_ts=start_ts, extras=False, malformed=False
-    )
-    uploads = {
-        line["value"]["content_id"]: line["value"]
-        for line in lines
-        if line["topic"] == "content.versions"
-    }
-    evidence: dict[str, list[dict[str, Any]]] = {}
-    for line in lines:
-        if line["topic"] == "detector.results":
-            evidence.setdefault(line["value"]["content_id"], []).append(line)
-    answered = []
-    for content_id, upload in uploads.items():
-        results = evidence.get(content_id, [])
-        expected = len(workload.REQUIRED[upload["modality"]]) * upload["segments"]
-        deadline = upload["ts"] + DEADLINE_MS[upload["modality"]]
-        keys = {(r["value"]["detector"], r["value"]["segment_id"]) for r in results}
-        if len(keys) == expected and all(r["value"]["ts"] < deadline for r in results):
-            answered.append(content_id)
-    chosen = set(answered)
-    upload_lines = [
-        {"topic": "content.versions", "value": uploads[content_id]} for content_id in answered
-    ]
-    evidence_lines = sorted(
-        (line for content_id in chosen for line in evidence[content_id]),
-        key=lambda line: line["value"]["ts"],
-    )
-    return upload_lines, evidence_lines
-
-
-def settled(kafka: Kafka, topic: str, versions: int, timeout_s: float) -> list[dict[str, Any]]:
-    """The committed decisions once every version has one and nothing new came for 12 s (a
-    decision is emitted only on change, so completeness alone cannot tell: a BLOCK stays)."""
-    kafka.wait_for(
-        topic,
-        lambda values: len({d["content_id"] for d in values}) >= versions,
-        timeout_s=timeout_s,
-    )
-    deadline = time.monotonic() + timeout_s
-    seen, quiet_since = -1, time.monotonic()
-    while time.monotonic() < deadline:
-        values = kafka.values(topic)
-        if len(values) != seen:
-            seen, quiet_since = len(values), time.monotonic()
-        elif time.monotonic() - quiet_since >= 12:
-            return values
-        time.sleep(3)
-    raise AssertionError(f"{topic}: still changing after {timeout_s}s")
-
-
-def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return sorted(
-        (
-            d["content_id"],
-            d["decision_revision"],
-            d["outcome"],
-            d.get("restriction"),
-            d["state"],
-            d["trigger"],
-            d["ts"],
-            tuple(d["reasons"]),
-            tuple(d["matched_rules"]),
-            d["completeness"]["received"],
-            tuple(d["completeness"]["unknown"]),
-        )
-        for d in decisions
-    )
 
 
 @pytest.mark.parametrize("engine", ["pyflink", pytest.param("batched", marks=pytest.mark.slow)])
@@ -115,7 +40,7 @@ def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
 ) -> None:
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     start_ts = int(time.time() * 1000) - 3 * 3_600_000  # three hours ago: a backlog
-    uploads, evidence = backlog(start_ts)
+    uploads, evidence = answered_backlog(start_ts, VERSIONS)
     assert len(uploads) > VERSIONS // 2 and evidence
     # The end of the backlog: two later uploads, the second further than the out-of-orderness
     # bound, so event time passes every record before the first in both runs (in run B the

@@ -17,8 +17,8 @@ from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from modstream.demo import workload
-from tests.conftest import T0, bank_entry, upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from modstream.testing.records import T0, bank_entry, upload
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 SHA = "5e" * 32

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from modstream.demo.workload import write
-from tests.conftest import T0, bank_entry, evidence, upload
-from tests.integration.conftest import run_replay
-from tests.operators.policy_builders import GLOBAL_YAML
-from tests.operators.test_moderation import image, image_evidence
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0, bank_entry, evidence, upload
+from modstream.testing.stack import run_replay
+from modstream.testing.versions import image, image_evidence
 
 pytestmark = pytest.mark.integration
 KEY = "bank-retro-key"

@@ -21,9 +21,8 @@ from modstream.demo import workload
 from modstream.demo.workload import generate
 from modstream.jobs.metrics import prometheus_name
 from modstream.stack import cluster, cluster_jobs
-from tests.conftest import T0
-from tests.integration.conftest import Kafka, ModerationDeployment
-from tests.integration.processes import free_ports, modstream
+from modstream.testing.records import T0
+from modstream.testing.stack import Kafka, ModerationDeployment, free_ports, modstream
 
 # Minutes each (a cluster, the packaged job, all four jobs): `make test-slow`.
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -37,9 +37,9 @@ from modstream.console.accounts import Accounts
 from modstream.core.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.detectors.raw_output import RawOutputStore
 from modstream.enforcement.content_service import ContentService
-from tests.conftest import TEST_KEYRING, appeal_record, evidence, review_decision, upload
-from tests.integration.conftest import Kafka, ModerationDeployment
-from tests.integration.test_key_roles import grant, now_ms, refused, send, wait_decision
+from modstream.testing.live import grant, now_ms, refused, send, wait_decision
+from modstream.testing.records import TEST_KEYRING, appeal_record, evidence, review_decision, upload
+from modstream.testing.stack import Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 

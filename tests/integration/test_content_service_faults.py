@@ -17,11 +17,12 @@ import redis
 
 from modstream.core.config import Settings
 from modstream.enforcement import apply as enforcement
-from modstream.enforcement.content_service import APPLY_SCRIPT, ContentService
 from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
-from tests.conftest import T0
-from tests.integration.test_enforce import action
-from tests.jobs.test_reconciler_adapter import FakeContext, FakeRuntimeContext
+from modstream.enforcement.content_service import APPLY_SCRIPT, ContentService
+from modstream.testing.enforcement import content_action as action
+from modstream.testing.flink import ProcessingContext as FakeContext
+from modstream.testing.flink import ReconcilerRuntimeContext as FakeRuntimeContext
+from modstream.testing.records import T0
 
 pytestmark = pytest.mark.integration
 

@@ -29,7 +29,7 @@ from modstream.jobs.metrics import prometheus_name
 from modstream.review.wait import target_ms
 from modstream.scanning import drift
 from modstream.stack import deployments
-from tests.integration import processes
+from modstream.testing.stack import modstream
 
 pytestmark = pytest.mark.integration
 
@@ -134,7 +134,7 @@ def test_the_demo_loop_enforces_every_action_and_serves_its_metrics(stack: Setti
 
 
 def _modstream(*args: str) -> subprocess.CompletedProcess[str]:
-    result = processes.modstream(dict(os.environ), *args)
+    result = modstream(dict(os.environ), *args)
     assert result.returncode == 0, (
         f"modstream {args[0]}: {result.stdout[-2000:]}{result.stderr[-3000:]}"
     )

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from modstream.demo import workload
-from tests.conftest import upload
-from tests.integration.conftest import (
+from modstream.testing.records import upload
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     ModerationDeployment,

@@ -13,7 +13,7 @@ from kafka.structs import OffsetAndMetadata
 
 from modstream.core.config import Settings
 from modstream.jobs import runtime
-from tests.integration.conftest import Kafka
+from modstream.testing.stack import Kafka
 
 pytestmark = pytest.mark.integration
 

@@ -15,30 +15,11 @@ import redis
 from modstream.contract.outputs import Completeness, Decision
 from modstream.core.config import Settings
 from modstream.enforcement.content_service import ContentService
-from modstream.moderation.step import sha256_hex
-from tests.conftest import T0, upload
-from tests.integration.conftest import Kafka
+from modstream.testing.enforcement import content_action as action
+from modstream.testing.records import T0, upload
+from modstream.testing.stack import Kafka
 
 pytestmark = pytest.mark.integration
-
-
-def action(content_id: str, revision: int, visibility: str, version: int = 1) -> dict[str, Any]:
-    outcome = {"public": "ALLOW", "hidden": "BLOCK", "limited": "RESTRICT"}.get(
-        visibility, "PENDING"
-    )
-    record: dict[str, Any] = {
-        "action_id": sha256_hex(content_id, version, revision),
-        "content_id": content_id,
-        "content_version": version,
-        "decision_revision": revision,
-        "outcome": outcome,
-        "visibility": visibility,
-        "policy_version": 1,
-        "ts": T0 + revision,
-    }
-    if visibility == "limited":
-        record["restriction"] = "age_gate"
-    return record
 
 
 @pytest.fixture
@@ -216,8 +197,8 @@ def test_a_dlq_replay_of_a_stale_item_changes_nothing(
 
 def evidence_for(content_id: str) -> dict[str, Any]:
     """Evidence as the detector signed it (the test stack requires signatures)."""
+    from modstream.testing.records import TEST_KEYRING, evidence
     from modstream.trust.signing import signed
-    from tests.conftest import TEST_KEYRING, evidence
 
     return signed("detector.results", evidence(content_id), TEST_KEYRING)
 

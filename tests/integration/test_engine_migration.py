@@ -25,19 +25,12 @@ import pytest
 
 from modstream.demo import workload
 from modstream.stack import cluster_jobs
-from tests.conftest import evidence, upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment, run_replay
-from tests.integration.processes import free_ports
-from tests.integration.test_live_deadlines import (
-    BOUND_S,
-    GRACE_MS,
-    POLICY_KEY,
-    LiveTraffic,
-    backlog,
-    job_args,
-    now_ms,
-    small_policy,
-)
+from modstream.testing.backlogs import BOUND_S, GRACE_MS, POLICY_KEY, small_policy
+from modstream.testing.backlogs import live_job_args as job_args
+from modstream.testing.backlogs import unanswered_backlog as backlog
+from modstream.testing.live import LiveTraffic, now_ms
+from modstream.testing.records import evidence, upload
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment, free_ports, run_replay
 
 pytestmark = pytest.mark.integration
 

@@ -17,20 +17,22 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from modstream.core.config import Settings
 from modstream.demo import workload
 from modstream.jobs.metrics import prometheus_name
-from tests.conftest import TEST_KEYRING, evidence
-from tests.integration.conftest import (
+from modstream.testing.backlogs import answered_backlog as backlog
+from modstream.testing.backlogs import comparable, settled
+from modstream.testing.live import Watch, comment, now_ms
+from modstream.testing.records import TEST_KEYRING, evidence
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     ModerationDeployment,
+    free_ports,
     new_moderation_deployment,
 )
-from tests.integration.processes import free_ports
-from tests.integration.test_backlog import backlog, comparable, settled
-from tests.integration.test_hostile_input import TEXT_DEADLINE_MS, Watch, comment, now_ms
 
 pytestmark = pytest.mark.integration
 
 MONTH_MS = 30 * 86_400_000
+TEXT_DEADLINE_MS = 5_000  # policy_rules/global.yaml: text {deadline_ms: 5000}
 GRACE_MS = 2_000  # --evidence-grace-ms below
 
 

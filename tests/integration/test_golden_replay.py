@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.golden import KEY, POLICY, canonical, demo_events, load
-from tests.integration.conftest import run_replay
+from modstream.testing.golden import KEY, POLICY, canonical, demo_events, load
+from modstream.testing.stack import run_replay
 
 
 @pytest.mark.parametrize("engine", ["pyflink", "batched"])

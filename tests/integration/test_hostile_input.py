@@ -7,7 +7,6 @@ version keeps its state, and the job never restarts (it runs with restarts disab
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -15,62 +14,14 @@ from typing import Any
 import pytest
 
 from modstream.demo import workload
-from tests.conftest import TEST_KEYRING, evidence, upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from modstream.testing.live import Watch, comment, now_ms
+from modstream.testing.records import TEST_KEYRING, evidence
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 
 TEXT_DEADLINE_MS = 5_000  # policy_rules/global.yaml: text {deadline_ms: 5000}
 TEN_YEARS_MS = 10 * 365 * 86_400_000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-class Watch:
-    """Reads committed decisions in the background and remembers when each revision was first
-    seen (wall clock), so the test can tell when a decision became visible."""
-
-    def __init__(self, kafka: Kafka, topic: str) -> None:
-        self.kafka, self.topic = kafka, topic
-        self.first_seen: dict[tuple[str, int], float] = {}
-        self.decisions: dict[tuple[str, int], dict[str, Any]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            seen_at = time.time() * 1000
-            for decision in self.kafka.values(self.topic):
-                key = (decision["content_id"], decision["decision_revision"])
-                if key not in self.first_seen:
-                    self.first_seen[key] = seen_at
-                    self.decisions[key] = decision
-            self._stop.wait(0.25)
-
-    def of(self, content_id: str) -> list[dict[str, Any]]:
-        found = [d for (cid, _), d in list(self.decisions.items()) if cid == content_id]
-        return sorted(found, key=lambda d: d["decision_revision"])
-
-    def wait(self, content_id: str, predicate: Any, timeout_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for decision in self.of(content_id):
-                if predicate(decision):
-                    return decision
-            time.sleep(0.1)
-        raise AssertionError(
-            f"{content_id}: no such decision in {timeout_s}s: {self.of(content_id)}"
-        )
-
-    def __enter__(self) -> Watch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -83,10 +34,6 @@ def produce(kafka: Kafka, topics: dict[str, str], topic: str, value: dict[str, A
     workload.produce(
         kafka.bootstrap_servers, [{"topic": topic, "value": value}], topics, TEST_KEYRING
     )
-
-
-def comment(content_id: str, at: int) -> dict[str, Any]:
-    return upload(content_id, at=at, surface="comment", event_id=f"ev-{content_id}")
 
 
 def test_hostile_records_in_live_traffic_change_nothing_but_the_dlq(

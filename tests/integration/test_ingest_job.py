@@ -11,41 +11,18 @@ import pytest
 
 from modstream.contract.common import MAX_RECORD_BYTES
 from modstream.contract.dlq import RAW_LIMIT_BYTES
-from tests.conftest import SECRET_TEXT, T0, upload, without
-from tests.integration.conftest import (
+from modstream.testing.records import SECRET_TEXT, upload, without
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     completed_checkpoints,
+    event_ids,
     wait_for_checkpoint_after,
 )
+from modstream.testing.stack import ingest_job_args as job_args
+from modstream.testing.stack import tagged_uploads as uploads
 
 pytestmark = pytest.mark.integration
-
-
-def job_args(topics: dict[str, str], checkpoint_dir: Path, interval_ms: int) -> list[str]:
-    prefix = topics["_prefix"]
-    args = [
-        "--checkpoint-dir",
-        str(checkpoint_dir),
-        "--checkpoint-interval-ms",
-        str(interval_ms),
-        "--transactional-id-prefix",
-        prefix,
-        "--group-id",
-        prefix,
-    ]
-    for name in ("content.versions", "content.validated", "moderation.dlq"):
-        args += ["--topic", f"{name}={topics[name]}"]
-    return args
-
-
-def uploads(tag: str, count: int) -> list[tuple[str, bytes]]:
-    records = [upload(f"{tag}-{i}", at=T0 + i, event_id=f"{tag}-ev-{i}") for i in range(count)]
-    return [(record["content_id"], json.dumps(record).encode()) for record in records]
-
-
-def event_ids(values: list[dict[str, Any]], tag: str) -> Counter[str]:
-    return Counter(v["event_id"] for v in values if v["event_id"].startswith(f"{tag}-"))
 
 
 # One malformed record of each kind, and the field its DLQ message must name.

@@ -8,18 +8,25 @@ they changed nothing."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from modstream.demo import workload
-from modstream.review.queue import LEASE_MS, grant_record, lease_record
-from modstream.trust.signing import Keyring, sign
-from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
-from tests.deploy.k8s_env import job_environment
-from tests.integration.conftest import Kafka, ModerationDeployment
+from modstream.review.queue import LEASE_MS, lease_record
+from modstream.testing.k8s import job_environment
+from modstream.testing.live import (
+    decisions_of,
+    grant,
+    now_ms,
+    refused,
+    send,
+    signed_with,
+    wait_decision,
+)
+from modstream.testing.records import TEST_KEYRING, evidence, review_decision, upload
+from modstream.testing.stack import Kafka, ModerationDeployment
+from modstream.trust.signing import Keyring
 
 pytestmark = pytest.mark.integration
 
@@ -32,70 +39,6 @@ SUITE_ONLY = (
     "MODSTREAM_REQUIRE_APPROVAL",
     "MODSTREAM_SIGNING_KEYS_FILE",
 )
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def send(
-    kafka: Kafka, topics: dict[str, str], topic: str, value: dict[str, Any], keyring: Keyring
-) -> None:
-    """Signed with its producer's key in `keyring` unless `value` carries a signature."""
-    workload.produce(kafka.bootstrap_servers, [{"topic": topic, "value": value}], topics, keyring)
-
-
-def signed_with(record: dict[str, Any], key: bytes | None) -> dict[str, Any]:
-    assert key is not None
-    return {**record, "signature": sign(record, key)}
-
-
-def decisions_of(kafka: Kafka, topics: dict[str, str], content_id: str) -> list[dict[str, Any]]:
-    found = [
-        d for d in kafka.values(topics["moderation.decisions"]) if d["content_id"] == content_id
-    ]
-    return sorted(found, key=lambda d: d["decision_revision"])
-
-
-def wait_decision(
-    kafka: Kafka, topics: dict[str, str], content_id: str, trigger: str, outcome: str
-) -> None:
-    kafka.wait_for(
-        topics["moderation.decisions"],
-        lambda values: any(
-            d["content_id"] == content_id and d["trigger"] == trigger and d["outcome"] == outcome
-            for d in values
-        ),
-        timeout_s=90,
-    )
-
-
-def refused(
-    kafka: Kafka, topics: dict[str, str], event_id: str, topic: str = "review.decisions"
-) -> dict[str, Any]:
-    """The DLQ row of the review (or lease) whose event id is or starts with `event_id`."""
-
-    def letters(values: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [
-            v for v in values if v["source_topic"] == topics[topic] and f'"{event_id}' in v["raw"]
-        ]
-
-    values = kafka.wait_for(topics["moderation.dlq"], lambda vs: bool(letters(vs)), timeout_s=90)
-    [letter] = letters(values)
-    return letter
-
-
-def grant(
-    kafka: Kafka,
-    topics: dict[str, str],
-    reviewer_id: str,
-    queues: list[str],
-    keyring: Keyring,
-    lead: str = "lead-1",
-) -> None:
-    """`lead` grants `reviewer_id` the queues from a minute ago (before any review here)."""
-    record = grant_record(reviewer_id, queues, lead, now_ms() - 60_000)
-    send(kafka, topics, "review.grants", record, keyring)
 
 
 def leased(kafka: Kafka, topics: dict[str, str], task: dict[str, Any], reviewer_id: str) -> None:

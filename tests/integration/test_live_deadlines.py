@@ -11,147 +11,21 @@ gate, scanning, for good.
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from modstream.demo import workload
-from tests.conftest import evidence, upload
-from tests.integration.conftest import (
-    JobProcess,
-    Kafka,
-    ModerationDeployment,
-    run_replay,
-)
-from tests.operators.policy_builders import global_document
+from modstream.testing.backlogs import BOUND_S, GRACE_MS, POLICY_KEY, small_policy
+from modstream.testing.backlogs import comparable_backlog as comparable
+from modstream.testing.backlogs import live_job_args as job_args
+from modstream.testing.backlogs import unanswered_backlog as backlog
+from modstream.testing.live import LiveTraffic, now_ms
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment, run_replay
 
 pytestmark = pytest.mark.integration
-
-POLICY_KEY = "it-live-deadlines-key"
-# Small deadlines and TTL so the test is short (policy_rules/global.yaml: 5 s, 30 s, 2 min, 1 h).
-# The video's is longer than the others by more than the restore test's kill takes, so the job
-# is killed after the first deadline decisions while the video's deadline still waits.
-DEADLINE_MS = {"text": 2_000, "image": 3_000, "video": 30_000, "audio": 3_000}
-PROVISIONAL_TTL_MS = 20_000
-GRACE_MS = 2_000
-DRAINED_AFTER_MS = 10_000
-STATE_TTL_MS = 3_600_000
-# Every wait's end (docs/moderation.md, "Time", "Deadlines"): once event time is live, the
-# longest deadline and the grace (the deadline's wait), then the grace again (the expiry's); a
-# silent backlog lane holds event time for at most --drained-after-ms before it is live; and
-# 60 s for the job's own pace on a loaded machine (checkpoints commit the decisions).
-BOUND_S = (max(DEADLINE_MS.values()) + 2 * GRACE_MS + DRAINED_AFTER_MS) / 1000 + 60
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def small_policy(path: Path) -> Path:
-    document = global_document(provisional_ttl_ms=PROVISIONAL_TTL_MS)
-    for modality, deadline in DEADLINE_MS.items():
-        document["detectors"][modality]["deadline_ms"] = deadline
-    path.write_text(yaml.safe_dump(document))
-    return path
-
-
-def image(content_id: str, at: int, surface: str) -> dict[str, Any]:
-    return upload(
-        content_id,
-        at=at,
-        modality="image",
-        mime_type="image/jpeg",
-        size_bytes=50_000,
-        surface=surface,
-    )
-
-
-def backlog(start: int) -> list[workload.Line]:
-    """Hours old: high- and low-risk images whose detectors never answer, a video with one
-    segment of two scanned, the second version of a text never scanned, a text decided on its
-    evidence."""
-    video = upload(
-        "bl-video",
-        at=start + 300,
-        modality="video",
-        mime_type="video/mp4",
-        size_bytes=900_000,
-        surface="comment",
-        segments=2,
-    )
-    scanned = [
-        evidence(
-            "bl-video",
-            at=start + 400,
-            event_id=f"bl-video-{detector}-0",
-            detector=detector,
-            model_version="m-1",
-            segment_id=0,
-            scores=scores,
-        )
-        for detector, scores in (("media_check", {"malware": 0.0}), ("nsfw_image", {"nsfw": 0.0}))
-    ]
-    second = upload("bl-text", at=start + 500, content_version=2, event_id="bl-text-2")
-    lines: list[tuple[str, dict[str, Any]]] = [
-        ("content.versions", image("bl-high", start, "public_post")),
-        ("content.versions", image("bl-low", start + 100, "comment")),
-        ("content.versions", upload("bl-text", at=start + 200, event_id="bl-text-1")),
-        ("content.versions", video),
-        *(("detector.results", record) for record in scanned),
-        ("content.versions", second),
-        ("content.versions", upload("bl-done", at=start + 600, surface="dm")),
-        ("detector.results", evidence("bl-done", at=start + 700)),
-    ]
-    return [{"topic": topic, "value": value} for topic, value in lines]
-
-
-def comparable(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return sorted(
-        (
-            d["content_id"],
-            d["content_version"],
-            d["decision_revision"],
-            d["outcome"],
-            d["state"],
-            d["trigger"],
-            d["ts"],
-            tuple(d["reasons"]),
-        )
-        for d in decisions
-        if d["content_id"].startswith("bl-")
-    )
-
-
-class LiveTraffic:
-    """A text upload stamped now every second, in the background, until stopped: the live
-    traffic a real system has, also while a job is down."""
-
-    def __init__(self, kafka: Kafka, topics: dict[str, str]) -> None:
-        self.kafka, self.topics = kafka, topics
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        index = 0
-        while not self._stop.is_set():
-            live = upload(f"live-{index}", at=now_ms(), surface="dm")
-            line: workload.Line = {"topic": "content.versions", "value": live}
-            workload.produce(self.kafka.bootstrap_servers, [line], self.topics)
-            index += 1
-            self._stop.wait(1.0)
-
-    def __enter__(self) -> LiveTraffic:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-
 
 Replayed = tuple[Path, list[workload.Line], list[tuple[Any, ...]]]
 
@@ -173,14 +47,6 @@ def replayed_backlog(tmp_path_factory: pytest.TempPathFactory) -> Replayed:
     assert {("bl-high", 1, "deadline"), ("bl-low", 1, "deadline")} <= triggers, replayed
     assert [d for d in replayed if d[0] == "bl-low" and d[3] == "PENDING" and d[5] == "deadline"]
     return policy, lines, replayed
-
-
-def job_args(deployment: ModerationDeployment, policy: Path, grace_ms: int) -> list[str]:
-    args = [*deployment.args, "--policy", str(policy), "--restart-strategy", "none"]
-    args += ["--evidence-grace-ms", str(grace_ms), "--drained-after-ms", str(DRAINED_AFTER_MS)]
-    # The backlog is older than the state TTL: reached as event time jumps to live, it must not
-    # retire a version whose deadline or expiry still waits.
-    return [*args, "--state-ttl-ms", str(STATE_TTL_MS)]
 
 
 def decided_as_replay(

@@ -14,8 +14,8 @@ import pytest
 
 from modstream.demo import workload
 from modstream.demo.workload import generate
-from tests.conftest import T0
-from tests.integration.conftest import (
+from modstream.testing.records import T0
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     ModerationDeployment,
@@ -137,8 +137,8 @@ def reevaluate_through_the_index(
     running it twice re-decides nothing twice."""
     caplog.set_level(logging.INFO, logger="modstream.core.progress")
     from modstream.ops import reevaluate
-    from tests.conftest import review_decision
-    from tests.operators.policy_builders import global_document, version_record
+    from modstream.testing.policies import global_document, version_record
+    from modstream.testing.records import review_decision
 
     decisions = kafka.values(topics["moderation.decisions"])
     reviewed = next(
@@ -254,7 +254,7 @@ def test_one_violation_decided_again_and_again_is_one_strike_and_an_appeal_rever
     monkeypatch: pytest.MonkeyPatch,
     moderation_deployment: ModerationDeployment,
 ) -> None:
-    from tests.conftest import evidence, upload
+    from modstream.testing.records import evidence, upload
 
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     topics, args = moderation_deployment.topics, moderation_deployment.args

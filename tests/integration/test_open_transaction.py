@@ -17,8 +17,7 @@ from confluent_kafka import Producer
 from modstream.core import endpoints
 from modstream.core.config import Settings
 from modstream.jobs.metrics import LSO_STALLED_MS, UNSTABLE_RECORDS
-from tests.integration import processes
-from tests.integration.conftest import JobProcess, ModerationDeployment
+from modstream.testing.stack import JobProcess, ModerationDeployment, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +51,7 @@ def wait_for_gauges(
 def test_a_hanging_transaction_shows_per_partition_until_it_is_aborted(
     stack: Settings, start_job: Any, moderation_deployment: ModerationDeployment
 ) -> None:
-    (port,) = processes.free_ports(1)
+    (port,) = free_ports(1)
     job: JobProcess = start_job(
         "moderation", *moderation_deployment.args, "--metrics-port", str(port)
     )

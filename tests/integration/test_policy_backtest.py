@@ -8,8 +8,8 @@ import os
 import pytest
 
 from modstream.ops.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS
-from tests.integration.processes import modstream
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.stack import modstream
 
 pytestmark = pytest.mark.integration
 

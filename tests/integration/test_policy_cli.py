@@ -13,8 +13,8 @@ from modstream.cli.main import main
 from modstream.core import kafkaio
 from modstream.core.config import Settings
 from modstream.policy.store import verify
-from tests.integration.conftest import Kafka
-from tests.operators.policy_builders import global_document, version_record
+from modstream.testing.policies import global_document, version_record
+from modstream.testing.stack import Kafka
 
 pytestmark = pytest.mark.integration
 

@@ -20,11 +20,10 @@ from modstream.core import topics
 from modstream.core.config import Settings
 from modstream.policy.store import verify
 from modstream.stack import deployments
+from modstream.testing.policies import global_document
+from modstream.testing.stack import Kafka, modstream
 from modstream.trust.keyring import Keyring
 from modstream.trust.two_person import promoter_key_verifies
-from tests.integration.conftest import Kafka
-from tests.integration.processes import modstream
-from tests.operators.policy_builders import global_document
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ import yaml
 from modstream.contract import parse
 from modstream.demo.workload import generate, write
 from modstream.moderation.records import DEFAULT_NOTICES
-from tests.integration.conftest import run_replay
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.stack import run_replay
 
 pytestmark = pytest.mark.integration
 KEY = "replay-test-key"

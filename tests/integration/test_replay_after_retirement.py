@@ -15,8 +15,8 @@ import pytest
 
 from modstream.core import kafkaio
 from modstream.demo import workload
-from tests.conftest import evidence, review_decision, upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from modstream.testing.records import evidence, review_decision, upload
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 

@@ -19,9 +19,9 @@ import pytest
 
 from modstream.demo.workload import write
 from modstream.review.queue import grant_record
-from tests.conftest import T0, blocking_review, evidence, upload
-from tests.integration.conftest import run_replay
-from tests.operators.policy_builders import GLOBAL_YAML, global_document, version_record
+from modstream.testing.policies import GLOBAL_YAML, global_document, version_record
+from modstream.testing.records import T0, blocking_review, evidence, upload
+from modstream.testing.stack import run_replay
 
 pytestmark = pytest.mark.integration
 KEY = "replay-v11-key"

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from modstream.jobs import restore
-from tests.integration.conftest import (
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     completed_checkpoints,
+    event_ids,
     wait_for_checkpoint_after,
 )
-from tests.integration.test_ingest_job import event_ids, job_args, uploads
+from modstream.testing.stack import ingest_job_args as job_args
+from modstream.testing.stack import tagged_uploads as uploads
 
 pytestmark = pytest.mark.integration
 

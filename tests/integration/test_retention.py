@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from modstream.demo import workload
-from tests.conftest import blocking_review, evidence, upload
-from tests.integration.conftest import JobProcess, Kafka, ModerationDeployment
+from modstream.testing.records import blocking_review, evidence, upload
+from modstream.testing.stack import JobProcess, Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 

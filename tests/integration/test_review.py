@@ -12,7 +12,7 @@ import redis
 
 from modstream.core.config import Settings
 from modstream.review.queue import ACCESS_LOG, ReviewError, ReviewQueue, Roles
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,9 @@ from modstream.cli.main import main
 from modstream.core.config import Settings
 from modstream.review.queue import GROUP, OUTBOX, ReviewQueue, Roles
 from modstream.stack import local as local_stack
+from modstream.testing.records import T0
+from modstream.testing.stack import Kafka, free_ports
 from modstream.trust.signing import Keyring, derive_key
-from tests.conftest import T0
-from tests.integration.conftest import Kafka
-from tests.integration.processes import free_ports
 
 pytestmark = pytest.mark.integration
 

@@ -21,20 +21,18 @@ from modstream.detectors.media_check import MediaCheck
 from modstream.detectors.nsfw_image import NsfwImage
 from modstream.detectors.offensive_text import OffensiveText
 from modstream.scanning.pools import Pool
-from tests.conftest import upload
-from tests.integration.conftest import (
+from modstream.testing.media import GENERATED, card, encode, speak
+from modstream.testing.media import SPOKEN_OFFENSIVE as SPOKEN
+from modstream.testing.media import WRITTEN_OFFENSIVE as WRITTEN
+from modstream.testing.records import upload
+from modstream.testing.scans import request
+from modstream.testing.stack import (
     JobProcess,
     Kafka,
     ModerationDeployment,
     completed_checkpoints,
     wait_for_checkpoint_after,
 )
-from tests.udfs.images import GENERATED, encode
-from tests.udfs.test_ocr_text import OFFENSIVE as WRITTEN
-from tests.udfs.test_ocr_text import card
-from tests.udfs.test_scan import request
-from tests.udfs.test_speech_text import OFFENSIVE as SPOKEN
-from tests.udfs.test_speech_text import speak
 
 pytestmark = pytest.mark.integration
 

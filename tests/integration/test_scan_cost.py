@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from modstream.demo.workload import generate, write
-from tests.integration.conftest import run_replay
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.stack import run_replay
 
 pytestmark = pytest.mark.integration
 KEY = "scan-cost-test-key"

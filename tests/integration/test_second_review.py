@@ -18,15 +18,9 @@ import pytest
 
 from modstream.core.config import PROJECT_ROOT
 from modstream.review.queue import LEASE_MS, lease_record
-from tests.conftest import TEST_KEYRING, evidence, review_decision, upload
-from tests.integration.conftest import Kafka, ModerationDeployment
-from tests.integration.test_key_roles import (
-    grant,
-    now_ms,
-    refused,
-    send,
-    wait_decision,
-)
+from modstream.testing.live import grant, now_ms, refused, send, wait_decision
+from modstream.testing.records import TEST_KEYRING, evidence, review_decision, upload
+from modstream.testing.stack import Kafka, ModerationDeployment
 
 pytestmark = pytest.mark.integration
 

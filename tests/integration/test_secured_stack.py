@@ -14,7 +14,7 @@ import redis
 
 from modstream.core.config import Settings
 from modstream.stack.local import broker_reachable
-from tests.integration.processes import free_ports, modstream
+from modstream.testing.stack import free_ports, modstream
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from modstream.cli.main import main
 from modstream.contract import dead_letter
 from modstream.core.config import Settings
 from modstream.review.queue import LEASE_MS
+from modstream.testing.records import T0, TEST_KEYRING, evidence
+from modstream.testing.stack import Kafka
 from modstream.trust.signing import Keyring, check, derive_key, signed
-from tests.conftest import T0, TEST_KEYRING, evidence
-from tests.integration.conftest import Kafka
 
 pytestmark = pytest.mark.integration
 

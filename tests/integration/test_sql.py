@@ -17,8 +17,7 @@ from modstream.analytics.sql_script import Script, inline_script, read_script
 from modstream.contract.outputs import Completeness, Decision
 from modstream.core import topics
 from modstream.core.config import Settings, kafka_options
-
-from .conftest import Kafka
+from modstream.testing.stack import Kafka
 
 pytestmark = pytest.mark.integration
 

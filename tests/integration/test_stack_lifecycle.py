@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from modstream.stack.local import port_open
-from tests.integration.processes import free_ports, modstream, running_processes_mentioning
+from modstream.testing.stack import free_ports, modstream, running_processes_mentioning
 
 pytestmark = pytest.mark.integration
 

@@ -20,9 +20,9 @@ import pytest
 
 from modstream.core.config import PROJECT_ROOT
 from modstream.demo.workload import generate, write
-from tests.conftest import T0, delete
-from tests.operators.policy_builders import GLOBAL_YAML
-from tests.operators.test_moderation import Version, image, image_evidence
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0, delete
+from modstream.testing.versions import Version, image, image_evidence
 
 END_OF_TIME = 2**63 - 1  # the watermark at the end of input
 

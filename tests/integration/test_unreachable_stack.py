@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from modstream.core.config import PROJECT_ROOT
-from tests.integration.processes import free_ports
+from modstream.testing.stack import free_ports
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,8 @@ from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.drift_metrics import ScoreCounts
 from modstream.scanning import drift
-from tests.conftest import NOTHING_REQUIRED, T0, evidence
-from tests.jobs.test_metrics import FakeContext
+from modstream.testing.flink import FakeMetricsContext as FakeContext
+from modstream.testing.records import NOTHING_REQUIRED, T0, evidence
 
 SERIES = "modstream/detector=offensive_text/model_version=alt-profanity-check-1.6/label=offensive"
 

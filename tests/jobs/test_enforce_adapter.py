@@ -10,46 +10,17 @@ from typing import Any
 import pytest
 from pyflink.common import Row
 
-from modstream.enforcement.content_service import Visibility
 from modstream.jobs.enforce import Enforce, EnforceConfig
-from tests.conftest import SECRET_TEXT, T0
-from tests.operators.test_enforcement import MemoryContent, MemoryIntents
-from tests.operators.test_enforcement import action as plain_action
-
-
-def action(revision: int, visibility: str = "hidden", **extra: Any) -> dict[str, Any]:
-    """A moderation.actions record as the moderation job writes it (sha256 action ids)."""
-    record = plain_action(revision, visibility)
-    record["action_id"] = hashlib.sha256(f"c-1|1|{revision}".encode()).hexdigest()
-    return {**record, **extra}
+from modstream.enforcement.content_service import Visibility
+from modstream.testing.enforcement import POISON_ACTIONS, MemoryContent, MemoryIntents
+from modstream.testing.enforcement import job_action as action
+from modstream.testing.flink import FakeMapState
+from modstream.testing.flink import ProcessingContext as FakeContext
+from modstream.testing.records import SECRET_TEXT, T0
 
 
 def sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-class FakeMapState(dict):  # type: ignore[type-arg]
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-
-    def remove(self, key: Any) -> None:
-        del self[key]
-
-
-class FakeTimers:
-    def __init__(self) -> None:
-        self.processing: list[int] = []
-
-    def register_processing_time_timer(self, ts: int) -> None:
-        self.processing.append(ts)
-
-
-class FakeContext:
-    def __init__(self) -> None:
-        self.timers = FakeTimers()
-
-    def timer_service(self) -> FakeTimers:
-        return self.timers
 
 
 class FakeService(MemoryContent):
@@ -98,23 +69,7 @@ def run(enforce: Enforce, rows: list[Row]) -> list[tuple[str, dict[str, Any]]]:
 VALID = json.dumps(action(1, "hidden"))
 NEXT = json.dumps(action(2, "public"))
 
-POISON = {
-    "invalid JSON": "{not json",
-    "50,000 nested brackets": "[" * 50_000 + "]" * 50_000,
-    "nested objects": '{"a":' * 100_000 + "1" + "}" * 100_000,
-    "huge integer": VALID.replace('"decision_revision": 1', '"decision_revision": ' + "9" * 40),
-    "integer beyond a long": VALID.replace(
-        '"decision_revision": 1', '"decision_revision": ' + str(2**70)
-    ),
-    "NaN": VALID.replace('"policy_version": 1', '"policy_version": NaN'),
-    "bool for int": VALID.replace('"decision_revision": 1', '"decision_revision": true'),
-    "wrong type": VALID.replace('"content_id": "c-1"', '"content_id": ["c-1"]'),
-    "duplicated field": VALID[:-1] + ', "visibility": "public"}',
-    "not an object": json.dumps([action(1)]),
-    "empty": "",
-    "null value": None,
-    "not UTF-8 text": "\udcff\udcfe",
-}
+POISON = POISON_ACTIONS
 
 
 @pytest.mark.parametrize("raw", list(POISON.values()), ids=list(POISON))

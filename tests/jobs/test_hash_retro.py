@@ -13,9 +13,7 @@ from pyflink.common import Row
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
 from modstream.moderation.step import RETRO
-from modstream.trust.hashbank import entry_state
-from tests.conftest import T0, bank_entry, evidence, upload
-from tests.jobs.test_moderation_adapter import (
+from modstream.testing.flink import (
     FakeContext,
     FakeMapState,
     FakeRuntimeContext,
@@ -23,7 +21,9 @@ from tests.jobs.test_moderation_adapter import (
     decoded,
     moderate,
 )
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0, bank_entry, evidence, upload
+from modstream.trust.hashbank import entry_state
 
 SHA = "ab" * 32  # the sha256 of tests.conftest.upload
 BANK_TS = T0 + 60_000

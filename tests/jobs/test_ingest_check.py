@@ -10,7 +10,7 @@ from pyflink.common import Row
 
 from modstream.core.config import Settings
 from modstream.jobs import ingest_check, restore
-from tests.conftest import T0, upload
+from modstream.testing.records import T0, upload
 
 
 def run_adapter(*rows: Row) -> list[tuple[str, Row]]:

@@ -29,6 +29,7 @@ from modstream.jobs.scan.metrics import ScanMetrics, detector_of
 from modstream.moderation.state import Agreement, Content, VersionState
 from modstream.review import quality
 from modstream.scanning.batch import Handled
+from modstream.testing.flink import FakeMetricsContext as FakeContext
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -36,43 +37,6 @@ ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "modstream-dashboard.json"
 NAME = re.compile(r"flink_[A-Za-z0-9_]+")
 SUMMARY_SUFFIXES = ("_count", "_sum")
-
-
-class FakeGroup:
-    """A metric group that records what is registered under which labels."""
-
-    def __init__(self, path: tuple[str, ...] = (), made: dict[str, Any] | None = None) -> None:
-        self.path = path
-        self.made: dict[str, Any] = {} if made is None else made
-
-    def add_group(self, name: str, extra: str | None = None) -> FakeGroup:
-        return FakeGroup((*self.path, name if extra is None else f"{name}={extra}"), self.made)
-
-    def counter(self, name: str) -> FakeCounter:
-        return self.made.setdefault("/".join((*self.path, name)), FakeCounter())
-
-    def distribution(self, name: str) -> FakeCounter:
-        return self.made.setdefault("/".join((*self.path, name)), FakeCounter())
-
-
-class FakeCounter:
-    def __init__(self) -> None:
-        self.count = 0
-        self.values: list[int] = []
-
-    def inc(self, count: int = 1) -> None:
-        self.count += count
-
-    def update(self, value: int) -> None:
-        self.values.append(value)
-
-
-class FakeContext:
-    def __init__(self) -> None:
-        self.group = FakeGroup()
-
-    def get_metrics_group(self) -> FakeGroup:
-        return self.group
 
 
 def _known_names() -> set[str]:

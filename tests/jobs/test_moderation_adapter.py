@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,175 +15,37 @@ from modstream.core import jsonio
 from modstream.jobs.moderation.config import REPORT_BATCH, ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.letters import DLQ_TAG
-from modstream.jobs.moderation.moderate import VERSION_STATE, Moderate, stored
+from modstream.jobs.moderation.moderate import stored
 from modstream.jobs.moderation.reports import ReportCombine
 from modstream.jobs.moderation.sanctions import Sanctions
-from modstream.moderation import state_schema
 from modstream.moderation import step as moderation
-from modstream.moderation.state import VersionState, to_document
+from modstream.moderation.state import to_document
 from modstream.policy.store import sign
-from modstream.trust import signing
-from tests.conftest import (
+from modstream.testing.flink import (
+    FakeContext,
+    FakeMapState,
+    FakeRuntimeContext,
+    FakeTimers,
+    decisions_in,
+    decoded,
+    moderate,
+    sanction_entry,
+    stored_state,
+    unbatch,
+)
+from modstream.testing.policies import GLOBAL_YAML, approval, authorship, global_document, promotion
+from modstream.testing.records import (
     NOTHING_REQUIRED,
     T0,
     TEST_KEYRING,
     appeal_record,
     bank_entry,
     evidence,
+    report_record,
     review_decision,
     upload,
 )
-from tests.operators.policy_builders import (
-    GLOBAL_YAML,
-    approval,
-    authorship,
-    global_document,
-    promotion,
-)
-
-
-class FakeValueState:
-    def __init__(self) -> None:
-        self.current: str | None = None
-
-    def value(self) -> str | None:
-        return self.current
-
-    def update(self, value: str) -> None:
-        self.current = value
-
-    def clear(self) -> None:
-        self.current = None
-
-
-class FakeMapState(dict):  # type: ignore[type-arg]
-    def put(self, key: Any, value: Any) -> None:
-        self[key] = value
-
-    def remove(self, key: Any) -> None:
-        del self[key]
-
-    def contains(self, key: Any) -> bool:
-        return key in self
-
-    def is_empty(self) -> bool:
-        return not self
-
-
-class FakeRuntimeContext:
-    """Per-key state for one key, as Flink gives the adapter."""
-
-    def __init__(self) -> None:
-        self.version = FakeValueState()  # every adapter's one value (Moderate's before schema 3)
-        self.packed = FakeValueState()  # Moderate's value since state schema 3
-        self.buffer = FakeMapState()
-
-    def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.packed if descriptor.get_name() == VERSION_STATE else self.version
-
-    def get_map_state(self, descriptor: Any) -> FakeMapState:
-        return self.buffer
-
-    def get_index_of_this_subtask(self) -> int:
-        return 0
-
-
-def stored_state(runtime_context: FakeRuntimeContext) -> VersionState:
-    """The version state `Moderate` stored."""
-    state = state_schema.load_version(stored(runtime_context.packed.value())[1])
-    assert state is not None
-    return state
-
-
-class FakeTimers:
-    def __init__(self) -> None:
-        self.registered: set[int] = set()
-        self.watermark = -(2**63)
-
-    def register_event_time_timer(self, ts: int) -> None:
-        self.registered.add(ts)
-
-    def delete_event_time_timer(self, ts: int) -> None:
-        self.registered.discard(ts)
-
-    def current_watermark(self) -> int:
-        return self.watermark
-
-
-class FakeContext:
-    def __init__(self, broadcast: FakeMapState, timers: FakeTimers, key: str = "") -> None:
-        self.broadcast = broadcast
-        self.timers = timers
-        self.key = key
-
-    def get_current_key(self) -> str:
-        return self.key
-
-    def get_broadcast_state(self, descriptor: Any) -> FakeMapState:
-        return self.broadcast
-
-    def timer_service(self) -> FakeTimers:
-        return self.timers
-
-
-class Ordered:
-    """Moderate as the job runs it, behind EventTimeOrder.java: decoded rows are held until
-    `on_timer(T)` (the watermark reaching T, on both of the operator's inputs) hands those at or
-    before T on as one batch, then the operator's own timer at T fires if it registered one."""
-
-    def __init__(self, adapter: Moderate) -> None:
-        self.adapter = adapter
-        self.held: list[Row] = []
-
-    def process_element(self, row: Row, ctx: FakeContext) -> Iterator[Any]:
-        self.held.append(row)
-        return iter(())
-
-    def process_broadcast_element(self, row: Row, ctx: FakeContext) -> Iterator[Any]:
-        return iter(unbatch(self.adapter.process_broadcast_element(row, ctx)))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.adapter, name)  # broadcast input, policy store, banks
-
-    def on_timer(self, timestamp: int, ctx: FakeContext) -> Iterator[Any]:
-        due = sorted((r for r in self.held if r[4] <= timestamp), key=lambda r: (r[4], r[5] or 0))
-        self.held = [row for row in self.held if row[4] > timestamp]
-        outputs: list[Any] = []
-        ctx.timers.watermark = max(ctx.timers.watermark, timestamp)
-        if due:
-            columns = ([r[field] for r in due] for field in (2, 3, 4, 5))
-            outputs += unbatch(self.adapter.process_element(Row(*columns), ctx))
-        if timestamp in ctx.timers.registered:
-            ctx.timers.registered.discard(timestamp)
-            outputs += unbatch(self.adapter.on_timer(timestamp, ctx))
-        return iter(outputs)
-
-
-def unbatch(batches: Iterator[Row]) -> list[Row]:
-    """Moderate's Row(topics, keys, values) as the rows Unbatch.java makes of it; anything else
-    is what the JVM would refuse to convert (the operator's output type is the batch)."""
-    rows = []
-    for batch in batches:
-        assert len(batch) == 3 and all(isinstance(field, list) for field in batch), batch
-        rows += [Row(*entry) for entry in zip(*batch, strict=True)]
-    return rows
-
-
-def moderate(config: ModerationConfig) -> tuple[Ordered, FakeRuntimeContext, FakeContext]:
-    adapter = Moderate(config)
-    runtime_context = FakeRuntimeContext()
-    adapter.open(runtime_context)  # type: ignore[arg-type]
-    return Ordered(adapter), runtime_context, FakeContext(FakeMapState(), FakeTimers())
-
-
-def decoded(topic: str, record: dict[str, Any]) -> Row:
-    rows = list(
-        Decode(ModerationConfig(keyring=NOTHING_REQUIRED)).process_element(
-            Row(topic, record.get("content_id"), json.dumps(record), record["ts"]), None
-        )
-    )
-    assert len(rows) == 1 and isinstance(rows[0], Row)
-    return rows[0]
+from modstream.trust import signing
 
 
 def test_decode_routes_keyed_broadcast_and_invalid_records() -> None:
@@ -281,19 +142,6 @@ def test_hostile_json_goes_to_the_dlq_once_with_a_class() -> None:
     assert not_utf8[0][0] is DLQ_TAG
 
 
-def report_record(at: int = T0, **overrides: Any) -> dict[str, Any]:
-    return {
-        "event_id": f"rep-{at}",
-        "report_id": "r-1",
-        "content_id": "c-1",
-        "content_version": 1,
-        "reporter_id": "u-1",
-        "reason": "spam",
-        "ts": at,
-        **overrides,
-    }
-
-
 @pytest.mark.parametrize(
     ("topic", "record", "lane"),
     [
@@ -349,11 +197,6 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     assert state.decision_revision == 1
 
 
-def _decisions(rows: list[Any]) -> list[tuple[str, str, int]]:
-    decided = [json.loads(row[2]) for row in rows if row[0] == "moderation.decisions"]
-    return [(d["trigger"], d["outcome"], d["decision_revision"]) for d in decided]
-
-
 def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None:
     """One batch (a watermark far past both) gives what one input per watermark gives: the
     version's deadline (T0 + 5 s) decides before the evidence stamped after it is applied."""
@@ -369,8 +212,8 @@ def test_a_deadline_between_two_inputs_of_one_batch_fires_between_them() -> None
     batched.process_element(decoded("content.versions", text), ctx)
     batched.process_element(decoded("detector.results", late), ctx)
     at_once = list(batched.on_timer(T0 + 6000, ctx))
-    assert [trigger for trigger, _, _ in _decisions(one_by_one)][:2] == ["fast_gate", "deadline"]
-    assert _decisions(at_once) == _decisions(one_by_one)
+    assert [trigger for trigger, _, _ in decisions_in(one_by_one)][:2] == ["fast_gate", "deadline"]
+    assert decisions_in(at_once) == decisions_in(one_by_one)
     assert [row[0] for row in at_once] == [row[0] for row in one_by_one]
     # The deadline's Flink timer fires later and finds it done.
     due, state = stored(runtime_context.packed.value())
@@ -398,7 +241,7 @@ def test_input_stored_before_the_redesign_is_drained_by_its_timer_after_later_in
     later = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
     assert unbatch(adapter.adapter.process_element(later, ctx)) == []  # no upload yet
     outputs = unbatch(adapter.adapter.on_timer(T0, ctx))
-    decided = _decisions(outputs)
+    decided = decisions_in(outputs)
     assert [trigger for trigger, _, _ in decided] == ["fast_gate", "evidence"]
     assert decided[-1][1] == "ALLOW"  # the evidence joined its upload
     assert runtime_context.buffer == {}
@@ -419,7 +262,7 @@ def test_a_version_stored_before_the_redesign_keeps_its_input_waiting_for_flink_
     batch = _batch_of(decoded("detector.results", evidence(at=T0 + 10)))
     assert unbatch(adapter.adapter.process_element(batch, ctx)) == []
     assert T0 + 10 in runtime_context.buffer and T0 + 10 in ctx.timers.registered
-    decided = _decisions(unbatch(adapter.adapter.on_timer(T0 + 10, ctx)))
+    decided = decisions_in(unbatch(adapter.adapter.on_timer(T0 + 10, ctx)))
     assert decided == [("evidence", "ALLOW", 2)]
     assert stored(runtime_context.packed.value())[0] is None  # still the old shape
     assert runtime_context.version.value() is None  # read once, kept packed since
@@ -576,23 +419,6 @@ def test_decisions_for_the_sanctions_operator_carry_the_time_they_were_emitted()
     side = [o for o in adapter.on_timer(T0 + 10, ctx) if o[0] == "_sanctions"]
     assert len(side) == 1 and side[0][1] == "author-1"
     assert json.loads(side[0][2])["at"] == T0 + 10  # the time the sanctions buffer waits for
-
-
-def sanction_entry(content_id: str, at: int, emitted_at: int) -> str:
-    decision = {
-        "content_id": content_id,
-        "content_version": 1,
-        "decision_revision": 2,
-        "outcome": "BLOCK",
-        "reasons": ["harassment"],
-        "trigger": "evidence",
-        "policy_id": "global",
-        "policy_version": 1,
-        "state": "blocked",
-        "ts": at,
-    }
-    strikes = yaml.safe_load(GLOBAL_YAML.read_text())["strikes"]
-    return json.dumps({"decision": decision, "strikes": strikes, "at": emitted_at})
 
 
 def test_sanctions_apply_decisions_in_a_fixed_order_and_clear_their_state() -> None:

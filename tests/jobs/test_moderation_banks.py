@@ -18,10 +18,10 @@ from modstream.jobs.metrics import OperatorMetrics
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.letters import DLQ_TAG
-from tests.conftest import NOTHING_REQUIRED, T0, bank_entry
-from tests.jobs.test_metrics import FakeContext
-from tests.jobs.test_moderation_adapter import moderate
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.flink import FakeMetricsContext as FakeContext
+from modstream.testing.flink import moderate
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import NOTHING_REQUIRED, T0, bank_entry
 
 SHA = "ab" * 32
 

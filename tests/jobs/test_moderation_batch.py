@@ -15,9 +15,10 @@ import yaml
 
 from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate, restored
 from modstream.jobs.moderation.config import ModerationConfig
-from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
-from tests.jobs.test_moderation_adapter import _decisions, decoded, moderate
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.flink import decisions_in as _decisions
+from modstream.testing.flink import decoded, moderate
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
 
 Row3 = tuple[str, Any, str]
 

@@ -19,20 +19,23 @@ from modstream.jobs.moderation.sanctions import Sanctions
 from modstream.moderation import state_schema
 from modstream.moderation.state import VersionState, event_digest
 from modstream.moderation.state_schema import SCHEMA_FIELD, STATE_SCHEMA
-from tests.conftest import T0, bank_entry, evidence, upload
-from tests.jobs.test_moderation_adapter import (
+from modstream.testing.flink import (
     FakeContext,
     FakeMapState,
     FakeRuntimeContext,
     FakeTimers,
     decoded,
     moderate,
-    report_record,
     sanction_entry,
 )
-from tests.operators.policy_builders import GLOBAL_YAML
-from tests.operators.schema_4_scenarios import as_schema_4
-from tests.operators.test_state_schema import IMAGE, PRE_ISSUE_12_IMAGE, PRE_ISSUE_12_IMAGE_NOW
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0, bank_entry, evidence, report_record, upload
+from modstream.testing.stored_states import (
+    IMAGE,
+    PRE_ISSUE_12_IMAGE,
+    PRE_ISSUE_12_IMAGE_NOW,
+    as_schema_4,
+)
 
 GATE_FAILED = evidence(
     detector="media_check", model_version="mc-1", status="error", scores=None, at=T0 + 1000

@@ -12,54 +12,11 @@ from pyflink.common import Row
 from modstream.jobs import reconciler
 from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
 from modstream.moderation import exposure
-from tests.conftest import SECRET_TEXT, T0, upload
-from tests.jobs.test_enforce_adapter import POISON, action
-
-
-class FakeValueState:
-    def __init__(self) -> None:
-        self.current: str | None = None
-
-    def value(self) -> str | None:
-        return self.current
-
-    def update(self, value: str) -> None:
-        self.current = value
-
-    def clear(self) -> None:
-        self.current = None
-
-
-class FakeRuntimeContext:
-    def __init__(self) -> None:
-        self.content = FakeValueState()
-        self.exposure = FakeValueState()
-
-    def get_state(self, descriptor: Any) -> FakeValueState:
-        return self.exposure if descriptor.name == "exposure" else self.content
-
-    def get_metrics_group(self) -> Any:
-        raise RuntimeError("no metrics without a JVM")
-
-
-class FakeTimers:
-    def __init__(self) -> None:
-        self.processing: list[int] = []
-
-    def register_processing_time_timer(self, ts: int) -> None:
-        self.processing.append(ts)
-
-
-class FakeContext:
-    def __init__(self, key: str = "c-1") -> None:
-        self.timers = FakeTimers()
-        self.key = key
-
-    def timer_service(self) -> FakeTimers:
-        return self.timers
-
-    def get_current_key(self) -> str:
-        return self.key
+from modstream.testing.enforcement import POISON_ACTIONS as POISON
+from modstream.testing.enforcement import job_action as action
+from modstream.testing.flink import ProcessingContext as FakeContext
+from modstream.testing.flink import ReconcilerRuntimeContext as FakeRuntimeContext
+from modstream.testing.records import SECRET_TEXT, T0, upload
 
 
 def adapter() -> tuple[Reconcile, FakeRuntimeContext]:

@@ -19,9 +19,8 @@ from modstream.jobs.moderation.retro_batch import SEQS, BatchedRetro
 from modstream.moderation import state_schema
 from modstream.moderation.rules import retro
 from modstream.moderation.step import RETRO
-from tests.conftest import NOTHING_REQUIRED, T0, bank_entry, upload
-from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed
-from tests.jobs.test_moderation_adapter import decoded
+from modstream.testing.flink import FlinkKeyed, JavaKeyed, decoded
+from modstream.testing.records import NOTHING_REQUIRED, T0, bank_entry, upload
 
 SHA = "cd" * 32
 PHASH = 0x0F1E2D3C4B5A6978

@@ -10,8 +10,7 @@ from pyflink.common import Row
 
 from modstream.jobs.review_wait import FollowTask, QueueWait, ReviewRecords
 from modstream.review.wait import CLOSED_KEPT_MS, REFRESH_MS
-from tests.jobs.test_metrics import FakeContext as FakeMetricsContext
-from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
+from modstream.testing.flink import FakeMapState, FakeMetricsContext, FakeValueState
 
 
 class State:

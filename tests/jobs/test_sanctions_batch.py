@@ -16,10 +16,9 @@ from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.sanctions import Sanctions
 from modstream.jobs.moderation.sanctions_batch import RESTORED_BUFFER, BatchedSanctions
 from modstream.moderation import state_schema
-from tests.conftest import T0
-from tests.jobs.keyed_sides import FlinkKeyed, JavaKeyed
-from tests.jobs.test_moderation_adapter import sanction_entry
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.flink import FlinkKeyed, JavaKeyed, sanction_entry
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0
 
 WINDOW_MS = yaml.safe_load(GLOBAL_YAML.read_text())["strikes"]["window_days"] * sanctions.DAY_MS
 

@@ -18,9 +18,9 @@ from pyflink.common import Row
 import modstream.jobs.scan.job
 from modstream.detectors.detector import Item, MediaError
 from modstream.jobs.scan.job import Scan, ScanConfig
-from tests.conftest import T0
-from tests.jobs.test_moderation_adapter import FakeMapState, FakeValueState
-from tests.udfs.test_scan import request
+from modstream.testing.flink import FakeMapState, FakeValueState
+from modstream.testing.records import T0
+from modstream.testing.scans import request
 
 TOPIC = "scan.requests.text"
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from modstream.detectors.detector import Item, MediaError
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import Handled, scan_requests
-from tests.conftest import T0
-from tests.udfs.test_scan import loader, request
+from modstream.testing.records import T0
+from modstream.testing.scans import loader, request
 
 
 class Recording:

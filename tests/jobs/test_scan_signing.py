@@ -6,8 +6,8 @@ import json
 
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import handle_batch
+from modstream.testing.scans import Counting, request
 from modstream.trust.signing import AUTHORITY_TOPICS, Keyring, check
-from tests.udfs.test_scan import Counting, request
 
 KEYRING = Keyring(dev_secret=b"scan-secret", required=frozenset(AUTHORITY_TOPICS))
 

@@ -13,8 +13,8 @@ import pytest
 from modstream.analytics import streams as analytics
 from modstream.analytics.archive_schema import TABLES
 from modstream.core.config import Settings
-from tests.conftest import T0
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
+from modstream.testing.records import T0
 
 DAY_MS = 86_400_000
 

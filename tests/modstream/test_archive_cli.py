@@ -1,5 +1,5 @@
 """`modstream query`, `report`, `archive` and `clean` as a user calls them (no broker: the
-archive is built by tests/modstream/archive_data.py)."""
+archive is built by modstream/testing/archive.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from modstream.cli.archive import formatted
 from modstream.cli.main import build_parser, main
 from modstream.core.config import Settings
 from modstream.stack import local as stack
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
 
 PREFIX = "demo123abc"
 

@@ -21,7 +21,7 @@ from modstream.analytics.archive_schema import (
     to_arrow,
 )
 from modstream.contract.registry import TOPIC_MODELS
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
 
 
 class Inner(BaseModel):

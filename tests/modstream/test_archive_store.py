@@ -21,7 +21,7 @@ from modstream.analytics.archive_store import (
     locked,
     recover,
 )
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
 
 
 def _decisions() -> list[dict[str, object]]:

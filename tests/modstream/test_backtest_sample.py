@@ -10,7 +10,7 @@ from modstream.demo.backtest_sample import write_sample_events
 from modstream.ops.policy_service import read_document
 from modstream.ops.promotion import SAMPLE_CANDIDATE, SAMPLE_EVENTS
 from modstream.policy.diff import diff
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
 
 
 def test_the_sample_candidate_differs_from_global_in_one_threshold() -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from modstream.console.accounts import Accounts
 from modstream.demo.console_reviewer import DEMO_REVIEWER, demo_reviewer
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 
 def test_the_printed_login_works_and_the_reviewer_is_granted_every_queue(tmp_path: Path) -> None:

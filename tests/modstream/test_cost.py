@@ -11,8 +11,8 @@ import pytest
 from modstream.analytics import cost
 from modstream.analytics import streams as analytics
 from modstream.contract.workflow import WORKFLOW_VERSION
-from tests.conftest import T0, evidence
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
+from modstream.testing.records import T0, evidence
 
 MINUTE = 60_000
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from modstream.demo import summary as demo_summary
-from tests.operators.policy_builders import GLOBAL_YAML
+from modstream.testing.policies import GLOBAL_YAML
 
 
 def test_the_demo_counts_required_calls_neither_requested_nor_answered(

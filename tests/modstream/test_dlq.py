@@ -8,7 +8,7 @@ import pytest
 
 from modstream.contract.dlq import DlqRecord
 from modstream.ops.dlq import recheck
-from tests.conftest import evidence, upload
+from modstream.testing.records import evidence, upload
 
 
 def letter(topic: str, record: dict[str, object] | str) -> dict[str, object]:

@@ -11,7 +11,7 @@ import yaml
 from modstream.cli.main import main
 from modstream.ops.policy_service import valid_approvals
 from modstream.policy.store import verify
-from tests.operators.policy_builders import GLOBAL_YAML, global_document
+from modstream.testing.policies import GLOBAL_YAML, global_document
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import pytest
 from modstream.cli.main import main
 from modstream.ops.policy_service import PolicyCliError, activation, authorship, promoter_key
 from modstream.policy.store import PolicyStore, Rejected, sign
+from modstream.testing.policies import GLOBAL_YAML, KEY, global_document
 from modstream.trust.keyring import Keyring, SigningKey
 from modstream.trust.signing import approval_record
-from tests.operators.policy_builders import GLOBAL_YAML, KEY, global_document
 
 DEPLOYMENT = Keyring(
     keys={

@@ -13,8 +13,8 @@ from modstream.ops.policy_service import PolicyCliError
 from modstream.ops.promotion import Candidate, candidate, duration_ms, gate, iso_ms, promotion_field
 from modstream.policy.compare import Latest, compare
 from modstream.policy.store import PolicyStore
-from tests.conftest import T0, TEST_KEYRING
-from tests.operators.policy_builders import KEY, global_document, version_record
+from modstream.testing.policies import KEY, global_document, version_record
+from modstream.testing.records import T0, TEST_KEYRING
 
 
 @pytest.mark.parametrize(

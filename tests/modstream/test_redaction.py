@@ -14,7 +14,7 @@ from modstream.cli.main import main
 from modstream.contract.dlq import dead_letter, is_redacted
 from modstream.core import logs, redaction
 from modstream.jobs.metrics import OperatorMetrics
-from tests.jobs.test_metrics import FakeContext
+from modstream.testing.flink import FakeMetricsContext as FakeContext
 
 KEY_MATERIAL = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7secretkeyline"
 SECRETS = {

@@ -11,7 +11,7 @@ import pytest
 
 from modstream.analytics import archive_schema, quality, report, report_plots
 from modstream.analytics import streams as analytics
-from tests.modstream import archive_data
+from modstream.testing import archive as archive_data
 
 IMAGE = re.compile(r'<img alt="[^"]*" src="data:image/png;base64,([A-Za-z0-9+/=]+)">')
 

@@ -10,8 +10,8 @@ import pytest
 
 from modstream.cli.main import build_parser
 from modstream.review.queue import Reviewer, ReviewError
+from modstream.testing.records import T0
 from modstream.trust.signing import Keyring, check, derive_key
-from tests.conftest import T0
 
 SECRET = b"review-dev-secret"
 DEPLOYMENT = Keyring(dev_secret=SECRET, required=frozenset({"review.decisions"}))

@@ -7,7 +7,7 @@ from modstream.contract.common import MAX_ID_CHARS
 from modstream.contract.review import ReviewGrant, ReviewLease
 from modstream.contract.signals import ReviewDecision
 from modstream.review.queue import decision_record, event_id, grant_record, lease_record
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 LONGEST = "r" * MAX_ID_CHARS
 

@@ -14,7 +14,7 @@ from modstream.demo.workload import generate
 from modstream.demo.workload_extras import SECOND_REVIEWED
 from modstream.moderation.state import Agreement, StepResult
 from modstream.review.access import ReviewGrants
-from tests.operators.test_moderation import Version, context
+from modstream.testing.versions import Version, context
 
 
 class Driven(Version):

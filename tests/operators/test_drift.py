@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from modstream.scanning import drift
-from tests.conftest import T0, evidence
+from modstream.testing.records import T0, evidence
 
 HOUR = 3_600_000
 DAY = 24 * HOUR

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
@@ -20,80 +18,7 @@ from modstream.enforcement.apply import (
     retry_after,
     served_visibility,
 )
-from tests.conftest import T0
-
-
-class MemoryIntents:
-    def __init__(self) -> None:
-        self.keys: dict[str, str] = {}
-
-    def begin(self, action_id: str, ttl_ms: int) -> str | None:
-        if action_id in self.keys:
-            return self.keys[action_id]
-        self.keys[action_id] = "PENDING"
-        return None
-
-    def finish(self, action_id: str, status: str, ttl_ms: int) -> None:
-        self.keys[action_id] = status
-
-    def abandon(self, action_id: str) -> None:
-        self.keys.pop(action_id, None)
-
-
-@dataclass
-class Result:
-    status: str
-    current_version: int
-    revision: int
-
-
-class MemoryContent:
-    """The Content Service's fences, in memory."""
-
-    def __init__(self, version: int = 1, failures: int = 0) -> None:
-        self.version = version
-        self.revision = 0
-        self.visibility = "pending"
-        self.applies = 0
-        self.failures = failures
-
-    def apply(
-        self,
-        content_id: str,
-        version: int,
-        revision: int,
-        visibility: str,
-        restriction: str | None,
-        ts: int,
-        *,
-        repair: bool = False,
-    ) -> Result:
-        if self.failures:
-            self.failures -= 1
-            raise ConnectionError("content store down")
-        if version != self.version:
-            return Result("superseded", self.version, self.revision)
-        if revision < self.revision or (revision == self.revision and not repair):
-            return Result("stale", self.version, self.revision)
-        self.revision, self.visibility = revision, visibility
-        self.applies += 1
-        return Result("applied", self.version, self.revision)
-
-
-def action(
-    revision: int, visibility: str = "hidden", version: int = 1, **extra: Any
-) -> dict[str, Any]:
-    return {
-        "action_id": f"a-{version}-{revision}",
-        "content_id": "c-1",
-        "content_version": version,
-        "decision_revision": revision,
-        "outcome": "BLOCK",
-        "visibility": visibility,
-        "policy_version": 1,
-        "ts": T0,
-        **extra,
-    }
+from modstream.testing.enforcement import MemoryContent, MemoryIntents, action
 
 
 def test_applied_once_then_acknowledged() -> None:

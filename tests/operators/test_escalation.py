@@ -11,8 +11,8 @@ import msgspec
 from modstream.moderation import state_schema
 from modstream.moderation.state import VersionState
 from modstream.review.access import ReviewGrants, issued_queue
-from tests.conftest import T0
-from tests.operators.test_moderation import Version, context, image, image_evidence, review
+from modstream.testing.records import T0
+from modstream.testing.versions import Version, context, image, image_evidence, review
 
 HOUR = 3_600_000
 OPENED = T0 + 1  # the adult task opens with the evidence

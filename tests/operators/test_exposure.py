@@ -24,7 +24,7 @@ from modstream.moderation.exposure import (
     on_upsert,
     on_visibility,
 )
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 Step = Callable[[Any, dict[str, Any], int], ExposureResult]
 

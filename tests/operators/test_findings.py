@@ -13,9 +13,9 @@ from modstream.contract import parse
 from modstream.contract.detector import DetectorResult
 from modstream.moderation.state import Context, Evidence
 from modstream.policy.store import PolicyStore
-from tests.conftest import T0, evidence
-from tests.operators.policy_builders import GLOBAL_YAML
-from tests.operators.test_moderation import Version
+from modstream.testing.policies import GLOBAL_YAML
+from modstream.testing.records import T0, evidence
+from modstream.testing.versions import Version
 
 READ_ALL = GLOBAL_YAML.parent / "examples" / "global-read-all.yaml"
 

@@ -15,9 +15,9 @@ from modstream.contract import parse
 from modstream.contract.records import contract_key
 from modstream.contract.signals import HashBankEntry, hash_bank_key_problem
 from modstream.policy.evaluate import PolicyError, load_policy
+from modstream.testing.policies import global_document
+from modstream.testing.records import T0, bank_entry
 from modstream.trust.hashbank import PHASH_MAX_DISTANCE, BankFull, HashBanks, entry_state, state_key
-from tests.conftest import T0, bank_entry
-from tests.operators.policy_builders import global_document
 
 PHASHES = st.integers(min_value=0, max_value=2**64 - 1)
 

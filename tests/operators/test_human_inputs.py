@@ -12,16 +12,8 @@ from hypothesis import strategies as st
 
 from modstream.moderation.rules.human_input import human_id
 from modstream.moderation.state import HUMAN_IDS_KEPT, STATE_TTL_MS
-from tests.conftest import T0
-from tests.operators.test_moderation import (
-    CTX,
-    ONE_SECOND,
-    Version,
-    appeal,
-    image,
-    image_evidence,
-    review,
-)
+from modstream.testing.records import ONE_SECOND, T0
+from modstream.testing.versions import CTX, Version, appeal, image, image_evidence, review
 
 # The measurement of issue 27 point 4 ran with a 20 s state TTL.
 SHORT_TTL = dataclasses.replace(CTX, state_ttl_ms=20 * ONE_SECOND)

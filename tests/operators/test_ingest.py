@@ -8,7 +8,7 @@ import json
 import pytest
 
 from modstream.moderation.ingest import check
-from tests.conftest import SECRET_TEXT, T0, upload, without
+from modstream.testing.records import SECRET_TEXT, T0, upload, without
 
 ROUTE = {"valid_topic": "content.validated", "dlq_topic": "moderation.dlq"}
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from modstream.jobs.keys import job_keyring
+from modstream.testing.records import T0, appeal_record, bank_entry, evidence, review_decision
 from modstream.trust.keyring import ROLE_TOPICS, TOPIC_ROLES, refuse_dev_secret
 from modstream.trust.signing import (
     AUTHORITY_TOPICS,
@@ -25,7 +26,6 @@ from modstream.trust.signing import (
     signed,
     valid_approvals,
 )
-from tests.conftest import T0, appeal_record, bank_entry, evidence, review_decision
 
 SECRET = b"unit-dev-secret"
 DEV = Keyring(dev_secret=SECRET)

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from modstream.contract import parse
 from modstream.moderation.language import UNDETERMINED, of_evidence
 from modstream.moderation.state import Evidence
-from tests.conftest import T0
-from tests.operators.test_moderation import Version, context
+from modstream.testing.records import T0
+from modstream.testing.versions import Version, context
 
 # Route German text to reviewers who read it: the kind of rule the fact is for.
 GERMAN_REVIEW = {
@@ -25,7 +25,7 @@ GERMAN_REVIEW = {
 
 
 def german_context() -> object:
-    from tests.operators.policy_builders import global_document
+    from modstream.testing.policies import global_document
 
     rules = global_document()["rules"]
     return context(rules=[*rules, GERMAN_REVIEW])

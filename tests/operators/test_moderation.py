@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import Iterable
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,166 +12,24 @@ from hypothesis import strategies as st
 
 from modstream.contract import parse
 from modstream.moderation import state_schema
-from modstream.moderation.state import VersionState
 from modstream.moderation.step import (
     ORPHAN_TTL_MS,
     REVIEW_RETENTION_MS,
     STATE_TTL_MS,
     TOMBSTONE_TTL_MS,
-    Context,
-    Output,
-    StepResult,
-    on_timer,
     sha256_hex,
-    step,
 )
-from modstream.policy.store import PolicyStore
-from tests.conftest import T0, delete, evidence, upload
-from tests.operators.policy_builders import global_document
-
-ONE_SECOND = 1000
-
-
-def context(
-    *,
-    paused: bool = False,
-    banks: Iterable[str] = (),
-    shadow: bool = False,
-    **document_changes: Any,
-) -> Context:
-    store = PolicyStore()
-    store.install(global_document(1, **document_changes), ts=0)
-    resolution = store.resolve("global", T0, "x")
-    if shadow:
-        shadow_store = PolicyStore()
-        shadow_store.install(
-            global_document(
-                2, default="PENDING", unknown={"high_risk": "BLOCK", "default": "BLOCK"}
-            ),
-            ts=0,
-        )
-        resolution = type(resolution)(
-            resolution.decide, (shadow_store.resolve("global", T0, "x").decide,), paused
-        )
-    elif paused:
-        resolution = type(resolution)(resolution.decide, (), True)
-    return Context(resolution=resolution, hash_matches=frozenset(banks))
-
-
-CTX = context()
-TOPIC_OF = {"upsert": "content.versions", "delete": "content.versions"}
-
-
-class Version:
-    """Drives one (content_id, content_version) key through `step` / `on_timer` like Flink."""
-
-    def __init__(self, ctx: Context = CTX) -> None:
-        self.ctx = ctx
-        self.state: VersionState | None = None
-        self.outputs: list[Output] = []
-        self.timers: set[int] = set()
-        self.dead_letters: list[tuple[str, str]] = []
-
-    def _take(self, result: StepResult) -> StepResult:
-        # The state must survive its stored form's round trip: it is what Flink stores.
-        stored = None if result.state is None else state_schema.dump_version(result.state)
-        self.state = state_schema.load_version(stored)
-        self.outputs += result.outputs
-        self.timers |= set(result.timers)
-        self.dead_letters += result.dead_letters
-        return result
-
-    def send(self, topic: str, record: dict[str, Any]) -> StepResult:
-        parsed = parse(topic, json.dumps(record))
-        return self._take(step(self.state, topic, parsed, record["ts"], self.ctx))
-
-    def upload(self, **fields: Any) -> StepResult:
-        return self.send("content.versions", upload(**fields))
-
-    def evidence(self, **fields: Any) -> StepResult:
-        return self.send("detector.results", evidence(**fields))
-
-    def fire(self, ts: int) -> StepResult:
-        self.timers.discard(ts)
-        return self._take(on_timer(self.state, ts, self.ctx))
-
-    def fire_until(self, ts: int) -> None:
-        """Fire every timer up to `ts`, including those armed while firing (as Flink does)."""
-        while due := sorted(t for t in self.timers if t <= ts):
-            self.fire(due[0])
-
-    def of(self, topic: str) -> list[dict[str, Any]]:
-        return [record for name, _, record in self.outputs if name == topic]
-
-    @property
-    def decisions(self) -> list[dict[str, Any]]:
-        return self.of("moderation.decisions")
-
-    @property
-    def last(self) -> dict[str, Any]:
-        return self.decisions[-1]
-
-
-def review(
-    task_id: str = "t-ext", outcome: str = "BLOCK", at: int = T0 + 10, **fields: Any
-) -> dict[str, Any]:
-    return {
-        "event_id": f"rv-{task_id}-{at}",
-        "task_id": task_id,
-        "content_id": "c-1",
-        "content_version": 1,
-        "reviewer_id": "r1",
-        "outcome": outcome,
-        "reason": "reviewed",
-        "ts": at,
-        **fields,
-    }
-
-
-def appeal(appeal_id: str = "a-1", at: int = T0 + 25 * ONE_SECOND) -> dict[str, Any]:
-    return {
-        "event_id": f"ap-{appeal_id}",
-        "appeal_id": appeal_id,
-        "content_id": "c-1",
-        "content_version": 1,
-        "decision_revision": 1,
-        "user_id": "author-1",
-        "ts": at,
-    }
-
-
-def image(**fields: Any) -> dict[str, Any]:
-    return {"modality": "image", "mime_type": "image/jpeg", "size_bytes": 50_000, **fields}
-
-
-def image_evidence(
-    content_id: str,
-    at: int,
-    *,
-    nsfw: float = 0.01,
-    malware: float = 0.0,
-    segment_id: int | None = None,
-) -> list[dict[str, Any]]:
-    return [
-        evidence(
-            content_id,
-            at,
-            event_id=f"n-{content_id}-{at}-{segment_id}",
-            detector="nsfw_image",
-            model_version="open_nsfw-1",
-            segment_id=segment_id,
-            scores={"nsfw": nsfw},
-        ),
-        evidence(
-            content_id,
-            at + 1,
-            event_id=f"m-{content_id}-{at}-{segment_id}",
-            detector="media_check",
-            model_version="media-1",
-            segment_id=segment_id,
-            scores={"malware": malware, "corrupt": 0.0, "mime_mismatch": 0.0},
-        ),
-    ]
+from modstream.testing.policies import global_document
+from modstream.testing.records import ONE_SECOND, T0, delete, evidence, upload
+from modstream.testing.versions import (
+    Version,
+    appeal,
+    context,
+    image,
+    image_evidence,
+    review,
+    with_clock,
+)
 
 
 def test_fast_gate_then_evidence_then_approved_with_provenance() -> None:
@@ -292,12 +149,6 @@ def test_deadline_with_missing_evidence_expires_naming_the_detector() -> None:
     assert "unknown-high-risk-visual" in last["matched_rules"]
 
 
-def _with_clock(clock_ms: int) -> Context:
-    return dataclasses.replace(
-        CTX, clock_ms=clock_ms, live_window_ms=30_000, evidence_grace_ms=5_000
-    )
-
-
 DEADLINE = T0 + 30_000  # image: upsert ts + 30 s
 GRACE = 5_000
 
@@ -309,7 +160,7 @@ def test_a_deadline_reached_while_catching_up_waits_and_evidence_that_comes_leav
     detectors were asked only now, so the deadline waits 30 s + grace from now; the evidence
     comes before that, and no deadline revision is ever made (docs/moderation.md, "Time")."""
     hour_later = T0 + 3_600_000
-    version = Version(_with_clock(hour_later))
+    version = Version(with_clock(hour_later))
     version.upload(**image(surface="public_post"))
     version.send("detector.results", image_evidence("c-1", T0 + 1)[1])
     version.fire(DEADLINE)
@@ -324,11 +175,11 @@ def test_a_deadline_reached_while_catching_up_waits_and_evidence_that_comes_leav
 
 def test_a_waiting_deadline_decides_at_its_own_ts_when_the_detector_never_answers() -> None:
     hour_later = T0 + 3_600_000
-    version = Version(_with_clock(hour_later))
+    version = Version(with_clock(hour_later))
     version.upload(**image(surface="public_post"))
     version.fire(DEADLINE)
     assert version.decisions[-1]["trigger"] == "fast_gate"
-    version.ctx = _with_clock(hour_later + 36_000)  # live again, and the time is up
+    version.ctx = with_clock(hour_later + 36_000)  # live again, and the time is up
     version.fire(hour_later + 35_000)
     last = version.last
     assert (last["trigger"], last["state"], last["ts"]) == ("deadline", "expired", DEADLINE)
@@ -338,14 +189,14 @@ def test_a_waiting_deadline_decides_at_its_own_ts_when_the_detector_never_answer
 def test_a_live_deadline_waits_for_the_grace_and_on_time_evidence_leaves_nothing() -> None:
     """Live: asked at T0, the deadline waits until T0 + 30 s + grace of processing time; the
     answer stamped within the deadline that reaches the job in the grace completes it."""
-    version = Version(_with_clock(T0))
+    version = Version(with_clock(T0))
     version.upload(**image(surface="public_post"))
-    version.ctx = _with_clock(DEADLINE + 1_000)
+    version.ctx = with_clock(DEADLINE + 1_000)
     version.fire(DEADLINE)
     assert version.state is not None and version.state.deadline_timer == DEADLINE + GRACE
     for record in image_evidence("c-1", DEADLINE - 10):
         version.send("detector.results", record)
-    version.ctx = _with_clock(DEADLINE + GRACE)
+    version.ctx = with_clock(DEADLINE + GRACE)
     version.fire(DEADLINE + GRACE)
     assert [d["trigger"] for d in version.decisions] == ["fast_gate", "evidence"]
 
@@ -355,7 +206,7 @@ def test_a_deadline_event_time_reached_ahead_of_the_clock_decides_and_never_spin
     the deadline's wait ends at a processing time event time has already passed. Re-armed
     there, its timer fired again in the same watermark, and again, a loop on the task thread
     until the clock caught up (the fuzz run's 37,660 firings). It decides at once, as replay."""
-    version = Version(_with_clock(T0))  # asked at T0: the wait ends at DEADLINE + GRACE
+    version = Version(with_clock(T0))  # asked at T0: the wait ends at DEADLINE + GRACE
     version.upload(**image(surface="public_post"))
     version.fire(DEADLINE)  # clock still T0, the watermark past the wait's end
     assert version.state is not None and version.state.deadline_timer == DEADLINE + GRACE
@@ -367,7 +218,7 @@ def test_a_deadline_event_time_reached_ahead_of_the_clock_decides_and_never_spin
 
 def test_evidence_stamped_after_a_waiting_deadline_comes_after_the_deadline_as_in_replay() -> None:
     replayed = Version()
-    waited = Version(_with_clock(T0))
+    waited = Version(with_clock(T0))
     for version in (replayed, waited):
         version.upload(**image(surface="public_post"))
         version.ctx = dataclasses.replace(version.ctx, clock_ms=DEADLINE + 1_000)
@@ -409,7 +260,7 @@ def test_a_waiting_deadline_decided_after_later_input_still_expires_as_in_replay
     replayed.fire_until(reports_at + 100_000)
     assert (replayed.last["outcome"], replayed.last["state"]) == ("PENDING", "expired")
 
-    live = Version(_with_clock(T0 + 3_960_000))  # the upload read an hour behind
+    live = Version(with_clock(T0 + 3_960_000))  # the upload read an hour behind
     live.upload(**text)
     _fire_live(live, T0 + 3_700_000, lag_ms=0)  # the backlog is read, the clock hardly moves
     _fire_live(live, reports_at - 1, lag_ms=38_000)  # still catching up: the deadline waits
@@ -1084,7 +935,7 @@ def test_a_provisional_expiry_reached_while_catching_up_waits_for_live_time() ->
     version = Version()
     expires = _expired_provisional(version, TEXT_DEADLINE)["expires_ts"]
     day_later = T0 + 86_400_000
-    version.ctx = _with_clock(day_later)
+    version.ctx = with_clock(day_later)
     version.fire_until(expires)
     assert version.last["ts"] == TEXT_DEADLINE and day_later + GRACE in version.timers
     version.evidence(at=expires + 20)

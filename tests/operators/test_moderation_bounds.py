@@ -9,15 +9,8 @@ from dataclasses import replace
 from modstream.core.limits import Limits
 from modstream.moderation.state import ReportWeight, event_digest, to_document
 from modstream.moderation.step import TOMBSTONE_KEEPS, new_state
-from tests.conftest import SECRET_TEXT, T0, delete, upload
-from tests.operators.test_moderation import (
-    CTX,
-    Version,
-    appeal,
-    image,
-    image_evidence,
-    review,
-)
+from modstream.testing.records import SECRET_TEXT, T0, delete, upload
+from modstream.testing.versions import CTX, Version, appeal, image, image_evidence, review
 
 MEDIA_REF = "file:///media/SECRET-holiday-photo.jpg"
 PHASH = "0123456789abcdef"

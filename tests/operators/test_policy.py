@@ -18,8 +18,9 @@ from modstream.policy.evaluate import (
     most_severe,
     warnings,
 )
-from tests.conftest import T0
-from tests.operators.policy_builders import GLOBAL_YAML, global_document, minimal_document
+from modstream.testing.policies import GLOBAL_YAML, global_document, minimal_document
+from modstream.testing.policies import evidence_view as evidence
+from modstream.testing.records import T0
 
 POLICY = load_policy(global_document())
 PUBLIC_IMAGE = ContentFacts(
@@ -37,13 +38,6 @@ COMMENT_IMAGE = ContentFacts(
 COMMENT_TEXT = ContentFacts(
     modality="text", surface="comment", mime_type="text/plain", size_bytes=80
 )
-
-
-def evidence(
-    outstanding: bool = False, unknown: frozenset[str] = frozenset(), **scores: float
-) -> EvidenceView:
-    keyed = {tuple(name.split("__")): value for name, value in scores.items()}
-    return EvidenceView(scores=keyed, unknown=unknown, outstanding=outstanding)  # type: ignore[arg-type]
 
 
 def test_most_severe_follows_the_contract_order() -> None:

@@ -21,7 +21,7 @@ from modstream.policy.compare import (
     render,
     summary,
 )
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 
 def decision(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from modstream.policy.diff import diff
-from tests.operators.policy_builders import global_document
+from modstream.testing.policies import global_document
 
 
 def test_added_removed_changed_threshold_and_sections() -> None:

@@ -15,8 +15,8 @@ from modstream.policy.expr import (
     ExpressionError,
     compile_expression,
 )
-from tests.conftest import T0
-from tests.operators.policy_builders import minimal_document
+from modstream.testing.policies import minimal_document
+from modstream.testing.records import T0
 
 CONTEXT = EvalContext(
     modality="image",

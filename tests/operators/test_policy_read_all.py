@@ -11,8 +11,8 @@ import yaml
 
 from modstream.detectors.registry import FACTORIES
 from modstream.policy.evaluate import ContentFacts, load_policy
-from tests.operators.policy_builders import GLOBAL_YAML, global_document
-from tests.operators.test_policy import evidence
+from modstream.testing.policies import GLOBAL_YAML, global_document
+from modstream.testing.policies import evidence_view as evidence
 
 READ_ALL = GLOBAL_YAML.parent / "examples" / "global-read-all.yaml"
 MEDIA_RULES = ("offensive-in-media-block", "offensive-in-media-limit")

@@ -20,9 +20,7 @@ from modstream.policy.store import (
     sign,
     verify,
 )
-from modstream.trust.signing import Keyring
-from tests.conftest import ONE_MINUTE_LATER, T0, TEST_KEYRING
-from tests.operators.policy_builders import (
+from modstream.testing.policies import (
     KEY,
     approval,
     control,
@@ -30,6 +28,8 @@ from tests.operators.policy_builders import (
     promotion,
     version_record,
 )
+from modstream.testing.records import ONE_MINUTE_LATER, T0, TEST_KEYRING
+from modstream.trust.signing import Keyring
 
 
 def store_with(*records: dict[str, Any]) -> PolicyStore:

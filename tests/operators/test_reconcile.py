@@ -13,7 +13,7 @@ from modstream.enforcement.reconcile import (
     on_timer,
     on_visibility,
 )
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 SLA = 1_000
 

@@ -16,7 +16,7 @@ from modstream.moderation.rules.reports import (
     pending_key,
     window_end,
 )
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 
 def test_reports_beyond_the_hourly_limit_are_not_counted() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 from modstream.moderation.rules import retro
 from modstream.moderation.step import RETRO, STATE_TTL_MS
-from tests.conftest import T0, bank_entry
-from tests.operators.test_moderation import Version, context, image, image_evidence
+from modstream.testing.records import T0, bank_entry
+from modstream.testing.versions import Version, context, image, image_evidence
 
 SHA = "ab" * 32
 PHASH = 0x0123456789ABCDEF

@@ -9,8 +9,8 @@ from typing import Any
 from modstream.moderation.state import Lease
 from modstream.moderation.step import Context, on_timer
 from modstream.review.access import ReviewGrants, issued_queue, state_entry
-from tests.conftest import T0
-from tests.operators.test_moderation import CTX, Version, appeal, image, image_evidence, review
+from modstream.testing.records import T0
+from modstream.testing.versions import CTX, Version, appeal, image, image_evidence, review
 
 LEASE_MS = 900_000
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modstream.enforcement.sanctions import DAY_MS, on_decision, on_decisions, on_timer, strike_id
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 STRIKES: dict[str, Any] = {
     "reasons": ["harassment", "sexual_content"],

@@ -11,9 +11,9 @@ import pytest
 from modstream.moderation.state import Content, Evidence
 from modstream.policy.evaluate import PolicyError, load_policy
 from modstream.scanning import plan as scan_plan
-from tests.conftest import T0, evidence
-from tests.operators.policy_builders import global_document
-from tests.operators.test_moderation import Version, context, image
+from modstream.testing.policies import global_document
+from modstream.testing.records import T0, evidence
+from modstream.testing.versions import Version, context, image
 
 MEDIA = "file:///media/c-1.jpg"
 DEADLINE = T0 + 30_000  # the seed policy's image deadline

@@ -15,16 +15,9 @@ from modstream.policy.document import PolicyError
 from modstream.policy.evaluate import load_policy
 from modstream.review.access import ReviewGrants
 from modstream.review.second_review import escalation_task_id, sampled, second_task_id
-from tests.conftest import T0
-from tests.operators.policy_builders import global_document
-from tests.operators.test_moderation import (
-    Version,
-    appeal,
-    context,
-    image,
-    image_evidence,
-    review,
-)
+from modstream.testing.policies import global_document
+from modstream.testing.records import T0
+from modstream.testing.versions import Version, appeal, context, image, image_evidence, review
 
 SECOND = {"outcomes": ["BLOCK"], "queue": "second_review", "priority": 1}
 ADULT_TASK_AT = T0 + 1

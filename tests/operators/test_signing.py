@@ -13,6 +13,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from modstream.testing.records import (
+    SECRET_TEXT,
+    T0,
+    appeal_record,
+    bank_entry,
+    evidence,
+    review_decision,
+    review_grant,
+    review_lease,
+)
 from modstream.trust.signing import (
     AUTHORITY_TOPICS,
     Keyring,
@@ -26,16 +36,6 @@ from modstream.trust.signing import (
     signed,
     valid_approvals,
     verify,
-)
-from tests.conftest import (
-    SECRET_TEXT,
-    T0,
-    appeal_record,
-    bank_entry,
-    evidence,
-    review_decision,
-    review_grant,
-    review_lease,
 )
 
 SECRET = b"unit-dev-secret"

@@ -32,52 +32,18 @@ from modstream.moderation.state_schema import (
     schema_of,
 )
 from modstream.moderation.step import TOMBSTONE_KEEPS, new_state
-from tests.conftest import T0, delete
-from tests.operators import schema_4_scenarios
-from tests.operators.test_moderation import Version, review
+from modstream.testing import stored_states as schema_4_scenarios
+from modstream.testing.records import T0, delete
+from modstream.testing.stored_states import (
+    IMAGE,
+    PRE_ISSUE_12_IMAGE,
+    PRE_ISSUE_12_IMAGE_NOW,
+    PRE_ISSUE_12_TIMERS,
+    PRE_ISSUE_12_TOMBSTONE,
+)
+from modstream.testing.versions import Version, review
 
 ONE_HOUR = 3_600_000
-
-# Written by the step of commit 32d9481 (before issue 12), as it was: an image upload on a
-# comment, decided PROVISIONAL_ALLOW (`scanning`) by the fast gate, both detectors asked.
-# Produced by running that commit's tests.operators.test_moderation.Version with
-# `upload(modality="image", mime_type="image/jpeg", surface="comment")`.
-PRE_ISSUE_12_IMAGE: dict[str, Any] = json.loads(
-    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1",'
-    '"modality":"image","surface":"comment","region":"DE","audience":"all","account_risk":0.2,'
-    '"size_bytes":52,"mime_type":"image/jpeg","sha256":"abababababababababababababababababab'
-    'abababababababababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":'
-    '1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],"burst_new":0,"human":null,'
-    '"appeal":null,"rev":1,"last":{"outcome":"PROVISIONAL_ALLOW","restriction":null,"state":'
-    '"scanning","visibility":"public"},"tasks":[],"open_tasks":[],"deadline":1764460830000,'
-    '"deleted":false,"shadow":{},"ttl":1767052800000,"ttl_timer":1767052800000}'
-)
-# The same document with the fast gate's decision today's shipped policy makes: media stays
-# PENDING until its integrity gate passed (issue 27, point 9), so a fresh upload compares.
-PRE_ISSUE_12_IMAGE_NOW: dict[str, Any] = {
-    **PRE_ISSUE_12_IMAGE,
-    "last": {
-        "outcome": "PENDING",
-        "restriction": None,
-        "state": "scanning",
-        "visibility": "pending",
-    },
-}
-# The timers that commit's job had registered for it (restored with the checkpoint).
-PRE_ISSUE_12_TIMERS = {1764460830000, 1767052800000}
-# The same commit's tombstone of a text upload deleted 100 ms later: it kept the content.
-PRE_ISSUE_12_TOMBSTONE: dict[str, Any] = json.loads(
-    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1","modality":'
-    '"text","surface":"comment","region":"DE","audience":"all","account_risk":0.2,"size_bytes":'
-    '52,"mime_type":"text/plain","sha256":"abababababababababababababababababababababababababab'
-    'ababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":1,'
-    '"del-c-1-1764460800100":1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],'
-    '"burst_new":0,"human":null,"appeal":null,"rev":2,"last":{"outcome":"PROVISIONAL_ALLOW",'
-    '"restriction":null,"state":"deleted","visibility":"hidden"},"tasks":[],"open_tasks":[],'
-    '"deadline":1764460805000,"deleted":true,"shadow":{},"ttl":1764547200100,"ttl_timer":'
-    "1764547200100}"
-)
-IMAGE = {"modality": "image", "mime_type": "image/jpeg", "surface": "comment"}
 
 
 def failed_gate_then_expiry(version: Version) -> list[Any]:

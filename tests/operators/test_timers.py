@@ -1,7 +1,6 @@
-"""The time rules (modstream/moderation/rules/deadline.py, provisional.py, retention.py) on
-the live path (issue 32): a backlog's reached deadlines and provisional expiries are decided
-once the job is live, with replay's decisions, and every wait ends at a time the test computes
-(docs/moderation.md, "Time", "Deadlines")."""
+"""The time rules of modstream/moderation/timers.py on the live path (issue 32): a backlog's reached
+deadlines and provisional expiries are decided once the job is live, with replay's decisions,
+and every wait ends at a time the test computes (docs/moderation.md, "Time", "Deadlines")."""
 
 from __future__ import annotations
 
@@ -13,17 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modstream.moderation.step import overdue_since
-from tests.conftest import T0
-from tests.operators.test_moderation import (
-    GRACE,
-    HOUR,
-    Version,
-    _with_clock,
-    image,
-    image_evidence,
-)
+from modstream.testing.records import T0
+from modstream.testing.versions import Version, image, image_evidence, with_clock
 
+HOUR = 3_600_000
 DAY = 86_400_000
+GRACE = 5_000  # modstream/testing/versions.py with_clock: the evidence grace
 IMAGE_DEADLINE = 30_000  # tests/operators/policy_builders.py: global.yaml's image deadline
 LAG_MS = 2_000  # how far a live job's event time trails its clock here
 
@@ -42,7 +36,7 @@ def live_after(build: Any, behind_ms: int, lag_ms: int = LAG_MS) -> tuple[Versio
     the clock `LAG_MS` behind. Returns the version and the clock at which event time became
     live."""
     live_at = T0 + behind_ms
-    version = Version(_with_clock(live_at))
+    version = Version(with_clock(live_at))
     build(version)
     fire_live(version, live_at - lag_ms, lag_ms)
     return version, live_at

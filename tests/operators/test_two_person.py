@@ -8,9 +8,7 @@ from typing import Any
 import pytest
 
 from modstream.policy.store import PolicyStore, Rejected, sign
-from modstream.trust.two_person import authorship_record
-from tests.conftest import T0, TEST_KEYRING
-from tests.operators.policy_builders import (
+from modstream.testing.policies import (
     KEY,
     approval,
     authorship,
@@ -18,6 +16,8 @@ from tests.operators.policy_builders import (
     promotion,
     version_record,
 )
+from modstream.testing.records import T0, TEST_KEYRING
+from modstream.trust.two_person import authorship_record
 
 
 def _refused(record: dict[str, Any], store: PolicyStore | None = None) -> Rejected:

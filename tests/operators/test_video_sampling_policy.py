@@ -12,8 +12,8 @@ from modstream.core.limits import Limits
 from modstream.policy.evaluate import PolicyError, load_policy
 from modstream.scanning.batch import load_media
 from modstream.scanning.plan import sample_ms
-from tests.operators.policy_builders import global_document
-from tests.operators.test_moderation import Version, context
+from modstream.testing.policies import global_document
+from modstream.testing.versions import Version, context
 
 MEDIA_CHECK_OK = {"mime_mismatch": 0.0, "corrupt": 0.0, "malware": 0.0}
 

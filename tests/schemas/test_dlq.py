@@ -20,7 +20,7 @@ from modstream.contract.dlq import (
     DlqRecord,
     cap_utf8,
 )
-from tests.conftest import SECRET_TEXT, T0, evidence, upload
+from modstream.testing.records import SECRET_TEXT, T0, evidence, upload
 
 
 def rejected(raw: str | bytes, topic: str = "content.versions") -> SchemaError:

@@ -11,7 +11,7 @@ import pytest
 
 from modstream.contract import SchemaError, parse
 from modstream.contract.registry import parse_own
-from tests.conftest import T0, appeal_record, delete, evidence, review_decision, upload
+from modstream.testing.records import T0, appeal_record, delete, evidence, review_decision, upload
 
 REPORT = {
     "event_id": "rep-1",

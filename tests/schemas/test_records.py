@@ -14,7 +14,7 @@ from modstream.contract import SchemaError, parse
 from modstream.contract.common import MAX_RECORD_BYTES
 from modstream.contract.content import ContentDelete, ContentUpsert
 from modstream.contract.policy import PolicyControl, PolicyVersion
-from tests.conftest import T0, delete, evidence, upload, without
+from modstream.testing.records import T0, delete, evidence, upload, without
 
 SIG = "hmac-sha256:" + "0" * 64
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from modstream.contract import parse
 from modstream.detectors.detect_cli import run
-from tests.udfs.images import GENERATED, encode
+from modstream.testing.media import GENERATED, encode
 
 
 def test_images_and_a_corrupt_file(tmp_path: Path) -> None:

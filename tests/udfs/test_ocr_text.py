@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from PIL import Image, ImageDraw, ImageFont
+from PIL import Image
 
 from modstream.core.limits import Limits
 from modstream.detectors import video
@@ -17,22 +17,13 @@ from modstream.detectors.ocr_text import OcrText
 from modstream.detectors.registry import detector
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import handle_batch
+from modstream.testing.media import AT, card
+from modstream.testing.media import WRITTEN_OFFENSIVE as OFFENSIVE
+from modstream.testing.records import T0, TEST_KEYRING
+from modstream.testing.scans import request
 from modstream.trust import signing
-from tests.conftest import T0, TEST_KEYRING
-from tests.udfs.test_scan import request
 
-OFFENSIVE = "you stupid bitch"
 CLEAN = "lovely weather today"
-AT = (40, 90)  # where the words are drawn
-
-
-def card(words: str = "", size: tuple[int, int] = (640, 240), font_size: int = 44) -> Image.Image:
-    """Black words on white, drawn with Pillow's own scalable font (no system fonts)."""
-    image = Image.new("RGB", size, "white")
-    if words:
-        font = ImageFont.load_default(size=font_size)
-        ImageDraw.Draw(image).text(AT, words, fill="black", font=font)
-    return image
 
 
 def encoded(image: Image.Image, fmt: str = "PNG", **options: object) -> bytes:

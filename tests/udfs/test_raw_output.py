@@ -15,8 +15,8 @@ from modstream.detectors.raw_output import DAY_MS, RawOutputStore
 from modstream.detectors.scan import scan_batch
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import handle_batch
-from tests.conftest import T0
-from tests.udfs.test_scan import Counting, Reading, loader, request
+from modstream.testing.records import T0
+from modstream.testing.scans import Counting, Reading, loader, request
 
 
 def mode(path: Path) -> int:

@@ -16,51 +16,8 @@ from modstream.detectors.language import Language
 from modstream.detectors.scan import order, scan_batch
 from modstream.jobs.scan.job import ScanConfig
 from modstream.scanning.batch import handle_batch, load_media
-from tests.conftest import T0
-
-
-class Counting:
-    name = "offensive_text"
-    model_version = "fake-1"
-    modalities: tuple[str, ...] = ("text",)
-    labels: tuple[str, ...] = ("offensive",)
-
-    def __init__(self) -> None:
-        self.calls: list[int] = []
-
-    def detect(self, items: Sequence[Item]) -> list[dict[str, float] | MediaError]:
-        self.calls.append(len(items))
-        return [
-            MediaError("corrupt") if item.text == "corrupt" else {"offensive": 0.25}
-            for item in items
-        ]
-
-
-def request(request_id: str, text: str | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "request_id": request_id,
-        "content_id": f"c-{request_id}",
-        "content_version": 1,
-        "detector": "offensive_text",
-        "segment_id": None,
-        "segments": 1,
-        "modality": "text",
-        "mime_type": "text/plain",
-        "priority": "live",
-        "attempt": 1,
-        "deadline_ts": T0 + 60_000,
-        "text": text,
-        "ts": T0,
-        **extra,
-    }
-
-
-def loader(item: dict[str, Any]) -> Item:
-    if item["text"] == "flaky":
-        raise OSError("storage timeout")
-    if item["text"] is None:
-        raise MediaError("no media")
-    return Item(text=item["text"])
+from modstream.testing.records import T0
+from modstream.testing.scans import Counting, Reading, loader, request
 
 
 def test_one_model_call_per_batch_and_every_request_answered_or_retried() -> None:
@@ -185,14 +142,6 @@ def test_an_ok_result_carries_its_share_of_the_batchs_model_call() -> None:
         clock=lambda: next(times),
     )
     assert [result["inference_ms"] for result in outcome.results] == [15, 15]
-
-
-class Reading(Counting):
-    """A reader of text in media: scores with findings (modstream/detectors/detector.py:
-    Evidence)."""
-
-    def detect(self, items: Sequence[Item]) -> list[Evidence | MediaError]:  # type: ignore[override]
-        return [Evidence({"offensive": 0.9}, ({"box": [1, 2, 3, 4], "confidence": 0.8},))]
 
 
 def test_findings_are_an_extra_field_of_the_result_and_absent_without_them() -> None:

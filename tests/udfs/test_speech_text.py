@@ -8,8 +8,6 @@ in the default voice come out as other words). The assertions are on the words i
 from __future__ import annotations
 
 import io
-import subprocess
-import wave
 from pathlib import Path
 
 import av
@@ -21,25 +19,10 @@ from modstream.core.limits import Limits
 from modstream.detectors.detector import Evidence, Item, MediaError
 from modstream.detectors.registry import detector
 from modstream.detectors.speech_text import RATE, SpeechText
+from modstream.testing.media import SPOKEN_OFFENSIVE as OFFENSIVE
+from modstream.testing.media import speak
 
-OFFENSIVE = "you are a bastard and everyone knows it"
 CLEAN = "the weather is lovely today and we walked in the park"
-VOICE = ["-v", "en-us+klatt", "-s", "110", "-p", "90"]
-
-
-def speak(text: str, tmp_path: Path, silence_s: float = 0.0) -> bytes:
-    """A WAV of `text` spoken by espeak-ng, after `silence_s` seconds of silence."""
-    path = tmp_path / "speech.wav"
-    subprocess.run(["espeak-ng", *VOICE, "-w", str(path), text], check=True)
-    with wave.open(str(path)) as spoken:
-        rate, pcm = spoken.getframerate(), spoken.readframes(spoken.getnframes())
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes(b"\0\0" * int(rate * silence_s) + pcm)
-    return buffer.getvalue()
 
 
 def with_picture(wav: bytes) -> bytes:

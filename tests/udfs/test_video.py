@@ -24,7 +24,7 @@ from modstream.detectors.video import (
     sample,
     segment_scores,
 )
-from tests.udfs.frames import background, flagged
+from modstream.testing.media import background, flagged
 
 MP4 = "video/mp4"
 

@@ -6,6 +6,8 @@ Apart from the job module (modstream/jobs/moderation/job.py) so that the adapter
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +71,23 @@ ORDERED_BATCH = Types.ROW(
 # Moderate's output: Row(topics, keys, values), all it emitted for one batch or timer.
 OUTPUT_BATCH = Types.ROW([Types.BASIC_ARRAY(Types.STRING())] * 3)
 REPORT_BATCH = "moderation.reports#batch"
+# The options of `python -m modstream.jobs.moderation` that are fields of its configuration, by
+# the field's name (modstream/jobs/moderation/job.py's parser): the job passes its parsed
+# options, replay the few it sets, the bench and its peer none (the fields' defaults).
+OPTION_FIELDS = (
+    "policy_id",
+    "out_of_orderness_ms",
+    "idleness_ms",
+    "live_window_ms",
+    "backfill_idleness_ms",
+    "drained_after_ms",
+    "state_ttl_ms",
+    "review_retention_ms",
+    "evidence_grace_ms",
+    "engine",
+    "batch_interval_ms",
+)
+POLICY_KEY_VARIABLE = "MODSTREAM_POLICY_KEY"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -123,3 +142,54 @@ class ModerationConfig(runtime.TopicNames):
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""
         return self.now_ms if self.now_ms is not None else runtime.wall_clock_ms()
+
+    @classmethod
+    def from_options(
+        cls,
+        options: object | Mapping[str, Any] | None,
+        *,
+        trusted_policy: dict[str, Any] | None,
+        keyring: Keyring | None = None,
+        policy_key_from_env: bool = True,
+        topics: dict[str, str] | None = None,
+        now_ms: int | None = None,
+        wall_clock: bool = True,
+        expected_lanes: tuple[str, ...] = (),
+        end_offsets: tuple[str, str] = ("", ""),
+        end_offsets_properties: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> ModerationConfig:
+        """The one way the job, replay, the bench and its peer configure the moderation code.
+
+        `options`: the job's parsed options (or a mapping) for the fields in OPTION_FIELDS; a
+        field it lacks keeps its default. The limits always come from the environment (`env`,
+        default os.environ); so does the keyring unless `keyring` is given (the job's, checked
+        against its brokers), and the policy key (MODSTREAM_POLICY_KEY) unless
+        `policy_key_from_env` is false (the bench and its peer trust their policy file alone).
+        `now_ms` fixes the processing clock and `wall_clock=False` lets event time follow the
+        input alone (replay); the lanes and where their ends are asked are the job's (its
+        broker and consumer group)."""
+        env = os.environ if env is None else env
+        chosen = _option_fields(options)
+        return cls(
+            **chosen,
+            limits=Limits.from_env(env),
+            keyring=Keyring.from_env(env) if keyring is None else keyring,
+            policy_key=env.get(POLICY_KEY_VARIABLE) if policy_key_from_env else None,
+            trusted_policy=trusted_policy,
+            topics=topics,
+            now_ms=now_ms,
+            wall_clock=wall_clock,
+            expected_lanes=expected_lanes,
+            end_offsets=end_offsets,
+            end_offsets_properties=end_offsets_properties,
+        )
+
+
+def _option_fields(options: object | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The OPTION_FIELDS that `options` (a namespace or a mapping) sets."""
+    if options is None:
+        return {}
+    if isinstance(options, Mapping):
+        return {name: options[name] for name in OPTION_FIELDS if name in options}
+    return {name: getattr(options, name) for name in OPTION_FIELDS if hasattr(options, name)}

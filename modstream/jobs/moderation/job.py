@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,6 @@ from pyflink.java_gateway import get_gateway
 
 from modstream.core import logs, topics
 from modstream.core.config import Settings
-from modstream.core.limits import Limits
 from modstream.jobs import restore, runtime
 from modstream.jobs.keys import job_keyring
 from modstream.jobs.moderation import hash_retro
@@ -282,31 +280,15 @@ def refuse_empty_state(job: runtime.JobConfig, args: argparse.Namespace) -> None
 def configured(args: argparse.Namespace, job: runtime.JobConfig) -> ModerationConfig:
     """The job's configuration from its options, the environment and the broker's partitions."""
     trusted = yaml.safe_load(args.policy.read_text(encoding="utf-8")) if args.policy else None
-    config = ModerationConfig(
-        policy_id=args.policy_id,
-        out_of_orderness_ms=args.out_of_orderness_ms,
-        idleness_ms=args.idleness_ms,
-        live_window_ms=args.live_window_ms,
-        backfill_idleness_ms=args.backfill_idleness_ms,
-        drained_after_ms=args.drained_after_ms,
-        state_ttl_ms=args.state_ttl_ms,
-        review_retention_ms=args.review_retention_ms,
-        evidence_grace_ms=args.evidence_grace_ms,
-        engine=args.engine,
-        batch_interval_ms=args.batch_interval_ms,
-        limits=Limits.from_env(),
-        keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
-        policy_key=os.environ.get("MODSTREAM_POLICY_KEY"),
+    return ModerationConfig.from_options(
+        args,
         trusted_policy=trusted,
+        keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
         topics=job.topics,
-    )
-    config = dataclasses.replace(
-        config,
         expected_lanes=expected_lanes(job),
         end_offsets=(job.bootstrap_servers, job.group_id),
         end_offsets_properties=tuple(f"{k}={v}" for k, v in job.kafka_properties.items()),
     )
-    return config
 
 
 def with_restored_order(

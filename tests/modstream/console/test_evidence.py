@@ -7,7 +7,7 @@ import json
 
 from modstream.console.evidence import access_record, evidence_items
 from modstream.contract.registry import parse
-from tests.conftest import T0
+from modstream.testing.records import T0
 
 TASK = {
     "task_id": "review-abc",

@@ -22,7 +22,7 @@ from modstream.demo import media as demo_media
 from modstream.detectors.detector import Evidence, Item
 from modstream.detectors.raw_output import RawOutputStore
 from modstream.detectors.registry import detector
-from tests.modstream.console.test_web import FakeConsole, client, logged_in
+from modstream.testing.console import FakeConsole, client, logged_in
 
 SEGMENTS = 3  # 3 s each: the words are shown in the middle one and said within it
 SHOWN_FROM_MS, SAID_FROM_MS = 3_000, 3_500

@@ -14,9 +14,9 @@ from modstream.console.evidence import access_record
 from modstream.console.lead import AccessQuery, ReviewActivity, search_access, throughput
 from modstream.console.permissions import admit_signed
 from modstream.review.queue import decision_record
+from modstream.testing.records import T0
 from modstream.trust.keyring import Keyring
 from modstream.trust.signing import signed
-from tests.conftest import T0
 
 KEYRING = Keyring(dev_secret=b"console-lead-test")
 MINUTE = 60_000

@@ -20,9 +20,9 @@ from modstream.console.permissions import (
 )
 from modstream.review.access import ReviewGrants
 from modstream.review.queue import grant_record
+from modstream.testing.records import T0
 from modstream.trust.keyring import Keyring
 from modstream.trust.signing import signed
-from tests.conftest import T0
 
 KEYRING = Keyring(dev_secret=b"console-permissions-test")
 

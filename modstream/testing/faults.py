@@ -1,5 +1,7 @@
-"""The record checks of the fault-injection harness: pure functions over what the live run
-committed, what `modstream replay` made of the same input, and what the Content Service serves.
+"""The pure parts of the fault-injection harness (tests/faults/harness.py, `make test-faults`):
+the record checks, functions over what the live run committed, what `modstream replay` made of
+the same input, and what the Content Service serves; and `merge`, how the harness mixes extra
+lines into the generated workload.
 
 Every check returns the offending records (keys), never just a count, so a failure names what
 was lost or duplicated. The replay is the oracle: the same input, no faults, deterministic.
@@ -15,6 +17,7 @@ from typing import Any
 from modstream.moderation.step import VISIBILITY
 
 Record = dict[str, Any]
+Line = dict[str, Any]  # a workload line: {"topic": ..., "value": ...}
 Version = tuple[str, int]
 Revision = tuple[str, int, int]
 # What a final decision is compared on. Not its revision number: live, a deadline reached while
@@ -224,3 +227,24 @@ def served_mismatches(
         if effective != desired or exported is not (desired in ("public", "limited")):
             out.append((content_id, desired, effective, exported))
     return out
+
+
+def merge(lines: list[Line], extra: list[Line]) -> list[Line]:
+    """`extra` merged into `lines` by ts, keeping `lines`' own order (early evidence stays right
+    after its upload): each line is placed by the newest ts before it."""
+
+    def ts(line: Line) -> int:
+        value = line["value"]
+        return value["ts"] if isinstance(value, dict) and isinstance(value.get("ts"), int) else 0
+
+    extra = sorted(extra, key=ts)
+    out: list[Line] = []
+    newest = 0
+    position = 0
+    for line in lines:
+        newest = max(newest, ts(line))
+        while position < len(extra) and ts(extra[position]) <= newest:
+            out.append(extra[position])
+            position += 1
+        out.append(line)
+    return out + extra[position:]

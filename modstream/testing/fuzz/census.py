@@ -1,10 +1,11 @@
 """Count what the moderation job does with fuzzed records of every class.
 
-    .venv/bin/python -m tests.fuzz.census [--count N] [--seed S] [--markdown]
+    .venv/bin/python -m modstream.testing.fuzz.census [--count N] [--seed S] [--markdown]
 
 Generates N records per class (spread over the input topics the class applies to) with fixed
-seeds (tests/fuzz/strategies.py), sends each through the job's own adapters as the Kafka source
-delivers it (tests/fuzz/pipeline.py: decode, broadcast, report gate, moderate, sanctions), and
+seeds (modstream/testing/fuzz/strategies.py), sends each through the job's own adapters as the
+Kafka source delivers it (modstream/testing/fuzz/pipeline.py: decode, broadcast, report gate,
+moderate, sanctions), and
 prints one row per class: tried, accepted, dead-lettered by error_class, crashed (must be 0),
 and `unexpected`: records whose outcome differs from what the contract asks (a valid record
 refused, a hostile one accepted, a class other than expected, more than one DLQ row, or any
@@ -22,8 +23,8 @@ from dataclasses import dataclass, field
 
 from modstream.contract import parse
 from modstream.contract.dlq import ErrorClass
-from tests.fuzz.pipeline import Outcome, run_one
-from tests.fuzz.strategies import KINDS, MUTATIONS, Fuzzed, applicable, fuzzed, sample
+from modstream.testing.fuzz.pipeline import Outcome, run_one
+from modstream.testing.fuzz.strategies import KINDS, MUTATIONS, Fuzzed, applicable, fuzzed, sample
 
 ERROR_CLASSES: tuple[str, ...] = ErrorClass.__args__  # type: ignore[attr-defined]
 
@@ -113,7 +114,7 @@ def table(rows: list[Row]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m tests.fuzz.census", description=__doc__.split("\n\n")[0]
+        prog="python -m modstream.testing.fuzz.census", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--count", type=int, default=200, help="records per class (200)")
     parser.add_argument("--seed", type=int, default=11, help="first Hypothesis seed (11)")

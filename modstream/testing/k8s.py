@@ -1,6 +1,7 @@
 """What deploy/k8s gives each job: its container's environment and the Secret items its pod
 mounts, read from the manifests (for tests/deploy and the integration test that starts a job
-with that environment)."""
+with that environment). Reads the project's deploy/k8s: a checkout's, not an installed
+package's."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import yaml
 
-K8S = Path(__file__).resolve().parents[2] / "deploy" / "k8s"
+from modstream.core.config import PROJECT_ROOT
+
+K8S = PROJECT_ROOT / "deploy" / "k8s"
 SECRET_EXAMPLE = K8S / "secret.example.yaml"
 
 

@@ -29,9 +29,9 @@ from modstream.jobs.moderation.reports import ReportCombine, ReportGate
 from modstream.jobs.moderation.sanctions import Sanctions
 from modstream.moderation import step as moderation
 from modstream.review.queue import grant_record
+from modstream.testing.policies import GLOBAL_YAML, KEY
+from modstream.testing.records import TEST_KEYRING, upload
 from modstream.trust.signing import signed
-from tests.conftest import TEST_KEYRING, upload
-from tests.operators.policy_builders import GLOBAL_YAML, KEY
 
 DLQ = "moderation.dlq"
 POLICY = yaml.safe_load(GLOBAL_YAML.read_text())
@@ -282,7 +282,13 @@ class Pipeline:
         self.order = _Order()
         self.moderate = _Operator(Moderate(self.config))
         self.sanctions = _Operator(Sanctions(self.config))
-        self.operators = (self.gate, self.combine, self.order, self.moderate, self.sanctions)
+        self.operators: tuple[_Operator | _Order, ...] = (
+            self.gate,
+            self.combine,
+            self.order,
+            self.moderate,
+            self.sanctions,
+        )
         self.watermark = -(2**63)
 
     def send(self, topic: str, key: str | None, text: str | None, kafka_ts: int) -> Outcome:

@@ -1,18 +1,27 @@
 """Golden outputs: what `modstream replay` writes for the demo workload, kept to show a change of
-the moderation code leaves every decision as it was (docs/BENCHMARKS.md, "Redesign")."""
+the moderation code leaves every decision as it was (docs/BENCHMARKS.md, "Redesign").
+
+The outputs live with the test suite (tests/golden/replay_demo); tests/integration/
+test_golden_replay.py replays `demo_events` and compares `canonical` lines with `load()`.
+`python -m modstream.testing.golden` (`make golden`) rewrites them: only for a change meant to
+change decisions.
+"""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from modstream.core.config import CONFIG_VARIABLE, PROJECT_ROOT
 from modstream.demo.workload import generate, write
+from modstream.testing.records import TEST_SIGNING_ENV
 
-GOLDEN = Path(__file__).parent / "replay_demo"
-POLICY = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"
+GOLDEN = PROJECT_ROOT / "tests" / "golden" / "replay_demo"
+POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
 KEY = "golden-replay-key"
 
 
@@ -31,6 +40,7 @@ def canonical(records: list[dict[str, Any]]) -> list[str]:
 
 
 def save(outputs: dict[str, list[dict[str, Any]]], directory: Path = GOLDEN) -> None:
+    """`outputs` (records by topic) as the golden files in `directory`, replacing them."""
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.jsonl"):
         old.unlink()
@@ -40,20 +50,28 @@ def save(outputs: dict[str, list[dict[str, Any]]], directory: Path = GOLDEN) -> 
 
 
 def load(directory: Path = GOLDEN) -> dict[str, list[str]]:
+    """The golden files' canonical lines, by topic."""
     return {path.stem: path.read_text().splitlines() for path in sorted(directory.glob("*.jsonl"))}
 
 
 def main() -> int:
-    """`python -m tests.golden` (`make golden`): replay the demo workload as the test does, in
-    the test suite's environment (tests/conftest.py: signatures required, its dev secret), and
-    keep its outputs as the golden ones. Only for a change meant to change decisions."""
+    """`python -m modstream.testing.golden` (`make golden`): replay the demo workload as the
+    test does, in the test suite's environment (signatures required, its dev secret, no
+    modstream.toml: tests/conftest.py), and keep its outputs as the golden ones. Only for a
+    change meant to change decisions."""
     import tempfile
 
-    import tests.conftest  # noqa: F401  (the test suite's environment defaults)
-    from tests.integration.conftest import run_replay
+    from modstream.testing.stack import run_replay
+
+    for name, default in {**TEST_SIGNING_ENV, CONFIG_VARIABLE: "none"}.items():
+        os.environ.setdefault(name, default)
 
     with tempfile.TemporaryDirectory() as scratch:
         events = demo_events(Path(scratch) / "events.jsonl")
         save(run_replay(events, Path(scratch) / "out", POLICY, KEY, timeout_s=400))
     print(f"golden: {sum(len(v) for v in load().values())} records in {GOLDEN}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

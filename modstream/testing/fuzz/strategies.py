@@ -4,8 +4,8 @@ odd ones (hostile ids, extreme numbers), and one strategy per class of hostile m
 A fuzzed record is bytes, as a topic delivers it: some classes (non-UTF-8, a cut inside a
 character) are not text at all. Every mutation leaves the record's first field, `event_id`,
 intact in the raw bytes, so a test can find the one DLQ row each refused record must produce.
-The base records come from tests/conftest.py's builders (`upload`, `delete`, `evidence`) and
-small builders here for the other topics.
+The base records come from modstream/testing/records.py's builders (`upload`, `delete`,
+`evidence`) and small builders here for the other topics.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from hypothesis import strategies as st
 from modstream.contract.registry import NOT_UTF8
 from modstream.core.limits import EARLIEST_TS, Limits
 from modstream.policy.store import sign
+from modstream.testing.policies import KEY, global_document
+from modstream.testing.records import SECRET_TEXT, T0, TEST_KEYRING, delete, evidence, upload
 from modstream.trust import signing
 from modstream.trust.keyring import ROLE_TOPICS
 from modstream.trust.two_person import authorship_record
-from tests.conftest import SECRET_TEXT, T0, TEST_KEYRING, delete, evidence, upload
-from tests.operators.policy_builders import KEY, global_document
 
 LIMITS = Limits()
 LONG_MAX = 2**63 - 1
@@ -1013,3 +1013,17 @@ def sample(strategy: st.SearchStrategy[Any], count: int, seed: int) -> list[Any]
 
     collect()
     return found
+
+
+# The tags of tagged unions (content.versions `type`, policy.rules records): a location may
+# start with one.
+TAGS = {"upsert", "delete", "version", "control"}
+
+
+def named_field(message: str, kind: Kind) -> bool:
+    """Whether the message starts with a location: `<record>` or a field of the record."""
+    location = message.split(":", 1)[0].strip()
+    parts = [part for part in location.split(".") if part]
+    if parts and parts[0] in TAGS and len(parts) > 1:
+        parts = parts[1:]
+    return location == "<record>" or (bool(parts) and parts[0] in {*kind.fields, *TAGS})

@@ -1,21 +1,41 @@
-"""Integration fixtures: the real broker and Redis that `make test` starts, Flink jobs run as
-their own processes (a MiniCluster each), and Kafka helpers that never wait unbounded."""
+"""Helpers for integration tests on a real stack (Kafka broker, Redis, Flink jobs in their own
+MiniCluster processes): bounded Kafka reads and waits, jobs as processes, unique topics per
+deployment, checkpoints, the `modstream` command and `modstream replay` as a user runs them.
+
+The fixtures that hand these out (`stack`, `kafka`, `topics`, `start_job`,
+`moderation_deployment`) are in the pytest plugin `modstream.testing.plugin`, loaded by pytest
+wherever modstream is installed. An integration test of one's own policy or detector:
+
+    import pytest
+    from modstream.testing.records import upload
+    from modstream.testing.stack import Kafka, ModerationDeployment
+
+    @pytest.mark.integration
+    def test_my_rule(kafka: Kafka, moderation_deployment: ModerationDeployment, start_job):
+        job = start_job("moderation", *moderation_deployment.args)
+        job.wait_running()
+        kafka.produce(moderation_deployment.topics["content.versions"], [(None, ...)])
+        kafka.wait_for(moderation_deployment.topics["moderation.decisions"], bool)
+
+Nothing here waits unbounded: every wait has a timeout and fails saying what it saw.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import redis as redis_client
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
@@ -25,37 +45,32 @@ from modstream.core import kafkaio
 from modstream.core.config import LOCALHOST, PROJECT_ROOT, Settings
 from modstream.ops import replay
 from modstream.stack.local import broker_reachable
-from tests.conftest import TEST_KEYRING
+from modstream.testing.records import T0, TEST_KEYRING, upload
 
 REACH_TIMEOUT_S = 10.0
 
 
-@pytest.fixture(scope="session")
-def stack() -> Settings:
-    """The running test stack, or a clear failure within REACH_TIMEOUT_S (never a hang)."""
-    settings = Settings.from_env()
+def unreachable(settings: Settings, timeout_s: float = REACH_TIMEOUT_S) -> str | None:
+    """Why the stack of `settings` cannot be used (its broker or Redis not answering within
+    `timeout_s`, with how to start it), or None when both answer."""
     how = (
         "`make test` starts it; by hand: `MODSTREAM_RUN_DIR=.run/test MODSTREAM_KAFKA_PORT="
         f"{settings.kafka_port} MODSTREAM_KAFKA_CONTROLLER_PORT={settings.controller_port} "
         f"MODSTREAM_REDIS_PORT={settings.redis_port} modstream up`"
     )
-    reason = broker_reachable(settings.bootstrap_servers, timeout_s=REACH_TIMEOUT_S)
+    reason = broker_reachable(settings.bootstrap_servers, timeout_s=timeout_s)
     if reason is not None:
-        pytest.fail(
+        return (
             f"Kafka broker at {settings.bootstrap_servers} is not reachable within "
-            f"{REACH_TIMEOUT_S:.0f}s ({reason}); {how}",
-            pytrace=False,
+            f"{timeout_s:.0f}s ({reason}); {how}"
         )
     try:
         redis_client.Redis(
             host=LOCALHOST, port=settings.redis_port, socket_timeout=3, socket_connect_timeout=3
         ).ping()
     except (redis_client.RedisError, OSError) as error:
-        pytest.fail(
-            f"Redis at {LOCALHOST}:{settings.redis_port} is not reachable ({error}); {how}",
-            pytrace=False,
-        )
-    return settings
+        return f"Redis at {LOCALHOST}:{settings.redis_port} is not reachable ({error}); {how}"
+    return None
 
 
 class Kafka:
@@ -106,24 +121,6 @@ class Kafka:
                     f"{topic}: condition not met within {timeout_s}s; {len(values)} records seen"
                 )
             time.sleep(0.5)
-
-
-@pytest.fixture(scope="session")
-def kafka(stack: Settings) -> Kafka:
-    return Kafka(stack.bootstrap_servers)
-
-
-@pytest.fixture
-def topics(kafka: Kafka) -> dict[str, str]:
-    """Contract topic -> a topic unique to this test, created on the real broker."""
-    prefix = f"it-{uuid.uuid4().hex[:10]}"
-    mapping = {
-        name: f"{prefix}.{name}"
-        for name in ("content.versions", "content.validated", "moderation.dlq")
-    }
-    kafka.create_topics(list(mapping.values()))
-    mapping["_prefix"] = prefix
-    return mapping
 
 
 @dataclass
@@ -188,33 +185,21 @@ def wait_for_checkpoint_after(checkpoint_dir: Path, number: int, timeout_s: floa
     return latest
 
 
-@pytest.fixture
-def start_job(tmp_path: Path, stack: Settings) -> Iterator[Callable[..., JobProcess]]:
-    """Start jobs.<module> with the given arguments; every job is stopped at teardown."""
-    started: list[JobProcess] = []
-
-    def start(
-        module: str, *args: str, env: dict[str, str] | None = None, session: bool = False
-    ) -> JobProcess:
-        """`session`: in a process group of its own, for `JobProcess.kill_group`."""
-        log = tmp_path / f"{module}-{len(started)}.log"
-        with open(log, "wb") as out:
-            process = subprocess.Popen(
-                [sys.executable, "-m", f"modstream.jobs.{module}", *args],
-                cwd=PROJECT_ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, **(env or {})},
-                start_new_session=session,
-            )
-        job = JobProcess(process, log)
-        started.append(job)
-        return job
-
-    yield start
-    for job in started:
-        if job.alive():
-            job.stop()
+def start_job_process(
+    log: Path, module: str, *args: str, env: dict[str, str] | None = None, session: bool = False
+) -> JobProcess:
+    """`python -m modstream.jobs.<module> *args` in the project, its output in `log`;
+    `session`: in a process group of its own, for `JobProcess.kill_group`."""
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", f"modstream.jobs.{module}", *args],
+            cwd=PROJECT_ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            start_new_session=session,
+        )
+    return JobProcess(process, log)
 
 
 @dataclass
@@ -224,11 +209,6 @@ class ModerationDeployment:
     prefix: str
     topics: dict[str, str]
     args: list[str]
-
-
-@pytest.fixture
-def moderation_deployment(kafka: Kafka, stack: Settings, tmp_path: Path) -> ModerationDeployment:
-    return new_moderation_deployment(kafka, stack, tmp_path / "ckpt")
 
 
 def new_moderation_deployment(
@@ -262,9 +242,10 @@ def new_moderation_deployment(
     return ModerationDeployment(prefix, topics, args)
 
 
-# The reviewers the tests' own reviews name (tests/conftest.py `review_decision`: alice), granted
-# every queue from 2000 on by the suite's lead, so their reviews apply where the job checks
-# grants (modstream/review/access.py). A review of a task the job issued needs a lease too.
+# The reviewers the tests' own reviews name (records.py `review_decision`: alice; versions.py
+# `review`: r1), granted every queue from 2000 on by the suite's lead, so their reviews apply where
+# the job checks grants (modstream/review/access.py). A review of a task the job issued needs a
+# lease too.
 TEST_REVIEWERS = ("alice", "r1")
 
 
@@ -307,3 +288,78 @@ def run_replay(
         path.stem: [json.loads(line) for line in path.read_text().splitlines()]
         for path in out.glob("*.jsonl")
     }
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` ports free on loopback now (for a stack or a job of a test's own)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def modstream(
+    env: dict[str, str], *args: str, timeout_s: float = 300
+) -> subprocess.CompletedProcess[str]:
+    """Run the `modstream` command as a user would, in the project, bounded in time."""
+    return subprocess.run(
+        [sys.executable, "-m", "modstream.cli.main", *args],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+def running_processes_mentioning(marker: str) -> list[str]:
+    """Live processes whose command line holds `marker` (pid: command), this one aside."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = (entry / "stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except OSError:
+            continue
+        if marker in cmdline and state != "Z":
+            found.append(f"{entry.name}: {cmdline[:120]}")
+    return found
+
+
+# The ingest job (python -m modstream.jobs.ingest_check).
+
+
+def ingest_job_args(topics: dict[str, str], checkpoint_dir: Path, interval_ms: int) -> list[str]:
+    """The ingest_check job's options on the `topics` fixture's topics."""
+    prefix = topics["_prefix"]
+    args = [
+        "--checkpoint-dir",
+        str(checkpoint_dir),
+        "--checkpoint-interval-ms",
+        str(interval_ms),
+        "--transactional-id-prefix",
+        prefix,
+        "--group-id",
+        prefix,
+    ]
+    for name in ("content.versions", "content.validated", "moderation.dlq"):
+        args += ["--topic", f"{name}={topics[name]}"]
+    return args
+
+
+def tagged_uploads(tag: str, count: int) -> list[tuple[str, bytes]]:
+    """`count` uploads as (key, value) to produce, their event ids `<tag>-ev-<n>`."""
+    records = [upload(f"{tag}-{i}", at=T0 + i, event_id=f"{tag}-ev-{i}") for i in range(count)]
+    return [(record["content_id"], json.dumps(record).encode()) for record in records]
+
+
+def event_ids(values: list[dict[str, Any]], tag: str) -> Counter[str]:
+    """How often each event id of `tag` is among `values`: exactly once is once each."""
+    return Counter(v["event_id"] for v in values if v["event_id"].startswith(f"{tag}-"))

@@ -1,26 +1,78 @@
-"""Versions as the schema 4 job stored them (commit b6840d2), and what that job did next with
-each: the fixture `data/state_schema_4.msgpack` that tests/operators/test_state_schema.py
-restores with today's code, which must decide the same (a savepoint of the schema 4 job
-restores). Regenerate only from a checkout of that commit:
-`python -m tests.operators.schema_4_scenarios` (the file is written, never read, there)."""
+"""Versions' state as earlier releases of the moderation job stored it, for tests that today's
+code restores it and decides the same (a savepoint of an old job must restore).
+
+- `PRE_ISSUE_12_*`: documents written by the step of commit 32d9481 (before issue 12).
+- The schema 4 scenarios (commit b6840d2): `SCENARIOS` build versions with the per-version
+  driver, `continuation` is what happens to each after a restore, and `observed` what a
+  continuation emitted; `FIXTURE` holds what the schema 4 job stored and emitted for them.
+  It was written by that commit's `python -m tests.operators.schema_4_scenarios`: regenerate it
+  only from a checkout of that commit.
+- `as_schema_4(state)`: today's state as the schema 4 job would have held it.
+
+A test of a state migration of one's own restores such a document with
+`modstream.moderation.state_schema.load` and drives it on with `Version`:
+
+    version = Version()
+    version.state = state_schema.load(msgspec.msgpack.encode(PRE_ISSUE_12_IMAGE), "version")
+    version.fire_until(T0 + 60_000)
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import msgspec
-
-from modstream.moderation import state_schema
+from modstream.core.config import PROJECT_ROOT
 from modstream.moderation.state import to_document
-from tests.conftest import T0, appeal_record, delete, review_lease
-from tests.operators.test_moderation import Version, context, review
+from modstream.testing.records import T0, appeal_record, delete, review_lease
+from modstream.testing.versions import Version, context, review
 
-FIXTURE = Path(__file__).parent / "data" / "state_schema_4.msgpack"
-ONE_DAY = 86_400_000
+# Written by the step of commit 32d9481 (before issue 12), as it was: an image upload on a
+# comment, decided PROVISIONAL_ALLOW (`scanning`) by the fast gate, both detectors asked.
+# Produced by running that commit's tests.operators.test_moderation.Version (today's
+# modstream.testing.versions.Version) with
+# `upload(modality="image", mime_type="image/jpeg", surface="comment")`.
+PRE_ISSUE_12_IMAGE: dict[str, Any] = json.loads(
+    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1",'
+    '"modality":"image","surface":"comment","region":"DE","audience":"all","account_risk":0.2,'
+    '"size_bytes":52,"mime_type":"image/jpeg","sha256":"abababababababababababababababababab'
+    'abababababababababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":'
+    '1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],"burst_new":0,"human":null,'
+    '"appeal":null,"rev":1,"last":{"outcome":"PROVISIONAL_ALLOW","restriction":null,"state":'
+    '"scanning","visibility":"public"},"tasks":[],"open_tasks":[],"deadline":1764460830000,'
+    '"deleted":false,"shadow":{},"ttl":1767052800000,"ttl_timer":1767052800000}'
+)
+# The same document with the fast gate's decision today's shipped policy makes: media stays
+# PENDING until its integrity gate passed (issue 27, point 9), so a fresh upload compares.
+PRE_ISSUE_12_IMAGE_NOW: dict[str, Any] = {
+    **PRE_ISSUE_12_IMAGE,
+    "last": {
+        "outcome": "PENDING",
+        "restriction": None,
+        "state": "scanning",
+        "visibility": "pending",
+    },
+}
+# The timers that commit's job had registered for it (restored with the checkpoint).
+PRE_ISSUE_12_TIMERS = {1764460830000, 1767052800000}
+# The same commit's tombstone of a text upload deleted 100 ms later: it kept the content.
+PRE_ISSUE_12_TOMBSTONE: dict[str, Any] = json.loads(
+    '{"cid":"c-1","ver":1,"content":{"ts":1764460800000,"author_id":"author-1","modality":'
+    '"text","surface":"comment","region":"DE","audience":"all","account_risk":0.2,"size_bytes":'
+    '52,"mime_type":"text/plain","sha256":"abababababababababababababababababababababababababab'
+    'ababababababab","phash":null,"segments":1},"events":{"ev-c-1-1764460800000":1,'
+    '"del-c-1-1764460800100":1},"evidence":{},"reporters":{},"report_weight":0.0,"burst":[],'
+    '"burst_new":0,"human":null,"appeal":null,"rev":2,"last":{"outcome":"PROVISIONAL_ALLOW",'
+    '"restriction":null,"state":"deleted","visibility":"hidden"},"tasks":[],"open_tasks":[],'
+    '"deadline":1764460805000,"deleted":true,"shadow":{},"ttl":1764547200100,"ttl_timer":'
+    "1764547200100}"
+)
 IMAGE = {"modality": "image", "mime_type": "image/jpeg", "surface": "comment"}
+
+# Recorded by the schema 4 job's code (kept in the test suite: tests/operators/data/).
+FIXTURE = PROJECT_ROOT / "tests" / "operators" / "data" / "state_schema_4.msgpack"
+ONE_DAY = 86_400_000
 
 
 def _image_decided() -> Version:
@@ -129,21 +181,3 @@ def as_schema_4(state: Any) -> dict[str, Any]:
     old["burst"] = [list(seen.values()) for seen in old["burst"]]
     old["schema"] = 4
     return old
-
-
-def main() -> None:
-    cases = []
-    for name, build in SCENARIOS.items():
-        version = build()
-        stored = state_schema.dump_version(version.state)  # type: ignore[arg-type]
-        restored = Version(version.ctx)
-        restored.state = state_schema.load(stored, "version")  # type: ignore[assignment]
-        restored.timers = set(version.timers)
-        continuation(restored)
-        cases.append([name, stored, sorted(version.timers), *observed(restored)])
-    FIXTURE.write_bytes(msgspec.msgpack.encode(cases))
-    print(f"{FIXTURE}: {len(cases)} versions")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,8 @@
 """A small archive for the archive, analytics and report tests, built without a broker: the
 demo workload's inputs (modstream/demo/workload.py, seed 7) and the moderation job's outputs for
-them (tests/golden/replay_demo), fed to the archive's writer with made-up Kafka coordinates.
+them (the golden replay, modstream/testing/golden.py), fed to the archive's writer with made-up
+Kafka coordinates. `build(root)` writes it under `root`; an analytics query of one's own runs on
+it as on a real archive.
 
 Kafka timestamps: a decision is written 1 s after its event time; the Content Service serves a
 revision 200 to 800 ms after that (content.visibility, made from the actions), so the report's
@@ -18,7 +20,7 @@ from modstream.analytics.archive_schema import TABLES
 from modstream.analytics.archive_store import Archiver, load_manifest
 from modstream.demo.workload import generate
 from modstream.moderation import exposure as exposure_window
-from tests.golden import GOLDEN
+from modstream.testing.golden import GOLDEN
 
 PARTITIONS = 2
 INPUT_TOPICS = ("content.versions", "review.decisions", "moderation.appeals", "detector.results")

@@ -1,20 +1,36 @@
-"""Policy documents and records for tests."""
+"""Policy documents and signed policy records for tests of rules and of the policy workflow.
+
+`global_document(version, **changes)` is the shipped policy (policy_rules/global.yaml) with
+top-level fields replaced; `minimal_document(rules=[...])` a policy with only the rules a test
+names. `version_record` wraps a document as a signed policy.rules record (authored by alice,
+approved by bob, activated), as the policy service would publish it:
+
+    from modstream.testing.policies import global_document, version_record
+    from modstream.policy.store import PolicyStore
+
+    store = PolicyStore()
+    store.install(global_document(1, default="PENDING"), ts=0)
+
+A rule test usually goes through `modstream.testing.versions.context(**changes)`, which
+installs `global_document(1, **changes)` for the per-version driver.
+"""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from modstream.core.config import PROJECT_ROOT
 from modstream.ops.policy_service import control_record
+from modstream.policy.evaluate import EvidenceView
 from modstream.policy.store import sign
+from modstream.testing.records import T0, TEST_KEYRING
 from modstream.trust.signing import approval_record
 from modstream.trust.two_person import authorship_record, signed_promotion
-from tests.conftest import T0, TEST_KEYRING
 
-GLOBAL_YAML = Path(__file__).resolve().parents[2] / "policy_rules" / "global.yaml"
+GLOBAL_YAML = PROJECT_ROOT / "policy_rules" / "global.yaml"
 KEY = b"test-deployment-key"
 
 
@@ -115,3 +131,12 @@ def control(
         version=version,
         event_id=f"ctl-{command}-{version}-{ts}",
     )
+
+
+def evidence_view(
+    outstanding: bool = False, unknown: frozenset[str] = frozenset(), **scores: float
+) -> EvidenceView:
+    """What policy evaluation reads of a version's evidence: `detector__label=score` keyword
+    arguments (`nsfw_image__nsfw=0.97`), detectors `unknown`, or some still `outstanding`."""
+    keyed = {tuple(name.split("__")): value for name, value in scores.items()}
+    return EvidenceView(scores=keyed, unknown=unknown, outstanding=outstanding)  # type: ignore[arg-type]

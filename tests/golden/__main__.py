@@ -1,5 +1,0 @@
-import sys
-
-from tests.golden import main
-
-sys.exit(main())
