@@ -19,26 +19,6 @@ import pytest
 
 PACKAGE = "modstream"
 
-# Rings and imports of tests that other branches remove (each entry names its fix). An entry
-# still listed after its fix fails this test: delete it then.
-PENDING_CYCLES: frozenset[frozenset[str]] = frozenset(
-    {
-        # modstream/moderation/state.py names ReviewGrants under TYPE_CHECKING from
-        # modstream.review.access, which reads the state; the moderation branch imports it from
-        # modstream.review.grants (the grants apart from the checks).
-        frozenset({"modstream.moderation.state", "modstream.review.access"}),
-    }
-)
-PENDING_TESTS_IMPORTS: frozenset[str] = frozenset(
-    {
-        # The testing branch moves tests.conftest's and tests.udfs.frames' builders into the
-        # package (modstream/testing) and imports them from there.
-        "modstream.bench.report_storm",
-        "modstream.bench.shots",
-        "modstream.bench.video_sampling",
-    }
-)
-
 
 def import_graph(package: str) -> grimp.ImportGraph:
     """Every module of `package` and what it imports, other packages squashed to their name."""
@@ -110,21 +90,14 @@ def graph() -> grimp.ImportGraph:
 
 def test_no_module_of_the_package_imports_another_in_a_ring(graph: grimp.ImportGraph) -> None:
     rings = import_cycles(imports_within(graph, PACKAGE))
-    found = [ring for ring in rings if frozenset(ring) not in PENDING_CYCLES]
-    assert found == [], "import cycles, shortest first:\n" + "\n".join(
-        " -> ".join(ring) for ring in found
+    assert rings == [], "import cycles, shortest first:\n" + "\n".join(
+        " -> ".join(ring) for ring in rings
     )
-    fixed = PENDING_CYCLES - {frozenset(ring) for ring in rings}
-    assert not fixed, f"no longer a cycle: delete from PENDING_CYCLES {sorted(map(sorted, fixed))}"
 
 
 def test_nothing_shipped_imports_tests(graph: grimp.ImportGraph) -> None:
     importers = importers_of_tests(graph, PACKAGE)
-    assert importers <= PENDING_TESTS_IMPORTS, f"modules importing tests: {sorted(importers)}"
-    fixed = PENDING_TESTS_IMPORTS - importers
-    assert not fixed, (
-        f"no longer importing tests: delete from PENDING_TESTS_IMPORTS {sorted(fixed)}"
-    )
+    assert importers == set(), f"modules importing tests: {sorted(importers)}"
 
 
 # The checks above on small packages made for them: they can fail.

@@ -23,6 +23,7 @@ provisional expiry a revision sets, modstream/moderation/rules/provisional.py's 
 
 from __future__ import annotations
 
+from modstream.moderation.evidence_view import Evaluation
 from modstream.moderation.records import (
     action,
     decision_record,
@@ -34,7 +35,7 @@ from modstream.moderation.records import (
 )
 from modstream.moderation.rules.provisional import track_expiry
 from modstream.moderation.state import Context, LastDecision, Output, ShadowDecision, State
-from modstream.moderation.verdict import Evaluation, evaluate, state_name
+from modstream.moderation.verdict import evaluate, state_name
 from modstream.policy.evaluate import CompiledPolicy
 from modstream.review import escalation
 from modstream.scanning.plan import sha256_hex

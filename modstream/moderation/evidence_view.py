@@ -8,10 +8,12 @@ it here. Emits nothing and decides nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from modstream.moderation.state import Evidence, State, uploaded
-from modstream.policy.evaluate import CompiledPolicy, EvidenceView
+from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
 from modstream.scanning.plan import required as _required
 from modstream.scanning.plan import segment as _segment
@@ -152,3 +154,19 @@ def _overwritten(state: State) -> Scores:
 
 def incomplete(completeness: dict[str, Any]) -> bool:
     return completeness["received"] < completeness["required"] or bool(completeness["unknown"])
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One policy's verdict on the version and the evidence view it was made on."""
+
+    verdict: Verdict
+    view: EvidenceView
+    completeness: dict[str, Any]
+    results: list[Evidence]  # the detector results read, in evidence-key order
+    expired: bool
+
+    @cached_property
+    def provenance(self) -> list[dict[str, Any]]:
+        """The decision's `evidence`: made only for a decision or task that is emitted."""
+        return provenance_of(self.results)

@@ -14,8 +14,8 @@ from typing import Any
 from modstream.contract.workflow import WORKFLOW_VERSION
 from modstream.enforcement.sanctions import HUMAN_TRIGGERS, VIOLATING_OUTCOMES
 from modstream.moderation import language
+from modstream.moderation.evidence_view import Evaluation
 from modstream.moderation.state import SANCTIONS, Output, State, uploaded
-from modstream.moderation.verdict import Evaluation
 from modstream.policy.evaluate import CompiledPolicy, Verdict
 from modstream.scanning.plan import sha256_hex
 

@@ -20,7 +20,7 @@ from modstream.core.limits import Limits
 from modstream.policy.store import Resolution
 
 if TYPE_CHECKING:
-    from modstream.review.access import ReviewGrants
+    from modstream.review.grants import ReviewGrants
 
 # The moderation job's topics (contract names).
 KEYED_TOPICS = (

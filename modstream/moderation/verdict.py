@@ -8,13 +8,11 @@ Emits nothing: what a decision emits, and when, is modstream/moderation/decide.p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from functools import cached_property
-from typing import Any
+from dataclasses import replace
 
-from modstream.moderation.evidence_view import provenance_of, read_evidence
+from modstream.moderation.evidence_view import Evaluation, read_evidence
 from modstream.moderation.rules import provisional
-from modstream.moderation.state import Context, Evidence, State
+from modstream.moderation.state import Context, State
 from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
 
@@ -45,22 +43,6 @@ def state_name(state: State, verdict: Verdict, view: EvidenceView, expired: bool
     if view.outstanding:
         return "scanning"
     return {"RESTRICT": "restricted", "PENDING": "pending_review"}.get(verdict.outcome, "approved")
-
-
-@dataclass(frozen=True)
-class Evaluation:
-    """One policy's verdict on the version and the evidence view it was made on."""
-
-    verdict: Verdict
-    view: EvidenceView
-    completeness: dict[str, Any]
-    results: list[Evidence]  # the detector results read, in evidence-key order
-    expired: bool
-
-    @cached_property
-    def provenance(self) -> list[dict[str, Any]]:
-        """The decision's `evidence`: made only for a decision or task that is emitted."""
-        return provenance_of(self.results)
 
 
 def evaluate(

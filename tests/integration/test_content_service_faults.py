@@ -17,8 +17,8 @@ import redis
 
 from modstream.core.config import Settings
 from modstream.enforcement import apply as enforcement
-from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
 from modstream.enforcement.content_service import APPLY_SCRIPT, ContentService
+from modstream.jobs.reconciler import Reconcile, ReconcilerConfig
 from modstream.testing.enforcement import content_action as action
 from modstream.testing.flink import ProcessingContext as FakeContext
 from modstream.testing.flink import ReconcilerRuntimeContext as FakeRuntimeContext

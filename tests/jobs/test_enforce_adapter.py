@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from pyflink.common import Row
 
-from modstream.jobs.enforce import Enforce, EnforceConfig
 from modstream.enforcement.content_service import Visibility
+from modstream.jobs.enforce import Enforce, EnforceConfig
 from modstream.testing.enforcement import POISON_ACTIONS, MemoryContent, MemoryIntents
 from modstream.testing.enforcement import job_action as action
 from modstream.testing.flink import FakeMapState

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
 
-from modstream.core import kafkaio
 from modstream.contract.records import decode_values, schema_topic
+from modstream.core import kafkaio
 from modstream.testing.records import T0, evidence, upload
 
 

@@ -36,7 +36,7 @@ from modstream.moderation.state import Context, Output, State, StepResult
 from modstream.policy.evaluate import CompiledPolicy, ReviewAsk, most_severe
 
 if TYPE_CHECKING:
-    from modstream.moderation.verdict import Evaluation
+    from modstream.moderation.evidence_view import Evaluation
 
 # A PROVISIONAL_ALLOW that reaches its `expires_ts` with evidence still incomplete or unknown
 # is decided again (contract v1.1) and a reviewer looks, in this queue at this priority.
