@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from kafka.consumer.fetcher import ConsumerRecord
 
+from modstream.contract import records as contract_records
 from modstream.contract.records import decode_values, schema_topic
 from modstream.core import kafkaio
 from modstream.testing.records import T0, evidence, upload
@@ -87,7 +88,7 @@ def test_read_values_warns_with_the_count(monkeypatch: pytest.MonkeyPatch) -> No
 
     monkeypatch.setattr(kafkaio, "read_to_end", read_to_end)
     warnings: list[str] = []
-    values = kafkaio.read_values("unused:1", "p.detector.results", warn=warnings.append)
+    values = contract_records.read_values("unused:1", "p.detector.results", warn=warnings.append)
     assert len(values) == 1
     assert warnings == ["p.detector.results: skipped 1 malformed record(s) of 2"]
 
@@ -107,7 +108,9 @@ def test_every_compacted_topic_gets_a_key() -> None:
     }
     compacted = {spec.name for spec in TOPICS if spec.config["cleanup.policy"] == "compact"}
     assert compacted == set(records)
-    keys = {topic: kafkaio.contract_key(topic, record) for topic, record in records.items()}
+    keys = {
+        topic: contract_records.contract_key(topic, record) for topic, record in records.items()
+    }
     assert keys["review.grants"] == "alice"
     assert keys["hash.bank"] == "known_bad:sha256:" + "ab" * 32
     assert all(keys.values()), keys
