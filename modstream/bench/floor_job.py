@@ -23,7 +23,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 from modstream.core.config import Settings
 from modstream.jobs import options, runtime
 from modstream.jobs.moderation import python_calls
-from modstream.moderation.step import KEYED_TOPICS
+from modstream.moderation.step import BROADCAST_TOPICS, KEYED_TOPICS
 
 
 @python_calls.counted
@@ -58,7 +58,9 @@ def floor_source(
     name: str, doc: str | None, argv: list[str] | None
 ) -> tuple[argparse.Namespace, runtime.JobConfig, Any, DataStream]:
     """What both floors share: their options (`--output` the topic they write), job, Flink
-    environment, and the moderation job's Kafka source of every keyed input topic."""
+    environment, and a Kafka source of every topic the moderation job reads: the keyed inputs and
+    the broadcast ones (policy, hash banks, review grants), so a floor answers every event the
+    workload writes, as the bench counts them."""
     parser = options.job_parser(name, doc)
     parser.add_argument("--output", required=True, help="the topic the floor writes")
     args = parser.parse_args(argv)
@@ -66,7 +68,9 @@ def floor_source(
     job = runtime.job_config(name, args, settings)
     env = runtime.create_env(job, settings)
     source = env.from_source(
-        runtime.kafka_source(job, [job.topic(topic) for topic in KEYED_TOPICS]),
+        runtime.kafka_source(
+            job, [job.topic(topic) for topic in (*KEYED_TOPICS, *BROADCAST_TOPICS)]
+        ),
         WatermarkStrategy.no_watermarks(),
         "inputs",
         type_info=runtime.SOURCE_ROW,
