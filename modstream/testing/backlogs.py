@@ -180,8 +180,11 @@ def unanswered_backlog(start: int) -> list[workload.Line]:
     return [{"topic": topic, "value": value} for topic, value in lines]
 
 
-def comparable_backlog(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """The unanswered backlog's decisions (content ids `bl-*`) as sorted tuples."""
+def comparable_backlog(
+    decisions: list[dict[str, Any]], prefixes: tuple[str, ...] = ("bl-",)
+) -> list[tuple[Any, ...]]:
+    """The decisions of content ids starting with one of `prefixes` (default: the unanswered
+    backlog's, `bl-*`) as sorted tuples."""
     return sorted(
         (
             d["content_id"],
@@ -194,7 +197,7 @@ def comparable_backlog(decisions: list[dict[str, Any]]) -> list[tuple[Any, ...]]
             tuple(d["reasons"]),
         )
         for d in decisions
-        if d["content_id"].startswith("bl-")
+        if d["content_id"].startswith(prefixes)
     )
 
 

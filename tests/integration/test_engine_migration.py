@@ -25,7 +25,13 @@ import pytest
 
 from modstream.demo import workload
 from modstream.stack import cluster_jobs
-from modstream.testing.backlogs import BOUND_S, GRACE_MS, POLICY_KEY, small_policy
+from modstream.testing.backlogs import (
+    BOUND_S,
+    GRACE_MS,
+    POLICY_KEY,
+    comparable_backlog,
+    small_policy,
+)
 from modstream.testing.backlogs import live_job_args as job_args
 from modstream.testing.backlogs import unanswered_backlog as backlog
 from modstream.testing.live import LiveTraffic, now_ms
@@ -65,20 +71,7 @@ def after_restore(at: int) -> list[workload.Line]:
 
 
 def decisions(records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return sorted(
-        (
-            d["content_id"],
-            d["content_version"],
-            d["decision_revision"],
-            d["outcome"],
-            d["state"],
-            d["trigger"],
-            d["ts"],
-            tuple(d["reasons"]),
-        )
-        for d in records
-        if d["content_id"].startswith(COMPARED)
-    )
+    return comparable_backlog(records, COMPARED)
 
 
 def account_actions(records: list[dict[str, Any]]) -> list[str]:
