@@ -101,7 +101,7 @@ class Moderate(PolicyAware):
                 self._hold(timestamp, entries, ctx)
             return
         key = str(ctx.get_current_key())
-        rows: list[Row] = []
+        rows: list[Any] = []
         for timestamp, entries in groups:
             while due and due[0] < timestamp:
                 raw_state = self._fire(_pop(due, ctx), [], raw_state, key, ctx, rows, due)
@@ -115,7 +115,7 @@ class Moderate(PolicyAware):
     def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
         due, raw_state = self._stored()
         entries = self._drain(timestamp)  # input stored before issue 14 (see process_element)
-        rows: list[Row] = []
+        rows: list[Any] = []
         if due is None or timestamp in due or entries:
             if due is not None:
                 due = [other for other in due if other != timestamp]
@@ -126,7 +126,7 @@ class Moderate(PolicyAware):
             self._keep(due, raw_state)
         yield from self._batch(rows)
 
-    def _batch(self, rows: list[Row]) -> Iterator[Row]:
+    def _batch(self, rows: list[Any]) -> Iterator[Row]:
         metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
         return _batch(rows)
 
@@ -171,7 +171,7 @@ class Moderate(PolicyAware):
         raw_state: str | bytes | None,
         key: str,
         ctx: Any,
-        rows: list[Row],
+        rows: list[Any],
         due: list[int] | None,
     ) -> str | bytes | None:
         """Apply `inputs` and the version's timers at `timestamp`: rows out into `rows`, new
@@ -203,7 +203,9 @@ class Moderate(PolicyAware):
 
     def _rows(
         self, outputs: list[moderation.Output], letters: list[Any], timestamp: int
-    ) -> Iterator[Row]:
+    ) -> Iterator[tuple[str, str | None, str]]:
+        """(topic, key, value) per output and letter: plain tuples (a pyflink `Row` costs a
+        Python `__init__` and `__setattr__`s each); `_batch` makes the one Row that crosses."""
         for topic, key, output in outputs:
             if topic == moderation.SANCTIONS:
                 # On the main output under a reserved topic (no side outputs here): routed to
@@ -211,7 +213,7 @@ class Moderate(PolicyAware):
                 output = {**output, "at": timestamp}
             else:
                 topic = self.config.physical(topic)
-            yield Row(topic, key, jsonio.dumps(output))
+            yield topic, key, jsonio.dumps(output)
         for topic, content_id, error_class, message, raw, ts in letters:
             letter = dead_letter(
                 self.config.physical(topic),
@@ -222,7 +224,7 @@ class Moderate(PolicyAware):
                 error_class=error_class,
                 operator="moderation",
             )
-            yield Row(self.config.physical("moderation.dlq"), content_id, letter.model_dump_json())
+            yield self.config.physical("moderation.dlq"), content_id, letter.model_dump_json()
 
     def apply(
         self,
@@ -419,7 +421,7 @@ def _hashes(content: Content | None) -> dict[str, Any]:
     return {"sha256": content.sha256, "phash": content.phash}
 
 
-def _batch(rows: list[Row]) -> Iterator[Row]:
+def _batch(rows: list[Any]) -> Iterator[Row]:
     """Rows as one Row(topics, keys, values): one crossing back to Java however many."""
     if rows:
         yield Row([row[0] for row in rows], [row[1] for row in rows], [row[2] for row in rows])
