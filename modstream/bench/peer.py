@@ -189,11 +189,12 @@ class Engine:
             self.states[key] = state_schema.dump_version(state)
         for timer in set(timers):
             self._arm(timer, key)
-        for row in self.moderate._rows(outputs, letters, ts):
-            topic, out_key, value = row[0], row[1], row[2]
+        for topic, out_key, value in self.moderate._rows(outputs, letters, ts):
             if topic == moderation.SANCTIONS:  # to the author's stage, at the time emitted
                 if not self.sanctions_stage:
                     continue
+                if out_key is None:  # records.sanction_input keys each entry by its author
+                    raise ValueError("a sanctions entry without its author's id")
                 entry = json.loads(value)
                 at = int(entry.pop("at"))
                 self.decided.setdefault((out_key, at), []).append(entry)
