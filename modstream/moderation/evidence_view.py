@@ -33,7 +33,6 @@ def read_evidence(
     answered, failed, scores, results = _results(state, required, segments)
     absent = {detector for detector, got in answered.items() if len(got) < segments}
     missing = absent - scan_plan.unasked(state) if absent else absent
-    unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches) if absent else absent
     # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
     # applied after it, as a report batch at its window's end is, does not reopen scanning).
     passed = state.deadline is not None and (ts >= state.deadline or state.deadline_decided)
@@ -42,17 +41,22 @@ def read_evidence(
         and passed
         and state.deadline_timer is None  # a deadline still waiting has not passed
     )
-    best, broken = scores
+    best, unknown = scores  # `unknown`: the broken detectors, a set of this read's own
+    unknown |= failed
+    if absent:
+        unknown |= absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    if expired:
+        unknown |= missing
     view = EvidenceView(
         scores=best,
-        unknown=frozenset(broken | failed | unasked | (missing if expired else set())),
+        unknown=frozenset(unknown),
         outstanding=bool(missing) and not expired,
         checked=True,
     )
     completeness = {
         "required": len(answered) * segments if segments > 0 else 0,
         "received": sum(map(len, answered.values())),
-        "unknown": sorted(view.unknown),
+        "unknown": sorted(unknown),
     }
     return view, completeness, results, expired
 
@@ -78,6 +82,8 @@ def _results(
     taken: set[tuple[str, Any, Any]] = set()
     kept = 0  # `ok` results: more than `taken` holds when two share a slot
     evidence = state.evidence
+    if not evidence:  # the fast gate's read: nothing stored yet
+        return answered, set(), ({}, set()), []
     ordered = list(map(evidence.__getitem__, sorted(evidence)))
     # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
     single = segments == 1
@@ -112,14 +118,18 @@ def _best(scored: list[tuple[str, dict[str, Any]]]) -> Scores:
     broken: set[str] = set()
     for detector, scores in scored:
         for label, value in scores.items():
-            if (
-                type(value) is float or (isinstance(value, _NUMBER) and not isinstance(value, bool))
-            ) and 0.0 <= value <= 1.0:
-                key = (detector, label)
-                if value > best.get(key, -1.0):
-                    best[key] = float(value)
+            if type(value) is float:
+                if not 0.0 <= value <= 1.0:
+                    broken.add(detector)
+                    continue
+            elif isinstance(value, _NUMBER) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+                value = float(value)  # after the range: a huge int is no float
             else:
                 broken.add(detector)
+                continue
+            key = (detector, label)
+            if value > best.get(key, -1.0):
+                best[key] = value
     return best, broken
 
 
