@@ -248,7 +248,11 @@ def on_upsert(
         state.scan = "models"
         return _requests(state, policy, detectors, ts, text=record.text)
     state.scan = "gate"
-    return _requests(state, policy, gates, ts) + on_evidence(state, policy, ts)
+    asked = _requests(state, policy, gates, ts)
+    if state.evidence or content.segments < 1:
+        # No evidence and a segment to answer: the gate is waiting, `on_evidence` asks nothing.
+        asked += on_evidence(state, policy, ts)
+    return asked
 
 
 def gate_status(state: State, policy: CompiledPolicy) -> str:
