@@ -51,10 +51,8 @@ def required(policy: CompiledPolicy | None, modality: str) -> list[str]:
 def sample_ms(policy: CompiledPolicy, modality: str) -> int | None:
     """The policy's frame sampling of `modality` (video: `detectors.video.sample_ms`), or None:
     every frame (modstream/detectors/video.py: Sampling)."""
-    for name, requirement in policy.document.detectors.items():
-        if name == modality:
-            return requirement.sample_ms
-    return None
+    requirement = policy.document.detectors.get(modality)  # type: ignore[call-overload]
+    return requirement.sample_ms if requirement is not None else None
 
 
 def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
