@@ -15,7 +15,6 @@ from typing import Any
 from modstream.moderation.state import Evidence, State, uploaded
 from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
-from modstream.scanning.plan import required as _required
 from modstream.scanning.plan import segment as _segment
 
 
@@ -25,15 +24,15 @@ def read_evidence(
     """The evidence view for `policy`, the completeness record, the results read (in
     evidence-key order; `provenance_of` cites them), and whether the deadline has passed with
     evidence still missing (state `expired`). Detectors cost ordering never asked
-    (modstream/scanning/plan.py) are not waited for: UNKNOWN at once."""
+    (modstream/scanning/plan.py) are not waited for: UNKNOWN at once. Wanted: every (required
+    detector, segment) pair; counted per detector (`_results`), never built as pairs, since a
+    video's evidence is read again after each of its results."""
     content = uploaded(state)
     segments = content.segments
-    required = _required(policy, content.modality)
-    wanted = {(d, s) for d in required for s in range(segments)}
-    received, failed, scores, results = _results(state, wanted, segments)
-    absent = {detector for detector, _ in wanted - received}
-    missing = absent - scan_plan.unasked(state)
-    unasked = absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    required = policy.required_detectors(content.modality) if policy else ()
+    answered, failed, scores, results = _results(state, required, segments)
+    absent = {detector for detector, got in answered.items() if len(got) < segments}
+    missing = absent - scan_plan.unasked(state) if absent else absent
     # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
     # applied after it, as a report batch at its window's end is, does not reopen scanning).
     passed = state.deadline is not None and (ts >= state.deadline or state.deadline_decided)
@@ -42,78 +41,96 @@ def read_evidence(
         and passed
         and state.deadline_timer is None  # a deadline still waiting has not passed
     )
-    best, broken = scores
+    best, unknown = scores  # `unknown`: the broken detectors, a set of this read's own
+    unknown |= failed
+    if absent:
+        unknown |= absent & scan_plan.unknown_unasked(state, policy, hash_matches)
+    if expired:
+        unknown |= missing
     view = EvidenceView(
         scores=best,
-        unknown=frozenset(broken | failed | unasked | (missing if expired else set())),
+        unknown=frozenset(unknown),
         outstanding=bool(missing) and not expired,
         checked=True,
     )
     completeness = {
-        "required": len(wanted),
-        "received": len(received),
-        "unknown": sorted(view.unknown),
+        "required": len(answered) * segments if segments > 0 else 0,
+        "received": sum(map(len, answered.values())),
+        "unknown": sorted(unknown),
     }
     return view, completeness, results, expired
 
 
 Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> best; broken
+# A score's number types (`policy.is_score`): a tuple, as `int | float` builds a union per call.
+_NUMBER = (int, float)
 
 
 def _results(
-    state: State, wanted: set[tuple[str, int]], segments: int
-) -> tuple[set[tuple[str, int]], set[str], Scores, list[Evidence]]:
-    """The stored detector results in evidence-key order, in one pass: the wanted (detector,
-    segment) pairs they answer, the detectors that failed, the best score of each (detector,
-    label) over segments and model versions with the detectors whose scores are not numbers in
-    [0, 1] (`EvidenceView.from_segments`'s reading), and the results read, in that order (the
-    provenance, built only for a decision that is emitted: `Evaluation.provenance`). Two results
-    of a detector for one (segment, model version), which only a state from before issue 12 can
-    hold, are read as before: the later key's scores alone (`_overwritten`)."""
-    received: set[tuple[str, int]] = set()
+    state: State, required: tuple[str, ...], segments: int
+) -> tuple[dict[str, set[int]], set[str], Scores, list[Evidence]]:
+    """The stored detector results in evidence-key order, in one pass: the segments of each
+    required detector they answer (in range), the detectors that failed, the best score of each
+    (detector, label) over segments and model versions with the detectors whose scores are not
+    numbers in [0, 1] (`EvidenceView.from_segments`'s reading), and the results read, in that
+    order (the provenance, built only for a decision that is emitted: `Evaluation.provenance`).
+    Two results of a detector for one (segment, model version), which only a state from before
+    issue 12 can hold, are read as before: the later key's scores alone (`_overwritten`)."""
+    answered: dict[str, set[int]] = {detector: set() for detector in required}
     failed: set[str] = set()
-    best: dict[tuple[str, str], float] = {}
-    broken: set[str] = set()
+    scored: list[tuple[str, dict[str, Any]]] = []  # (detector, scores) of the `ok` results
     taken: set[tuple[str, Any, Any]] = set()
-    overwritten = False
+    kept = 0  # `ok` results: more than `taken` holds when two share a slot
     evidence = state.evidence
-    ordered = [evidence[key] for key in sorted(evidence)]
+    if not evidence:  # the fast gate's read: nothing stored yet
+        return answered, set(), ({}, set()), []
+    ordered = list(map(evidence.__getitem__, sorted(evidence)))
     # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
     single = segments == 1
+    span = range(segments)
     for result in ordered:
         detector = result.detector
         segment = result.segment_id
-        if single and (segment is None or segment == 0):
+        if single and not segment:  # None or 0
             segment = 0
-        if segment is None:
-            received.update((detector, s) for s in range(segments) if (detector, s) in wanted)
-        elif (detector, segment) in wanted:
-            received.add((detector, segment))
+        got = answered.get(detector)
+        if got is not None:
+            if segment is None:
+                got.update(span)
+            elif segment in span:
+                got.add(segment)
         if result.status != "ok":
             failed.add(detector)
             continue
-        slot = (detector, segment, result.model_version)
-        if slot in taken:
-            overwritten = True
-        taken.add(slot)
+        taken.add((detector, segment, result.model_version))
+        kept += 1
         if result.scores:
-            _take_scores(detector, result.scores, best, broken)
-    scores_read = _overwritten(state) if overwritten else (best, broken)
-    return received, failed, scores_read, ordered
+            scored.append((detector, result.scores))
+    scores_read = _overwritten(state) if len(taken) < kept else _best(scored)
+    return answered, failed, scores_read, ordered
 
 
-def _take_scores(
-    detector: str, scores: dict[str, Any], best: dict[tuple[str, str], float], broken: set[str]
-) -> None:
-    """One result's scores into the best per (detector, label); a value that is not a number in
-    [0, 1] (`policy.is_score`, inlined: the range excludes NaN and inf) breaks its detector."""
-    for label, value in scores.items():
-        if isinstance(value, int | float) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+def _best(scored: list[tuple[str, dict[str, Any]]]) -> Scores:
+    """The results' scores, in order, into the best per (detector, label); a value that is not
+    a number in [0, 1] (`policy.is_score`, inlined: the range excludes NaN and inf) breaks its
+    detector. A plain float, what a detector sends, is told apart by its type alone."""
+    best: dict[tuple[str, str], float] = {}
+    broken: set[str] = set()
+    for detector, scores in scored:
+        for label, value in scores.items():
+            if type(value) is float:
+                if not 0.0 <= value <= 1.0:
+                    broken.add(detector)
+                    continue
+            elif isinstance(value, _NUMBER) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+                value = float(value)  # after the range: a huge int is no float
+            else:
+                broken.add(detector)
+                continue
             key = (detector, label)
             if value > best.get(key, -1.0):
-                best[key] = float(value)
-        else:
-            broken.add(detector)
+                best[key] = value
+    return best, broken
 
 
 def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:

@@ -23,11 +23,19 @@ UNDETERMINED = "und"
 
 
 def of_evidence(evidence: Mapping[str, Evidence]) -> str:
-    """The language the version's results name with the most confidence, or `und`."""
+    """The language the version's results name with the most confidence, or `und`. Only the
+    results that name one are put in key order (the ties' order): most name none."""
+    named = [
+        key
+        for key, result in evidence.items()
+        if result.language is not None and result.status == "ok"
+    ]
+    if not named:
+        return UNDETERMINED
     best, surest = UNDETERMINED, -1.0
-    for key in sorted(evidence):
+    for key in sorted(named):
         result = evidence[key]
-        if result.status != "ok" or result.language is None:
+        if result.language is None:  # for the type checker: `named` holds none such
             continue
         confidence = result.language_confidence or 0.0
         if confidence > surest:

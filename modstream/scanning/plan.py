@@ -23,6 +23,7 @@ before them):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -50,10 +51,8 @@ def required(policy: CompiledPolicy | None, modality: str) -> list[str]:
 def sample_ms(policy: CompiledPolicy, modality: str) -> int | None:
     """The policy's frame sampling of `modality` (video: `detectors.video.sample_ms`), or None:
     every frame (modstream/detectors/video.py: Sampling)."""
-    for name, requirement in policy.document.detectors.items():
-        if name == modality:
-            return requirement.sample_ms
-    return None
+    requirement = policy.document.detectors.get(modality)  # type: ignore[call-overload]
+    return requirement.sample_ms if requirement is not None else None
 
 
 def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
@@ -61,25 +60,58 @@ def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
     `gate`, or every required detector is a gate detector)."""
     if policy is None:
         return []
-    needed = required(policy, modality)
+    needed = policy.required_detectors(modality)
     gates = [d for d in policy.gate_detectors(modality) if d in needed]
     return gates if len(gates) < len(needed) else []
 
 
+# `facts` by value: a version's facts change only with its reports and its language, and its
+# decisions, gate checks and fast gate each ask for them again (ContentFacts is frozen: one
+# instance serves them all). Bounded: emptied when full.
+_FACTS: dict[tuple[Any, ...], ContentFacts] = {}
+_FACTS_KEPT = 1024
+_SIGN = math.copysign
+
+
 def facts(state: State) -> ContentFacts:
-    """The policy's facts about the version (one place for the step and the scan plan)."""
+    """The policy's facts about the version (one place for the step and the scan plan). Kept by
+    value (`_FACTS`), each number with its type and the sign of a zero (equal numbers that
+    differ in these are told apart), so a kept instance is what a new one would be."""
     content = uploaded(state)
-    return ContentFacts(
-        modality=content.modality,
-        surface=content.surface,
-        region=content.region,
-        audience=content.audience,
-        account_risk=content.account_risk,
-        size_bytes=content.size_bytes,
-        mime_type=content.mime_type,
-        report_count=state.report_weight,
-        language=language.of_evidence(state.evidence),
+    account_risk, size_bytes, weight = content.account_risk, content.size_bytes, state.report_weight
+    key = (
+        content.modality,
+        content.surface,
+        content.region,
+        content.audience,
+        content.mime_type,
+        language.of_evidence(state.evidence),
+        account_risk,
+        type(account_risk),
+        _SIGN(1.0, account_risk),
+        size_bytes,
+        type(size_bytes),
+        weight,
+        type(weight),
+        _SIGN(1.0, weight),
     )
+    kept = _FACTS.get(key)
+    if kept is not None:
+        return kept
+    if len(_FACTS) >= _FACTS_KEPT:
+        _FACTS.clear()
+    made = _FACTS[key] = ContentFacts(
+        modality=key[0],
+        surface=key[1],
+        region=key[2],
+        audience=key[3],
+        account_risk=account_risk,
+        size_bytes=size_bytes,
+        mime_type=key[4],
+        report_count=weight,
+        language=key[5],
+    )
+    return made
 
 
 def bank_blocked(policy: CompiledPolicy | None, hash_matches: Iterable[str]) -> bool:
@@ -214,44 +246,69 @@ def on_upsert(
         state.scan = "models"
         return _requests(state, policy, detectors, ts, text=record.text)
     state.scan = "gate"
-    return _requests(state, policy, gates, ts) + on_evidence(state, policy, ts)
+    asked = _requests(state, policy, gates, ts)
+    if state.evidence or content.segments < 1:
+        # No evidence and a segment to answer: the gate is waiting, `on_evidence` asks nothing.
+        asked += on_evidence(state, policy, ts)
+    return asked
 
 
 def gate_status(state: State, policy: CompiledPolicy) -> str:
     """`waiting` (a gate detector has not answered every segment), `passed` or `failed`: a gate
     detector answered other than `ok` (or with a score that is not one), or a rule reading a
     gate detector matches with PENDING or BLOCK on the evidence so far."""
-    content = uploaded(state)
-    gates = gate(policy, content.modality)
-    segments = content.segments
-    wanted = {(d, s) for d in gates for s in range(segments)}
-    received: set[tuple[str, int]] = set()
-    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
-    failed = False
-    for key in sorted(state.evidence):
-        result = state.evidence[key]
-        detector = result.detector
-        if detector not in gates:
+    return _gate_status(state, policy, gate(policy, uploaded(state).modality))
+
+
+def _gate_status(state: State, policy: CompiledPolicy, gates: list[str]) -> str:
+    """`gate_status` with the gate detectors (`gate`) already known. Only the gate detectors'
+    results are read: first in any order (a result not `ok` fails the gate, a segment not yet
+    answered keeps it waiting: what a video's gate does after most of its results), then, only
+    once they all answered, in key order for their scores (a later key's replace an earlier
+    one's, as in `EvidenceView.from_segments`)."""
+    evidence = state.evidence
+    segments = uploaded(state).segments
+    answered: dict[str, set[int | None]] = {detector: set() for detector in gates}
+    keys = []
+    for key, result in evidence.items():
+        got = answered.get(result.detector)
+        if got is None:
             continue
-        at = segment(state, result.segment_id)
-        received.update((detector, s) for s in (range(segments) if at is None else [at]))
         if result.status != "ok":
-            failed = True
-        else:
-            per_segment.setdefault(detector, {})[(at, result.model_version)] = result.scores or {}
-    if failed:
-        return "failed"
-    if wanted - received:
-        return "waiting"
+            return "failed"
+        sid = result.segment_id
+        got.add(0 if segments == 1 and not sid else sid)  # `segment`; None: every segment
+        keys.append(key)
+    span = range(segments)
+    for got in answered.values():
+        if None not in got and not got.issuperset(span):
+            return "waiting"
+    per_segment: dict[str, dict[Any, dict[str, Any]]] = {}
+    for key in sorted(keys):
+        result = evidence[key]
+        at = segment(state, result.segment_id)
+        per_segment.setdefault(result.detector, {})[(at, result.model_version)] = (
+            result.scores or {}
+        )
     view = EvidenceView.from_segments(per_segment, unknown=set(), outstanding=True)
-    if view.unknown & set(gates):
+    gating = set(gates)
+    if view.unknown & gating:
         return "failed"
+    return _gate_rule_fails(state, policy, view, gating)
+
+
+def _gate_rule_fails(
+    state: State, policy: CompiledPolicy, view: EvidenceView, gating: set[str]
+) -> str:
+    """`failed` when a rule reading a gate detector matches with PENDING or BLOCK on the gate's
+    evidence `view`, else `passed`."""
     verdict = policy.evaluate(facts(state), view, ts=0)
+    rules = policy.rules_by_id
     for rule_id in verdict.matched_rules:
-        compiled = policy.rules_by_id.get(rule_id)
+        compiled = rules.get(rule_id)
         if (
             compiled is not None
-            and compiled.condition.detectors & set(gates)
+            and compiled.condition.detectors & gating
             and SEVERITY_RANK[compiled.rule.outcome] >= GATE_FAILS_AT
         ):
             return "failed"
@@ -266,23 +323,25 @@ def on_evidence(
     it failed (they are then UNKNOWN at once: the decision that follows does not wait for the
     deadline). A gate result after the models were asked that fails the gate (a second
     `media_check` model version) withholds the models still unanswered too, so the decision
-    depends on the evidence, not on the order it came in."""
+    depends on the evidence, not on the order it came in. Any other result, once the models
+    were asked, is looked up in the policy's gate list alone (no gate built for it)."""
     if policy is None or state.content is None:
         return []
-    content = state.content
+    modality = state.content.modality
     scan = state.scan
-    recheck = (
-        scan == "models" and detector is not None and detector in gate(policy, content.modality)
-    )
+    if scan != "gate" and (scan != "models" or detector not in policy.gate_detectors(modality)):
+        return []
+    gates = gate(policy, modality)
+    recheck = scan == "models" and detector in gates
     if scan != "gate" and not recheck:
         return []
-    status = gate_status(state, policy)
+    status = _gate_status(state, policy, gates)
     if recheck and status != "failed":
         return []
     if status == "waiting":
         return []
-    gates = set(gate(policy, content.modality))
-    models = [d for d in required(policy, content.modality) if d not in gates]
+    gating = set(gates)
+    models = [d for d in policy.required_detectors(modality) if d not in gating]
     if status == "failed":
         state.scan = "withheld"
         state.unasked = models
