@@ -23,7 +23,6 @@ before them):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -65,53 +64,20 @@ def gate(policy: CompiledPolicy | None, modality: str) -> list[str]:
     return gates if len(gates) < len(needed) else []
 
 
-# `facts` by value: a version's facts change only with its reports and its language, and its
-# decisions, gate checks and fast gate each ask for them again (ContentFacts is frozen: one
-# instance serves them all). Bounded: emptied when full.
-_FACTS: dict[tuple[Any, ...], ContentFacts] = {}
-_FACTS_KEPT = 1024
-_SIGN = math.copysign
-
-
 def facts(state: State) -> ContentFacts:
-    """The policy's facts about the version (one place for the step and the scan plan). Kept by
-    value (`_FACTS`), each number with its type and the sign of a zero (equal numbers that
-    differ in these are told apart), so a kept instance is what a new one would be."""
+    """The policy's facts about the version (one place for the step and the scan plan)."""
     content = uploaded(state)
-    account_risk, size_bytes, weight = content.account_risk, content.size_bytes, state.report_weight
-    key = (
-        content.modality,
-        content.surface,
-        content.region,
-        content.audience,
-        content.mime_type,
-        language.of_evidence(state.evidence),
-        account_risk,
-        type(account_risk),
-        _SIGN(1.0, account_risk),
-        size_bytes,
-        type(size_bytes),
-        weight,
-        type(weight),
-        _SIGN(1.0, weight),
+    return ContentFacts(
+        modality=content.modality,
+        surface=content.surface,
+        region=content.region,
+        audience=content.audience,
+        account_risk=content.account_risk,
+        size_bytes=content.size_bytes,
+        mime_type=content.mime_type,
+        report_count=state.report_weight,
+        language=language.of_evidence(state.evidence),
     )
-    kept = _FACTS.get(key)
-    if kept is not None:
-        return kept
-    if len(_FACTS) >= _FACTS_KEPT:
-        _FACTS.clear()
-    made = _FACTS[key] = ContentFacts(
-        modality=key[0],
-        surface=key[1],
-        region=key[2],
-        audience=key[3],
-        account_risk=account_risk,
-        size_bytes=size_bytes,
-        mime_type=key[4],
-        report_count=weight,
-        language=key[5],
-    )
-    return made
 
 
 def bank_blocked(policy: CompiledPolicy | None, hash_matches: Iterable[str]) -> bool:
