@@ -234,7 +234,8 @@ def resolve(
 
 def committed_partitions(bootstrap_servers: str, group_id: str, topics: list[str]) -> list[str]:
     """`topic#partition` of `topics` on which consumer group `group_id` has committed an offset
-    (the Kafka source commits its offsets at each completed checkpoint)."""
+    (the Kafka source commits a completed checkpoint's offsets once its poll in flight returns,
+    up to 10 s after the checkpoint)."""
     from kafka.admin import KafkaAdminClient
     from kafka.errors import KafkaError
 

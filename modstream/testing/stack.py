@@ -122,6 +122,25 @@ class Kafka:
                 )
             time.sleep(0.5)
 
+    def wait_for_committed(
+        self, group_id: str, topics: list[str], timeout_s: float = 60.0
+    ) -> list[str]:
+        """Poll until consumer group `group_id` has committed an offset on a partition of
+        `topics`; returns those `topic#partition`. A job's Kafka source commits a checkpoint's
+        offsets on its fetcher thread once the poll in flight returns (up to 10 s on a quiet
+        partition), not when the checkpoint completes."""
+        from modstream.jobs.restore import committed_partitions
+
+        deadline = time.monotonic() + timeout_s
+        while not (committed := committed_partitions(self.bootstrap_servers, group_id, topics)):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"consumer group {group_id!r}: no committed offset on {topics} within"
+                    f" {timeout_s}s"
+                )
+            time.sleep(0.5)
+        return committed
+
 
 @dataclass
 class JobProcess:
