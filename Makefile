@@ -26,7 +26,7 @@ help:
 	@echo "make up / down         start / stop Kafka (KRaft) and Redis on 127.0.0.1"
 	@echo "make demo              setup, up, topics, run the jobs on a generated workload, summary"
 	@echo "make test              setup, start a test stack, unit + integration tests, stop it"
-	@echo "make test-slow         the slow tests make test leaves out: cluster demo, batched engine runs"
+	@echo "make test-slow         the slow tests make test leaves out: cluster demo, pyflink engine runs"
 	@echo "make test-unit         tests that need no JVM and no stack"
 	@echo "make test-integration  tests on the real broker, Redis and a Flink MiniCluster"
 	@echo "make lint              ruff, mypy, the package's layers (import-linter), schemas"
@@ -138,7 +138,7 @@ test: setup
 	$(call with_test_stack,$(XDIST) --durations=30 -m "not slow" tests)
 
 # What `make test` leaves out to stay lean (pytest marker `slow`): the cluster demo, the short
-# fault run (tests/integration/test_faults.py) and the batched engine's backlog and
+# fault run (tests/integration/test_faults.py) and the PyFlink engine's backlog and
 # exactly-once restore runs.
 test-slow: setup
 	$(call with_test_stack,$(XDIST) --durations=30 -m slow tests)

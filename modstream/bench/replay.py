@@ -33,7 +33,7 @@ DEFAULT_ENV = {
 }
 
 
-def replay(events: Path, out: Path, parallelism: int, engine: str = "pyflink") -> tuple[float, str]:
+def replay(events: Path, out: Path, parallelism: int, engine: str = "batched") -> tuple[float, str]:
     """Wall seconds of one `modstream replay` and its summary line; fails when it fails."""
     started = time.perf_counter()
     policy = PROJECT_ROOT / "policy_rules" / "global.yaml"
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine",
         choices=("pyflink", "batched"),
-        default="pyflink",
+        default="batched",
         help="modstream/jobs/moderation/job.py",
     )
     args = parser.parse_args(argv)

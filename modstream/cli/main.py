@@ -220,8 +220,9 @@ def add_replay_parsers(add: Add) -> None:
     sub.add_argument(
         "--engine",
         choices=("pyflink", "batched"),
-        default="pyflink",
-        help="the job's keyed operator (modstream/jobs/moderation/job.py --engine)",
+        default="batched",
+        help="the job's keyed operators (modstream/jobs/moderation/job.py --engine; batched by"
+        " default)",
     )
 
 

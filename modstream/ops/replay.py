@@ -139,7 +139,7 @@ def run(
     parallelism: int = 1,
     *,
     scan_requests: bool = False,
-    engine: str = "pyflink",
+    engine: str = "batched",
 ) -> int:
     from modstream.jobs import files, runtime
     from modstream.jobs.moderation.job import build

@@ -29,7 +29,7 @@ WAIT_S = 300 + VERSIONS // 20
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(3 * WAIT_S + 300)]
 
 
-@pytest.mark.parametrize("engine", ["pyflink", pytest.param("batched", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("engine", ["batched", pytest.param("pyflink", marks=pytest.mark.slow)])
 def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     engine: str,
     kafka: Kafka,

@@ -35,7 +35,7 @@ def tick(at: int) -> dict[str, Any]:
     return workload.marker(at, f"tick-{at}")
 
 
-@pytest.mark.parametrize("engine", ["pyflink", pytest.param("batched", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("engine", ["batched", pytest.param("pyflink", marks=pytest.mark.slow)])
 def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     engine: str,
     kafka: Kafka,

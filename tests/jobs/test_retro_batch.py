@@ -172,10 +172,10 @@ def test_decode_follows_uploads_and_bank_records_with_their_hash_rows_in_the_bat
         [5, 6],
     )
     config = ModerationConfig(keyring=NOTHING_REQUIRED)
-    [plain] = DecodeBatch(config).process_element(batch, None)
-    [batched] = DecodeBatch(dataclasses.replace(config, engine="batched")).process_element(
+    [plain] = DecodeBatch(dataclasses.replace(config, engine="pyflink")).process_element(
         batch, None
     )
+    [batched] = DecodeBatch(config).process_element(batch, None)  # the default engine
     assert plain[0] == ["keyed", "broadcast"]
     routes, keys, kinds, _, stamps, seqs, lanes = batched
     assert routes == ["keyed", *[HASH_ROUTE] * 9, "broadcast", HASH_ROUTE]

@@ -126,10 +126,11 @@ class ModerationConfig(runtime.TopicNames):
     # How long a detector's answer may take to reach this job (the scan job's transaction
     # interval and ours): a live deadline waits this long past the detectors' own deadline.
     evidence_grace_ms: int = moderation.EVIDENCE_GRACE_MS
-    # The keyed operator: "pyflink" (EventTimeOrder.java, then `Moderate` in PyFlink) or
-    # "batched" (BatchedVersions.java: order, state and timers in Java, Python once per
-    # watermark: modstream/jobs/moderation/batch.py).
-    engine: str = "pyflink"
+    # The keyed operators: "batched" (BatchedVersions.java: order, state and timers in Java,
+    # Python once per batch interval: modstream/jobs/moderation/batch.py; the default since
+    # issue 26) or "pyflink" (EventTimeOrder.java, then `Moderate`, `RetroJoin`, `Sanctions` in
+    # PyFlink).
+    engine: str = ENGINE_BATCHED
     # The batched engine calls Python at most once per this much processing time for the
     # versions readied since its last call (BatchedVersions.java; 0: at every watermark that
     # readied one). It adds up to this to a decision's latency and divides the calls by the

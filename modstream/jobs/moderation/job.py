@@ -241,9 +241,10 @@ def engine_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=ENGINES,
-        default="pyflink",
-        help="the keyed operator: pyflink (Moderate per version) or batched (BatchedVersions.java:"
-        " order, state and timers in Java, Python once per watermark; issue 26)",
+        default=ENGINE_BATCHED,
+        help="the keyed operators: batched (the default: BatchedVersions.java, order, state and"
+        " timers in Java, Python once per batch interval; issue 26) or pyflink (Moderate per"
+        " version); a pyflink savepoint restores into batched, not back (docs/OPERATIONS.md)",
     )
 
 
