@@ -25,19 +25,13 @@ UNDETERMINED = "und"
 def of_evidence(evidence: Mapping[str, Evidence]) -> str:
     """The language the version's results name with the most confidence, or `und`. Only the
     results that name one are put in key order (the ties' order): most name none."""
-    named = [
-        key
+    named = sorted(
+        (key, result.language, result.language_confidence or 0.0)
         for key, result in evidence.items()
         if result.language is not None and result.status == "ok"
-    ]
-    if not named:
-        return UNDETERMINED
+    )
     best, surest = UNDETERMINED, -1.0
-    for key in sorted(named):
-        result = evidence[key]
-        if result.language is None:  # for the type checker: `named` holds none such
-            continue
-        confidence = result.language_confidence or 0.0
+    for _, language, confidence in named:
         if confidence > surest:
-            best, surest = result.language, confidence
+            best, surest = language, confidence
     return best

@@ -212,11 +212,7 @@ def on_upsert(
         state.scan = "models"
         return _requests(state, policy, detectors, ts, text=record.text)
     state.scan = "gate"
-    asked = _requests(state, policy, gates, ts)
-    if state.evidence or content.segments < 1:
-        # No evidence and a segment to answer: the gate is waiting, `on_evidence` asks nothing.
-        asked += on_evidence(state, policy, ts)
-    return asked
+    return _requests(state, policy, gates, ts) + on_evidence(state, policy, ts)
 
 
 def gate_status(state: State, policy: CompiledPolicy) -> str:
@@ -242,8 +238,7 @@ def _gate_status(state: State, policy: CompiledPolicy, gates: list[str]) -> str:
             continue
         if result.status != "ok":
             return "failed"
-        sid = result.segment_id
-        got.add(0 if segments == 1 and not sid else sid)  # `segment`; None: every segment
+        got.add(segment(state, result.segment_id))  # None: every segment
         keys.append(key)
     span = range(segments)
     for got in answered.values():
@@ -295,11 +290,14 @@ def on_evidence(
         return []
     modality = state.content.modality
     scan = state.scan
-    if scan != "gate" and (scan != "models" or detector not in policy.gate_detectors(modality)):
+    if scan == "gate":
+        recheck = False
+    elif scan == "models" and detector in policy.gate_detectors(modality):
+        recheck = True
+    else:
         return []
     gates = gate(policy, modality)
-    recheck = scan == "models" and detector in gates
-    if scan != "gate" and not recheck:
+    if recheck and detector not in gates:
         return []
     status = _gate_status(state, policy, gates)
     if recheck and status != "failed":
