@@ -33,7 +33,7 @@ help:
 	@echo "make docs              redraw docs/img/architecture.svg and the jobs table of docs/architecture.md from the code"
 	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
-	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes (pytest-benchmark)"
+	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes; fire as the job runs it (pytest-benchmark)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"

@@ -70,10 +70,18 @@ def models(evidence: Iterable[tuple[str, str]]) -> str:
 
 
 def counted(
-    outputs: list[Output], slice_: Slice, earlier: Callable[[], InForce | None]
+    outputs: list[Output], slice_of: Callable[[], Slice], earlier: Callable[[], InForce | None]
 ) -> list[tuple[str, dict[str, str]]]:
-    """The quality counters one firing's `outputs` add to, with their labels. `earlier` is
-    called at most once, and only when a review or appeal decision is among the outputs."""
+    """The quality counters one firing's `outputs` add to, with their labels. `slice_of` and
+    `earlier` are each called at most once, and only when an output counts (`slice_of`) or a
+    review or appeal decision is among the outputs (`earlier`): most firings count nothing."""
+    slices: list[Slice] = []
+
+    def slice_() -> Slice:
+        if not slices:
+            slices.append(slice_of())
+        return slices[0]
+
     policy_of = {
         record.get("decision_revision"): record.get("policy_version")
         for topic, _key, record in outputs
@@ -83,10 +91,10 @@ def counted(
     counts: list[tuple[str, dict[str, str]]] = []
     for topic, _key, record in outputs:
         if topic == "user.notifications" and record.get("appeal_allowed") is True:
-            labels = slice_.labels(policy_of.get(record.get("decision_revision")))
+            labels = slice_().labels(policy_of.get(record.get("decision_revision")))
             counts.append(("appealable_decisions", labels))
         elif topic == "review.tasks" and record.get("kind") == "appeal":
-            counts.append(("appeals", slice_.labels(record.get("policy_version"))))
+            counts.append(("appeals", slice_().labels(record.get("policy_version"))))
         elif topic == "moderation.decisions" and record.get("trigger") in HUMAN_TRIGGERS:
             if not before:
                 before.append(earlier())
@@ -97,12 +105,12 @@ def counted(
 
 
 def _judged(
-    record: dict[str, Any], before: InForce | None, slice_: Slice
+    record: dict[str, Any], before: InForce | None, slice_: Callable[[], Slice]
 ) -> tuple[str, dict[str, str]] | None:
     """An appeal's result, or a review's agreement with the model's decision it replaced."""
     if before is None:  # nothing was in force: nothing to agree with
         return None
-    labels = slice_.labels(record.get("policy_version"))
+    labels = slice_().labels(record.get("policy_version"))
     changed = record.get("outcome") != before.outcome
     if record.get("trigger") == "appeal":
         return "appeal_outcomes", {**labels, "result": "overturned" if changed else "upheld"}

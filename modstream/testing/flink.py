@@ -388,10 +388,12 @@ class FakeCounter:
 
     def __init__(self) -> None:
         self.count = 0
+        self.calls = 0  # each one a Python-to-Java call in a job
         self.values: list[int] = []
 
     def inc(self, count: int = 1) -> None:
         self.count += count
+        self.calls += 1
 
     def update(self, value: int) -> None:
         self.values.append(value)

@@ -12,7 +12,7 @@ from pyflink.common import Row
 from modstream.jobs.metrics import OperatorMetrics
 from modstream.jobs.moderation import drift_metrics
 from modstream.jobs.moderation.config import ModerationConfig
-from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.decode import Decode, DecodeBatch
 from modstream.jobs.moderation.drift_metrics import ScoreCounts
 from modstream.scanning import drift
 from modstream.testing.flink import FakeMetricsContext as FakeContext
@@ -51,3 +51,30 @@ def test_the_series_a_subtask_counts_are_bounded() -> None:
         counts.count(f"d{number}", "m", "ok", {"x": 0.5})
     assert len(counts.seen) == drift_metrics.MAX_SERIES
     assert len(context.group.made) == drift_metrics.MAX_SERIES * len(drift.BUCKETS)
+
+
+def test_a_decoded_batch_counts_each_series_once_for_all_its_records() -> None:
+    """Each counter increment is a Python-to-Java call in a job: a batch of 200 results makes
+    one per series (the buckets registered at 0, then the two buckets seen), not one per result."""
+    decode = DecodeBatch(ModerationConfig(keyring=NOTHING_REQUIRED))
+    context = FakeContext()
+    decode.open(context)  # type: ignore[arg-type]
+    records = [
+        evidence(f"c{number}", scores={"offensive": 0.97 if number % 2 else 0.02})
+        for number in range(200)
+    ]
+    columns = (
+        ["detector.results"] * len(records),
+        [record["content_id"] for record in records],
+        [json.dumps(record) for record in records],
+        [T0] * len(records),
+        [""] * len(records),
+        [0] * len(records),
+    )
+    list(decode.process_element(Row(*columns), None))
+    made = {key: made for key, made in context.group.made.items() if key.startswith(SERIES)}
+    assert {key.split("/")[-2]: (c.count, c.calls) for key, c in made.items()} == {
+        **{f"bucket={bucket}": (0, 1) for bucket in drift.BUCKETS},
+        "bucket=0": (100, 1),
+        "bucket=90": (100, 1),
+    }

@@ -156,6 +156,24 @@ def test_operator_metrics_register_once_per_label_values() -> None:
     assert made["modstream/error_class=schema/dlq"].count == 1
 
 
+def test_deferred_increments_are_summed_and_made_once_per_series_at_the_end() -> None:
+    context = FakeContext()
+    reporter = OperatorMetrics(context, "test")
+    with reporter.deferred():
+        for _ in range(3):
+            reporter.inc("decisions", outcome="BLOCK", trigger="fast_gate")
+        reporter.inc("dlq", 0, error_class="schema")  # registered at 0
+        with reporter.deferred():  # nested: the outer one makes them
+            reporter.inc("decisions", 2, outcome="BLOCK", trigger="fast_gate")
+        assert context.group.made == {}
+    made = context.group.made
+    decisions = made["modstream/outcome=BLOCK/trigger=fast_gate/decisions"]
+    assert (decisions.count, decisions.calls) == (5, 1)
+    assert (made["modstream/error_class=schema/dlq"].count, len(made)) == (0, 2)
+    reporter.inc("decisions", trigger="fast_gate", outcome="BLOCK")  # after it: made at once
+    assert (decisions.count, decisions.calls) == (6, 2)
+
+
 def test_without_a_metric_group_every_call_is_a_no_op() -> None:
     metrics.NO_METRICS.inc("dlq", error_class="schema")
     metrics.NO_METRICS.observe("enforcement_lag_ms", 5)

@@ -39,13 +39,33 @@ def never() -> InForce | None:
 
 def test_a_restrictive_decision_the_author_may_appeal_counts_as_appealable() -> None:
     fired = [decision("BLOCK", "evidence"), notice("BLOCK", True), ("moderation.index", "k", {})]
-    assert counted(fired, SLICE, never) == [("appealable_decisions", LABELS)]
-    assert counted([decision("ALLOW", "evidence"), notice("ALLOW", False)], SLICE, never) == []
+    assert counted(fired, lambda: SLICE, never) == [("appealable_decisions", LABELS)]
+    assert counted([decision("ALLOW", "evidence"), notice("ALLOW", False)], unread, never) == []
+
+
+def unread() -> Slice:
+    raise AssertionError("the version's slice was read for a firing that counts nothing")
+
+
+def test_the_slice_is_read_once_and_only_when_an_output_counts() -> None:
+    reads: list[Slice] = []
+
+    def slice_of() -> Slice:
+        reads.append(SLICE)
+        return SLICE
+
+    fired = [task("appeal"), notice("BLOCK", True), decision("BLOCK", "evidence")]
+    assert [name for name, _ in counted(fired, slice_of, never)] == [
+        "appeals",
+        "appealable_decisions",
+    ]
+    assert len(reads) == 1
+    assert counted([task("review"), ("moderation.index", "k", {})], unread, never) == []
 
 
 def test_an_appeal_counts_when_its_task_opens_not_a_review_task() -> None:
-    assert counted([task("appeal")], SLICE, never) == [("appeals", LABELS)]
-    assert counted([task("review")], SLICE, never) == []
+    assert counted([task("appeal")], lambda: SLICE, never) == [("appeals", LABELS)]
+    assert counted([task("review")], lambda: SLICE, never) == []
 
 
 @pytest.mark.parametrize(
@@ -60,7 +80,7 @@ def test_an_appeal_is_overturned_when_its_outcome_differs_from_the_one_appealed(
     before: InForce, outcome: str, result: str
 ) -> None:
     fired = [decision(outcome, "appeal"), notice(outcome, False)]
-    assert counted(fired, SLICE, lambda: before) == [
+    assert counted(fired, lambda: SLICE, lambda: before) == [
         ("appeal_outcomes", {**LABELS, "result": result})
     ]
 
@@ -77,7 +97,7 @@ def test_an_appeal_is_overturned_when_its_outcome_differs_from_the_one_appealed(
 def test_a_review_of_the_models_decision_agrees_or_disagrees(
     before: InForce | None, outcome: str, expected: list[tuple[str, str]]
 ) -> None:
-    counts = counted([decision(outcome, "review")], SLICE, lambda: before)
+    counts = counted([decision(outcome, "review")], lambda: SLICE, lambda: before)
     assert counts == [(name, {**LABELS, "agreement": value}) for name, value in expected]
 
 
@@ -89,7 +109,7 @@ def test_a_reviewed_block_is_both_judged_and_appealable_and_reads_the_state_once
         return InForce("ALLOW", human=False)
 
     fired = [decision("BLOCK", "review", 3), notice("BLOCK", True, 3), decision("BLOCK", "review")]
-    names = [name for name, _ in counted(fired, SLICE, earlier)]
+    names = [name for name, _ in counted(fired, lambda: SLICE, earlier)]
     assert set(names) <= set(COUNTERS)
     assert names == [
         "human_reviews",

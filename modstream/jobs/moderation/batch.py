@@ -45,16 +45,27 @@ class RecordedMetrics(OperatorMetrics):
         self.values: dict[tuple[str, tuple[str, ...]], int] = {}
         self.samples: list[list[Any]] = []
         self.shown: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
+        # (name, *labels.items()) as a call passed them -> (name, [label, value, ...]): a
+        # metric's labels are looked up, stringified and redacted once, not at each update
+        # (about a fifth of a version's time in Python went to its metrics before).
+        self.keys: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
 
     def inc(self, name: str, count: int = 1, **labels: str) -> None:
-        key = (name, self._labels(name, labels))
+        key = self._key(name, labels)
         self.counts[key] = self.counts.get(key, 0) + count
 
     def set(self, name: str, value: float, **labels: str) -> None:
-        self.values[(name, self._labels(name, labels))] = int(value)
+        self.values[self._key(name, labels)] = int(value)
 
     def observe(self, name: str, value: float, **labels: str) -> None:
-        self.samples.append(["histogram", name, list(self._labels(name, labels)), int(value)])
+        self.samples.append(["histogram", name, list(self._key(name, labels)[1]), int(value)])
+
+    def _key(self, name: str, labels: dict[str, str]) -> tuple[str, tuple[str, ...]]:
+        called = (name, *labels.items())
+        key = self.keys.get(called)
+        if key is None:
+            key = self.keys[called] = (name, self._labels(name, labels))
+        return key
 
     def _labels(self, name: str, labels: dict[str, str]) -> tuple[str, ...]:
         """[label, value, ...] as Flink's groups name them, each value redacted once (as

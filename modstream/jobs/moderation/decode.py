@@ -147,15 +147,18 @@ class DecodeBatch(Decode):
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         columns: list[list[Any]] = [[] for _ in range(7)]
         hash_rows = self.config.engine == ENGINE_BATCHED
-        for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
-            item = self.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
-            if isinstance(item, tuple):
-                letter = item[1]
-                item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
-            rows = [item, *_hash_rows(item)] if hash_rows else [item]
-            for row in rows:
-                for column, part in zip(columns, row, strict=True):
-                    column.append(part)
+        with self.metrics.deferred():  # one Java call per series per batch, not per record
+            for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
+                item = self.decode(
+                    physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0)
+                )
+                if isinstance(item, tuple):
+                    letter = item[1]
+                    item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
+                rows = [item, *_hash_rows(item)] if hash_rows else [item]
+                for row in rows:
+                    for column, part in zip(columns, row, strict=True):
+                        column.append(part)
         yield Row(*columns)
 
 

@@ -21,6 +21,7 @@ compared (modstream/review/second_review.py) come with the step's result, not it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -75,7 +76,8 @@ class ModerationMetrics:
             elif topic == "review.tasks":
                 self.metrics.inc("review_tasks", queue=str(record.get("queue")))
         if outputs:
-            for name, labels in quality.counted(outputs, quality_slice(state), earlier):
+            slice_of = functools.partial(quality_slice, state)  # read only when one counts
+            for name, labels in quality.counted(outputs, slice_of, earlier):
                 self.metrics.inc(name, 1, **labels)
         if state is None or state.deleted or state.retired:
             self.pending.pop(key, None)
