@@ -26,7 +26,7 @@ import statistics
 import time
 from typing import Any
 
-from modstream.bench.compare import step_engine, step_records
+from modstream.bench.compare import FIRE_STEP_MS, step_engine, step_records
 from modstream.bench.fire import Driver, keyed_rows
 from modstream.demo.workload import BENCH_MIX, generate
 
@@ -87,9 +87,6 @@ def test_step_per_event(benchmark: Any) -> None:
         print(f"\nstep: {info}")
     assert outputs > events
     assert info["state_bytes_per_version"] > 0
-
-
-FIRE_STEP_MS = 200
 
 
 def test_fire_per_event(benchmark: Any) -> None:

@@ -47,4 +47,5 @@ def test_step_cost_reports_a_warm_pass_and_the_cold_one_apart() -> None:
         assert cost[f"{key}_us_per_event"] > 0
         assert cost[f"cold_{key}_us_per_event"] > 0
     assert cost["outputs_per_event"] > 1
+    assert cost["fire_us_per_event"] > 0  # the step with the job's adapter
     assert 0 < cost["state_bytes_per_version"] < 4096
