@@ -9,13 +9,24 @@ stored values, the versions' timers) in plain Python, outside the timed part: on
 timed, in CPU time. The watermark advances `step_ms` of event time per call, so a call carries
 every version that became ready in that much event time (a live job calls every 200 ms of
 processing time; a backlog's call carries thousands of versions).
+
+`sanctions_cost` does the same for the sanctions operator (`BatchedSanctions.fire`, keyed by
+author) on the sanctions rows the version operator's answers held, each at its `at`:
+
+    python -m modstream.bench.fire --versions 55000 [--authors 40]
+
+prints one JSON line: `fire_us_per_event`, `sanctions_us_per_event`, `sanctions_us_per_row` and
+the accounts' stored bytes, on `modstream bench`'s workload (`BENCH_MIX`, its authors unless
+`--authors` says how many).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cloudpickle
@@ -24,6 +35,8 @@ import msgspec
 from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.sanctions_batch import BatchedSanctions
+from modstream.moderation.step import SANCTIONS
 
 KEYED = "keyed"  # Decode's route for the version operator's input (config.DECODED_ROW)
 _PACK = msgspec.msgpack.Encoder().encode
@@ -50,6 +63,7 @@ class Driver:
     cpu_s: float = 0.0
     calls: int = 0
     outputs: int = 0
+    sanctions: list[list[Any]] = field(default_factory=list)  # the rows for the sanctions
 
     def __post_init__(self) -> None:
         self.python = BatchedModerate(cloudpickle.dumps(self.config), 0)
@@ -82,6 +96,7 @@ class Driver:
         self.calls += 1
         states, timers, rows, _metrics, _puts = _UNPACK(answer)
         self.outputs += len(rows)
+        self.sanctions += [row for row in rows if row[0] == SANCTIONS]
         for key, value in states:
             if value is None:
                 self.values.pop(key, None)
@@ -101,3 +116,84 @@ class Driver:
                 self.held[key] = waiting
             else:
                 del self.held[key]
+
+
+def sanctions_cost(config: ModerationConfig, rows: list[list[Any]], step_ms: int) -> dict[str, Any]:
+    """`BatchedSanctions.fire` on `rows` (the version operator's sanctions rows), held by
+    author until the watermark passes their `at`, the watermark `step_ms` further per call:
+    the calls' CPU seconds and the accounts' stored bytes at the end."""
+    python = BatchedSanctions(cloudpickle.dumps(config), 0)
+    timed = sorted(((json.loads(row[2])["at"], row) for row in rows), key=lambda item: item[0])
+    values: dict[str, bytes] = {}
+    cpu_s, index = 0.0, 0
+    watermark = timed[0][0] if timed else 0
+    while index < len(timed):
+        watermark += step_ms
+        held: dict[str, list[Any]] = {}
+        while index < len(timed) and timed[index][0] <= watermark:
+            at, row = timed[index]
+            held.setdefault(row[1], []).append([row[0], row[2], at, 0])
+            index += 1
+        if not held:
+            continue
+        tasks = [[BATCH, key, entries] for key, entries in held.items()]
+        payload = _PACK([watermark, [[key, values.get(key)] for key in held], tasks])
+        started = time.process_time()
+        answer = python.fire(payload)
+        cpu_s += time.process_time() - started
+        for key, value in _UNPACK(answer)[0]:
+            if value is not None:
+                values[key] = value
+    sizes = [len(value) for value in values.values()]
+    return {
+        "cpu_s": cpu_s,
+        "account_bytes_mean": round(sum(sizes) / max(len(sizes), 1)),
+        "account_bytes_max": max(sizes, default=0),
+        "authors": len(values),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    from modstream.bench.compare import FIRE_STEP_MS, step_engine, step_records
+    from modstream.bench.step import NOW_MS
+    from modstream.demo.workload import BENCH_MIX, generate
+
+    parser = argparse.ArgumentParser(prog="python -m modstream.bench.fire", description=__doc__)
+    parser.add_argument("--versions", type=int, default=6000)
+    parser.add_argument("--authors", type=int, default=BENCH_MIX.authors)
+    args = parser.parse_args(argv)
+    started = NOW_MS - args.versions * 200 - 300_000
+    mix = replace(BENCH_MIX, authors=args.authors)
+    lines = generate(
+        seed=5, versions=args.versions, start_ts=started, extras=False, malformed=False, mix=mix
+    )
+    records = step_records(lines)
+    until = max(line["value"]["ts"] for line in lines)
+    config = step_engine(now_ms=NOW_MS).config
+    driver = Driver(config)
+    driver.run(keyed_rows(config, records), until, FIRE_STEP_MS)
+    sanctions = sanctions_cost(config, driver.sanctions, FIRE_STEP_MS)
+    events = len(records)
+    print(
+        json.dumps(
+            {
+                "versions": args.versions,
+                "authors": args.authors,
+                "events": events,
+                "fire_us_per_event": round(driver.cpu_s / events * 1e6, 1),
+                "sanctions_rows": len(driver.sanctions),
+                "sanctions_us_per_event": round(sanctions["cpu_s"] / events * 1e6, 1),
+                "sanctions_us_per_row": round(
+                    sanctions["cpu_s"] / max(len(driver.sanctions), 1) * 1e6
+                ),
+                "authors_sanctioned": sanctions["authors"],
+                "account_bytes_mean": sanctions["account_bytes_mean"],
+                "account_bytes_max": sanctions["account_bytes_max"],
+            }
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +45,17 @@ MIME = {"text": "text/plain", "image": "image/jpeg", "video": "video/mp4", "audi
 Line = dict[str, Any]
 
 
+# The default mix's authors: few, so the demo's and the tests' authors collect strikes.
+DEFAULT_AUTHORS = 40
+
+
 @dataclass(frozen=True)
 class Mix:
     """What a generated workload holds per version: the modality drawn from `modalities` (one
     entry per share), video segments between `video_segments` (inclusive), and the chance of
     a duplicated detector result, of evidence stamped before its upload (out of order), of a
-    report and of a human review decision."""
+    report and of a human review decision; `authors`, how many authors the uploads are spread
+    over."""
 
     modalities: tuple[str, ...] = ("text", "text", "image", "image", "video", "audio")
     video_segments: tuple[int, int] = (3, 3)
@@ -57,11 +63,16 @@ class Mix:
     out_of_order: float = 0.05
     report: float = 0.0
     review: float = 0.0
+    authors: int = DEFAULT_AUTHORS
 
 
 DEFAULT_MIX = Mix()  # replay, the demo and the tests (their golden outputs): never changes
 # The benchmarks' mix (issue 14): 60% text, 30% image, 8% video of 4-16 segments, 2% audio;
-# duplicates 2%, out of order 5%, reports 0.5%, reviews 0.1% of versions.
+# duplicates 2%, out of order 5%, reports 0.5%, reviews 0.1% of versions; 10,000 authors, about
+# five uploads each in `modstream bench --steady`'s three hours of event time. With the default
+# 40, each author had about 1,400 uploads and 200 strikes there, and the sanctions' account state
+# (about 50 KB) was read and written at each of the author's decisions: a cost per event that grew
+# over the run (docs/BENCHMARKS.md, "Sanctions and the bench's authors").
 BENCH_MIX = Mix(
     modalities=("text",) * 30 + ("image",) * 15 + ("video",) * 4 + ("audio",),
     video_segments=(4, 16),
@@ -69,6 +80,7 @@ BENCH_MIX = Mix(
     out_of_order=0.05,
     report=0.005,
     review=0.001,
+    authors=10_000,
 )
 
 
@@ -134,7 +146,7 @@ def _upsert(
         "content_id": content_id,
         "content_version": 1,
         "ts": ts,
-        "author_id": f"u{rng.randrange(40)}",
+        "author_id": f"u{_author(rng, mix, content_id)}",
         "modality": modality,
         "surface": rng.choice(["public_post", "comment", "comment", "profile", "dm"]),
         "region": rng.choice(["DE", "US", "BR", "IN"]),
@@ -198,6 +210,15 @@ def _malformed(uploads: list[dict[str, Any]], emit: Emit, end: int, prefix: str)
     )
     emit("detector.results", dict(uploads[0], event_id=f"{prefix}bad-3"), end)
     emit("moderation.reports", f"not json at all {prefix}", end)
+
+
+def _author(rng: random.Random, mix: Mix, content_id: str) -> int:
+    """The upload's author: drawn from `rng` as always (so the rest of the workload is the same
+    whatever `mix.authors`), taken from it with the default authors, else from the content id."""
+    drawn = rng.randrange(DEFAULT_AUTHORS)
+    if mix.authors == DEFAULT_AUTHORS:
+        return drawn
+    return zlib.crc32(content_id.encode()) % mix.authors
 
 
 def _segments(rng: random.Random, mix: Mix) -> int:

@@ -1,10 +1,15 @@
-"""What `modstream bench` runs (modstream/bench/variants.py) and the per-version code figure of
-its JSON line (modstream/bench/compare.py `step_cost`), without a broker."""
+"""What `modstream bench` runs (modstream/bench/variants.py), the per-version code figure of
+its JSON line (modstream/bench/compare.py `step_cost`) and the in-process bench of the step and
+the sanctions as the job runs them (modstream/bench/fire.py), without a broker."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from modstream.bench import fire
 from modstream.bench.compare import step_cost
 from modstream.bench.variants import VARIANTS
 from modstream.demo.workload import BENCH_MIX, generate
@@ -49,3 +54,13 @@ def test_step_cost_reports_a_warm_pass_and_the_cold_one_apart() -> None:
     assert cost["outputs_per_event"] > 1
     assert cost["fire_us_per_event"] > 0  # the step with the job's adapter
     assert 0 < cost["state_bytes_per_version"] < 4096
+
+
+def test_the_fire_bench_times_the_step_and_the_sanctions_as_the_job_runs_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert fire.main(["--versions", "120", "--authors", "4"]) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["fire_us_per_event"] > 0 and line["sanctions_us_per_event"] > 0
+    assert line["sanctions_rows"] > 0 and 0 < line["authors_sanctioned"] <= 4
+    assert 0 < line["account_bytes_mean"] <= line["account_bytes_max"]
