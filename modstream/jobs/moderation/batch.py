@@ -47,7 +47,7 @@ class RecordedMetrics(OperatorMetrics):
         self.shown: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
         # (name, *labels.items()) as a call passed them -> (name, [label, value, ...]): a
         # metric's labels are looked up, stringified and redacted once, not at each update
-        # (about a fifth of a version's time in Python went to its metrics before).
+        # (docs/BENCHMARKS.md, "the step as the job runs it").
         self.keys: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
 
     def inc(self, name: str, count: int = 1, **labels: str) -> None:
