@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from modstream.bench.fire import FIRE_STEP_MS, Driver, bench_config, keyed_rows, step_records
 from modstream.bench.measure import Result, backlog_figures, summary_line
 from modstream.bench.moderation import now_ms
 from modstream.bench.run import Window, run_variant
@@ -33,13 +34,12 @@ from modstream.bench.variants import (
     EQUAL_LOAD_FROM,
     EQUAL_LOAD_SHARE,
     JOB_ARGS,
-    POLICY,
     VARIANTS,
     Variant,
 )
 from modstream.core.config import Settings
 from modstream.core.progress import Progress
-from modstream.demo.workload import BENCH_MIX, for_kafka, generate, marker
+from modstream.demo.workload import BENCH_MIX, generate, marker
 
 if TYPE_CHECKING:
     from modstream.bench.peer import Engine
@@ -63,27 +63,9 @@ def workload(versions: int) -> tuple[list[dict[str, Any]], str]:
 def step_engine(now_ms: int | None = None) -> Engine:
     """modstream/bench/peer.py's Engine (the job's per-version code, no Kafka) under the bench
     policy; `now_ms` fixes its processing clock (None: the wall clock, as the job's)."""
-    import yaml
-
     from modstream.bench.peer import Engine
-    from modstream.jobs.moderation.config import ModerationConfig
 
-    config = ModerationConfig.from_options(
-        None,
-        trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
-        policy_key_from_env=False,
-        now_ms=now_ms,
-    )
-    return Engine(config, sanctions_stage=False)  # the per-version code alone
-
-
-def step_records(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    """(topic, value) of every record of `lines`, topic by topic as a consumer reads them."""
-    grouped = for_kafka(lines)
-    return [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
-
-
-FIRE_STEP_MS = 200  # event time per `fire` call: a live job's batch interval
+    return Engine(bench_config(now_ms), sanctions_stage=False)  # the per-version code alone
 
 
 def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
@@ -95,8 +77,6 @@ def step_cost(lines: list[dict[str, Any]]) -> dict[str, float]:
     are a second pass on a fresh engine. `fire_us_per_event`: the step as the job runs it, with
     its adapter and metrics (modstream/bench/fire.py, one call per 200 ms of event time), after
     those passes."""
-    from modstream.bench.fire import Driver, keyed_rows
-
     records = step_records(lines)
     until = max(line["value"]["ts"] for line in lines)
     passes = [_step_pass(records, until) for _ in range(2)]

@@ -32,6 +32,7 @@ from typing import Any
 import cloudpickle
 import msgspec
 
+from modstream.demo.workload import BENCH_MIX, for_kafka, generate
 from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
@@ -39,8 +40,33 @@ from modstream.jobs.moderation.sanctions_batch import BatchedSanctions
 from modstream.moderation.step import SANCTIONS
 
 KEYED = "keyed"  # Decode's route for the version operator's input (config.DECODED_ROW)
+FIRE_STEP_MS = 200  # event time per `fire` call: a live job's batch interval
+# A fixed processing clock and workload start for the in-process benches (`make bench-step`,
+# `python -m modstream.bench.fire`), so every run decides the same way.
+NOW_MS = 1_760_000_000_000
 _PACK = msgspec.msgpack.Encoder().encode
 _UNPACK = msgspec.msgpack.Decoder().decode
+
+
+def bench_config(now_ms: int | None = None) -> ModerationConfig:
+    """The job's configuration under the bench policy (modstream/bench/variants.py `POLICY`);
+    `now_ms` fixes its processing clock (None: the wall clock, as the job's)."""
+    import yaml
+
+    from modstream.bench.variants import POLICY
+
+    return ModerationConfig.from_options(
+        None,
+        trusted_policy=yaml.safe_load(POLICY.read_text(encoding="utf-8")),
+        policy_key_from_env=False,
+        now_ms=now_ms,
+    )
+
+
+def step_records(lines: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(topic, value) of every record of `lines`, topic by topic as a consumer reads them."""
+    grouped = for_kafka(lines)
+    return [(topic, value.decode()) for topic, pairs in grouped.items() for _, value in pairs]
 
 
 def keyed_rows(config: ModerationConfig, records: list[tuple[str, str]]) -> list[Any]:
@@ -154,10 +180,6 @@ def sanctions_cost(config: ModerationConfig, rows: list[list[Any]], step_ms: int
 
 
 def main(argv: list[str] | None = None) -> int:
-    from modstream.bench.compare import FIRE_STEP_MS, step_engine, step_records
-    from modstream.bench.step import NOW_MS
-    from modstream.demo.workload import BENCH_MIX, generate
-
     parser = argparse.ArgumentParser(prog="python -m modstream.bench.fire", description=__doc__)
     parser.add_argument("--versions", type=int, default=6000)
     parser.add_argument("--authors", type=int, default=BENCH_MIX.authors)
@@ -169,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     records = step_records(lines)
     until = max(line["value"]["ts"] for line in lines)
-    config = step_engine(now_ms=NOW_MS).config
+    config = bench_config(now_ms=NOW_MS)
     driver = Driver(config)
     driver.run(keyed_rows(config, records), until, FIRE_STEP_MS)
     sanctions = sanctions_cost(config, driver.sanctions, FIRE_STEP_MS)

@@ -26,14 +26,12 @@ import statistics
 import time
 from typing import Any
 
-from modstream.bench.compare import FIRE_STEP_MS, step_engine, step_records
-from modstream.bench.fire import Driver, keyed_rows
+from modstream.bench.compare import step_engine
+from modstream.bench.fire import FIRE_STEP_MS, NOW_MS, Driver, keyed_rows, step_records
 from modstream.demo.workload import BENCH_MIX, generate
 
 VERSIONS = 1500  # about 5,600 events: a round takes about a second
 ROUNDS = 5
-# A fixed processing clock and workload start, so every round decides the same way.
-NOW_MS = 1_760_000_000_000
 
 
 def workload() -> tuple[list[tuple[str, str]], int]:
