@@ -73,7 +73,11 @@ def test_a_hanging_transaction_shows_per_partition_until_it_is_aborted(
         producer.produce(uploads, key=f"c-hanging-{index}", value=b"{}", partition=0)
     producer.flush(30)  # written, not committed: the LSO stays where the transaction began
 
-    hanging = wait_for_gauges(port, uploads, lambda gauges: gauges[LSO_STALLED_MS] > 0)
+    # A scrape reads the two gauges one after the other: a poll between the reads can show the
+    # stall before the records behind it (CI, stop 40: {unstable 0, stalled > 0}). Wait for both.
+    hanging = wait_for_gauges(
+        port, uploads, lambda gauges: gauges[LSO_STALLED_MS] > 0 and gauges[UNSTABLE_RECORDS] > 0
+    )
     assert hanging[UNSTABLE_RECORDS] == 3
     later = wait_for_gauges(
         port, uploads, lambda gauges: gauges[LSO_STALLED_MS] >= hanging[LSO_STALLED_MS] + 2_000
@@ -83,6 +87,8 @@ def test_a_hanging_transaction_shows_per_partition_until_it_is_aborted(
     assert other == {UNSTABLE_RECORDS: 0, LSO_STALLED_MS: 0}  # only the partition it holds
 
     producer.abort_transaction(30)
-    released = wait_for_gauges(port, uploads, lambda gauges: gauges[LSO_STALLED_MS] == 0)
+    released = wait_for_gauges(
+        port, uploads, lambda gauges: gauges[LSO_STALLED_MS] == 0 and gauges[UNSTABLE_RECORDS] == 0
+    )  # within 60 s, or it fails with the gauges it last saw
     assert released == {UNSTABLE_RECORDS: 0, LSO_STALLED_MS: 0}
     assert job.alive()
