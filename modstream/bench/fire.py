@@ -5,8 +5,9 @@ records Decode admits. What the job's interpreter does per event in the version 
 metrics it reports included, and the MessagePack payloads in and out.
 
 `Driver` keeps what the Java operator keeps (input held per version until the watermark, the
-stored values, the versions' timers) in plain Python, outside the timed part: only `fire` is
-timed, in CPU time. The watermark advances `step_ms` of event time per call, so a call carries
+stored values, the versions' timers: `modstream.testing.flink.JavaKeyed`, the stand-in the
+operators' tests use) in plain Python, outside the timed part: only `fire` is timed, in CPU
+time. The watermark advances `step_ms` of event time per call, so a call carries
 every version that became ready in that much event time (a live job calls every 200 ms of
 processing time; a backlog's call carries thousands of versions).
 
@@ -24,28 +25,23 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-import cloudpickle
-import msgspec
-
 from modstream.demo.workload import BENCH_MIX, for_kafka, generate
-from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate
+from modstream.jobs.moderation.batch import BatchedModerate
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.sanctions_batch import BatchedSanctions
 from modstream.moderation.step import SANCTIONS
+from modstream.testing.flink import JavaKeyed
 
 KEYED = "keyed"  # Decode's route for the version operator's input (config.DECODED_ROW)
 FIRE_STEP_MS = 200  # event time per `fire` call: a live job's batch interval
 # A fixed processing clock and workload start for the in-process benches (`make bench-step`,
 # `python -m modstream.bench.fire`), so every run decides the same way.
 NOW_MS = 1_760_000_000_000
-_PACK = msgspec.msgpack.Encoder().encode
-_UNPACK = msgspec.msgpack.Decoder().decode
 
 
 def bench_config(now_ms: int | None = None) -> ModerationConfig:
@@ -76,106 +72,57 @@ def keyed_rows(config: ModerationConfig, records: list[tuple[str, str]]) -> list
     return [row for row in rows if not isinstance(row, tuple) and row[0] == KEYED]
 
 
-@dataclass
-class Driver:
-    """BatchedVersions.java's bookkeeping around one `BatchedModerate`, and the CPU time its
-    `fire` calls took."""
+class Driver(JavaKeyed):
+    """The version operator's Java side (`JavaKeyed`) around one `BatchedModerate`, fed a
+    workload in ts order: `cpu_s` is the CPU time of its `fire` calls alone."""
 
-    config: ModerationConfig
-    python: BatchedModerate = field(init=False)
-    held: dict[str, list[Any]] = field(default_factory=dict)
-    values: dict[str, bytes] = field(default_factory=dict)
-    timers: set[tuple[str, int]] = field(default_factory=set)
-    cpu_s: float = 0.0
-    calls: int = 0
-    outputs: int = 0
-    sanctions: list[list[Any]] = field(default_factory=list)  # the rows for the sanctions
-
-    def __post_init__(self) -> None:
-        self.python = BatchedModerate(cloudpickle.dumps(self.config), 0)
-        self.python.restore(_PACK([]))
+    def __init__(self, config: ModerationConfig) -> None:
+        super().__init__(BatchedModerate, config, broadcasts=True, keep_metrics=False)
+        self.outputs = 0
+        self.sanctions: list[tuple[Any, ...]] = []  # the rows for the sanctions operator
 
     def run(self, rows: list[Any], until: int, step_ms: int) -> None:
         """Every row in ts order, the watermark `step_ms` further per call, then at `until`."""
-        ordered = sorted(rows, key=lambda row: row[4])
-        watermark = ordered[0][4] if ordered else until
-        index = 0
-        while index < len(ordered) or watermark < until:
-            watermark = watermark + step_ms if index < len(ordered) else until
-            while index < len(ordered) and ordered[index][4] <= watermark:
-                self.held.setdefault(ordered[index][1], []).append(ordered[index])
-                index += 1
-            self._call(watermark)
-
-    def _call(self, watermark: int) -> None:
-        tasks = list(self._ready(watermark))
-        fired = sorted((ts, key) for key, ts in self.timers if ts <= watermark)
-        self.timers -= {(key, ts) for ts, key in fired}
-        tasks += [[TIMER, key, ts] for ts, key in fired]
-        if not tasks:
-            return
-        keys = dict.fromkeys(task[1] for task in tasks)
-        payload = _PACK([watermark, [[key, self.values.get(key)] for key in keys], tasks])
-        started = time.process_time()
-        answer = self.python.fire(payload)
-        self.cpu_s += time.process_time() - started
-        self.calls += 1
-        states, timers, rows, _metrics, _puts = _UNPACK(answer)
-        self.outputs += len(rows)
-        self.sanctions += [row for row in rows if row[0] == SANCTIONS]
-        for key, value in states:
-            if value is None:
-                self.values.pop(key, None)
-            else:
-                self.values[key] = value
-        for key, ts, register in timers:
-            (self.timers.add if register else self.timers.discard)((key, ts))
-
-    def _ready(self, watermark: int) -> Iterator[list[Any]]:
-        for key in list(self.held):
-            ready = [row for row in self.held[key] if row[4] <= watermark]
-            if not ready:
-                continue
-            yield [BATCH, key, [[row[2], row[3], row[4], row[5] or 0] for row in ready]]
-            waiting = [row for row in self.held[key] if row[4] > watermark]
-            if waiting:
-                self.held[key] = waiting
-            else:
-                del self.held[key]
+        for answer in _stepped(self, sorted(rows, key=lambda row: row[4]), until, step_ms):
+            self.outputs += len(answer)
+            self.sanctions += [row for row in answer if row[0] == SANCTIONS]
 
 
-def sanctions_cost(config: ModerationConfig, rows: list[list[Any]], step_ms: int) -> dict[str, Any]:
-    """`BatchedSanctions.fire` on `rows` (the version operator's sanctions rows), held by
-    author until the watermark passes their `at`, the watermark `step_ms` further per call:
-    the calls' CPU seconds and the accounts' stored bytes at the end."""
-    python = BatchedSanctions(cloudpickle.dumps(config), 0)
-    timed = sorted(((json.loads(row[2])["at"], row) for row in rows), key=lambda item: item[0])
-    values: dict[str, bytes] = {}
-    cpu_s, index = 0.0, 0
-    watermark = timed[0][0] if timed else 0
-    while index < len(timed):
-        watermark += step_ms
-        held: dict[str, list[Any]] = {}
-        while index < len(timed) and timed[index][0] <= watermark:
-            at, row = timed[index]
-            held.setdefault(row[1], []).append([row[0], row[2], at, 0])
+def _stepped(
+    java: JavaKeyed, ordered: list[Any], until: int, step_ms: int
+) -> Iterator[list[tuple[Any, ...]]]:
+    """`ordered` (rows by ts) into `java`, the watermark `step_ms` further per call, then at
+    `until`: each call's rows."""
+    watermark = ordered[0][4] if ordered else until
+    index = 0
+    while index < len(ordered) or watermark < until:
+        watermark = watermark + step_ms if index < len(ordered) else until
+        while index < len(ordered) and ordered[index][4] <= watermark:
+            java.element(ordered[index])
             index += 1
-        if not held:
-            continue
-        tasks = [[BATCH, key, entries] for key, entries in held.items()]
-        payload = _PACK([watermark, [[key, values.get(key)] for key in held], tasks])
-        started = time.process_time()
-        answer = python.fire(payload)
-        cpu_s += time.process_time() - started
-        for key, value in _UNPACK(answer)[0]:
-            if value is not None:
-                values[key] = value
-    sizes = [len(value) for value in values.values()]
+        yield java.watermark(watermark)
+
+
+def sanctions_cost(
+    config: ModerationConfig, rows: list[tuple[Any, ...]], step_ms: int
+) -> dict[str, Any]:
+    """`BatchedSanctions.fire` on `rows` (the version operator's sanctions rows: topic, author,
+    value), held by author until the watermark passes their `at`, the watermark `step_ms`
+    further per call, the accounts' timers fired as Java fires them: the calls' CPU seconds and
+    the accounts' stored bytes at the end."""
+    java = JavaKeyed(BatchedSanctions, config, keep_metrics=False)
+    held = [
+        (KEYED, author, topic, value, json.loads(value)["at"], 0) for topic, author, value in rows
+    ]
+    held.sort(key=lambda row: row[4])
+    for _ in _stepped(java, held, held[-1][4] if held else 0, step_ms):
+        pass
+    sizes = [len(value) for value in java.values.values()]
     return {
-        "cpu_s": cpu_s,
+        "cpu_s": java.cpu_s,
         "account_bytes_mean": round(sum(sizes) / max(len(sizes), 1)),
         "account_bytes_max": max(sizes, default=0),
-        "authors": len(values),
+        "authors": len(java.values),
     }
 
 

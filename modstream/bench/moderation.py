@@ -58,6 +58,9 @@ class ActionWatcher(threading.Thread):
             group_id=None,
         )
         self.seen: list[tuple[int, dict[str, Any]]] = []
+        # Each seen action's record timestamp, in the order of `seen`: when its writer produced
+        # it, before its transaction committed (the latency phase splits the two).
+        self.written: list[int] = []
         # The earliest record timestamp seen: when its writer produced it (the producers stamp
         # the time of writing), before a transaction made it visible.
         self.first_written: int | None = None
@@ -70,6 +73,7 @@ class ActionWatcher(threading.Thread):
                 for batch in self.consumer.poll(timeout_ms=100).values():
                     arrived = now_ms()
                     self.seen.extend((arrived, json.loads(r.value)) for r in batch)
+                    self.written.extend(r.timestamp for r in batch)
                     written = min(r.timestamp for r in batch)
                     if self.first_written is None or written < self.first_written:
                         self.first_written = written
@@ -284,13 +288,40 @@ def steady_latency(
     for topic, records in for_kafka([marker(now_ms() + 5_000)], topics).items():
         kafkaio.produce(bootstrap, topic, records)
     time.sleep(3)
-    latencies = [
-        arrival - action["ts"]
-        for arrival, action in watcher.seen[seen_before:]
-        if action["content_id"].startswith(f"{tag}-") and phase_started <= action["ts"] < cutoff
-    ]
-    summary = latency_summary(latencies)
-    return {"rate_versions_per_s": rate, "seconds": duration, "events": events, **summary}
+    read = min(len(watcher.seen), len(watcher.written))  # the reader may be between the two
+    figures = phase_latency(
+        watcher.seen[seen_before:read],
+        watcher.written[seen_before:read],
+        f"{tag}-",
+        phase_started,
+        cutoff,
+    )
+    return {"rate_versions_per_s": rate, "seconds": duration, "events": events, **figures}
+
+
+def phase_latency(
+    seen: list[tuple[int, dict[str, Any]]],
+    stamps: list[int],
+    prefix: str,
+    started: int,
+    cutoff: int,
+) -> dict[str, Any]:
+    """p50, p95, p99 and max from each action's `ts` to when it became visible (`seen`:
+    (arrival, action), as `ActionWatcher` keeps them), for the actions whose content id starts
+    with `prefix` and whose `ts` lies in [started, cutoff); and `written_p50_ms`,
+    `written_p99_ms`: from `ts` to when the writer produced the action (`stamps`: each one's
+    record timestamp), the part before a transaction waited for its checkpoint and the reader
+    polled."""
+    latencies, written = [], []
+    for (arrival, action), stamped in zip(seen, stamps, strict=True):
+        if action["content_id"].startswith(prefix) and started <= action["ts"] < cutoff:
+            latencies.append(arrival - action["ts"])
+            written.append(stamped - action["ts"])
+    split = latency_summary(written)
+    return {
+        **latency_summary(latencies),
+        **{f"written_{name}": split[name] for name in ("p50_ms", "p99_ms")},
+    }
 
 
 _PRODUCER: Any = None

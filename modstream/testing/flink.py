@@ -20,7 +20,9 @@ operator's bookkeeping, and PyFlink's per-key adapter), so a test can compare th
 
 from __future__ import annotations
 
+import heapq
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -32,12 +34,14 @@ from pyflink.common import Row
 from modstream.jobs.moderation.batch import BATCH, TIMER
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.decode import Decode
-from modstream.jobs.moderation.keyed_batch import KeyedBatch
 from modstream.jobs.moderation.moderate import VERSION_STATE, Moderate, stored
 from modstream.moderation import state_schema
 from modstream.moderation.state import VersionState
 from modstream.testing.policies import GLOBAL_YAML
 from modstream.testing.records import NOTHING_REQUIRED
+
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder().decode
 
 
 class FakeValueState:
@@ -259,51 +263,106 @@ def sanction_entry(content_id: str, at: int, emitted_at: int) -> str:
 
 
 class JavaKeyed:
-    """BatchedVersions.java's bookkeeping around a KeyedBatch handler."""
+    """BatchedVersions.java's bookkeeping around one KeyedBatch handler (the version, retro-join
+    or sanctions operator's Python side), in plain Python: the input held per key until the
+    watermark passes its `ts`, each key's stored value, the keys' timers and the broadcast
+    state's puts. `watermark` makes one `fire` call for everything it readied, as Java does:
+    inputs first (keys by their earliest ready `ts`, each key's rows by `ts`, then `seq`, then
+    arrival), then the fired timers by `ts`; `broadcast` calls at once. Held input and timers
+    are heaps, so a call touches only what is due (a benchmark's stand-in must not sweep every
+    version between calls: modstream/bench/fire.py times the handler's calls alone, `cpu_s`).
 
-    def __init__(self, handler: type[KeyedBatch], config: ModerationConfig) -> None:
+    Checks what Java relies on: a handler without broadcast state puts nothing in it, and a
+    timer a call leaves registered lies past that call's watermark (one at or below it fired in it).
+    `keep_metrics=False` drops the metric updates instead of keeping them in `metrics`."""
+
+    def __init__(
+        self,
+        handler: Callable[[bytes, int], Any],  # a KeyedBatch or BatchedModerate class
+        config: ModerationConfig,
+        *,
+        broadcasts: bool = False,
+        keep_metrics: bool = True,
+    ) -> None:
         self.python = handler(cloudpickle.dumps(config), 0)
-        self.python.restore(msgspec.msgpack.encode([]))
+        self.python.restore(_PACK([]))
+        self.broadcasts = broadcasts
+        self.keep_metrics = keep_metrics
         self.held: dict[str, list[Any]] = {}
         self.values: dict[str, bytes] = {}
         self.timers: set[tuple[str, int]] = set()
+        self.broadcast_state: dict[str, Any] = {}
         self.calls = 0
+        self.cpu_s = 0.0  # CPU time in the handler's calls
         self.metrics: list[list[Any]] = []
+        self._due: list[tuple[int, int, str]] = []  # (ts, arrival, key) of each held row
+        self._arrivals = 0
+        self._timer_heap: list[tuple[int, str]] = []  # may hold deleted timers: `timers` says
 
     def element(self, row: Any) -> None:
         """Row(route, key, topic, value, ts, seq, lane), held by its key."""
         self.held.setdefault(row[1], []).append(row)
+        self._arrivals += 1
+        heapq.heappush(self._due, (row[4], self._arrivals, row[1]))
+
+    def timer(self, key: str, ts: int) -> None:
+        """A timer of `key` at `ts` as a restore brings it back (the PyFlink engine's
+        `user-timers`), or as a handler registers it."""
+        if (key, ts) not in self.timers:
+            self.timers.add((key, ts))
+            heapq.heappush(self._timer_heap, (ts, key))
+
+    def broadcast(self, row: Any) -> list[tuple[Any, ...]]:
+        """A broadcast Row(route, key, topic, value, ts, ...), handed on at once."""
+        return self._call("broadcast", [row[2], row[3], row[4]], None)
 
     def watermark(self, watermark: int) -> list[tuple[Any, ...]]:
-        """Inputs first (keys by their earliest ready ts), then fired timers by ts."""
+        """One `fire` for the input and timers `watermark` readied (none: no call)."""
+        ready: dict[str, None] = {}
+        while self._due and self._due[0][0] <= watermark:
+            ready[heapq.heappop(self._due)[2]] = None
         tasks: list[list[Any]] = []
-        ready_keys = [key for key in self.held if any(r[4] <= watermark for r in self.held[key])]
-        for key in sorted(ready_keys, key=lambda k: min(r[4] for r in self.held[k])):
-            ready = sorted(
-                (r for r in self.held[key] if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0)
-            )
-            tasks.append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in ready]])
-            self.held[key] = [r for r in self.held[key] if r[4] > watermark]
-        fired = sorted((ts, key) for key, ts in self.timers if ts <= watermark)
-        self.timers -= {(key, ts) for ts, key in fired}
-        tasks += [[TIMER, key, ts] for ts, key in fired]
+        for key in ready:
+            rows = self.held.pop(key)
+            due = sorted((r for r in rows if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0))
+            tasks.append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in due]])
+            if waiting := [r for r in rows if r[4] > watermark]:
+                self.held[key] = waiting
+        while self._timer_heap and self._timer_heap[0][0] <= watermark:
+            ts, key = heapq.heappop(self._timer_heap)
+            if (key, ts) in self.timers:
+                self.timers.discard((key, ts))
+                tasks.append([TIMER, key, ts])
         if not tasks:
             return []
         keys = dict.fromkeys(task[1] for task in tasks)
-        payload = [watermark, [[key, self.values.get(key)] for key in keys], tasks]
+        return self._call(
+            "fire", [watermark, [[key, self.values.get(key)] for key in keys], tasks], watermark
+        )
+
+    def _call(self, method: str, payload: list[Any], watermark: int | None) -> list[Any]:
+        packed = _PACK(payload)
+        started = time.process_time()
+        answer = getattr(self.python, method)(packed)
+        self.cpu_s += time.process_time() - started
         self.calls += 1
-        answer = self.python.fire(msgspec.msgpack.encode(payload))
-        states, timers, rows, metrics, puts = msgspec.msgpack.decode(answer)
-        assert puts == []
+        states, timers, rows, metrics, puts = _UNPACK(answer)
+        assert self.broadcasts or not puts, puts
         for key, value in states:
             if value is None:
                 self.values.pop(key, None)
             else:
                 self.values[key] = value
-        for key, ts, register in timers:
-            assert ts > watermark  # one at or below it fired in the call
-            (self.timers.add if register else self.timers.discard)((key, ts))
-        self.metrics += metrics
+        for key, ts, register in timers:  # in order: one may be registered, then cleared
+            if register:
+                self.timer(key, ts)
+            else:
+                self.timers.discard((key, ts))
+        if watermark is not None:  # one at or below it fired in the call
+            assert all((key, ts) not in self.timers for key, ts, _ in timers if ts <= watermark)
+        self.broadcast_state.update(dict(puts))
+        if self.keep_metrics:
+            self.metrics += metrics
         return [tuple(row) for row in rows]
 
 

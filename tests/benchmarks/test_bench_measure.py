@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from modstream.bench import measure
+from modstream.bench import measure, moderation
 
 # A real /proc/PID/stat shape: the command may hold spaces and a ')' (the parser reads from the
 # last one); session 4242; utime 150 stime 50 cutime 30 cstime 20 ticks.
@@ -73,6 +73,21 @@ def test_latency_summary() -> None:
         "max_ms": 1000.0,
     }
     assert measure.latency_summary([])["p99_ms"] is None
+
+
+def test_the_latency_phase_splits_the_wait_before_the_write_from_the_commit() -> None:
+    """Only the phase's own actions count (its prefix, `ts` in [started, cutoff)); each one's
+    record timestamp splits its latency into before the write and after it."""
+    seen = [
+        (1_900, {"content_id": "live-x-1", "ts": 1_000}),  # written at 1,400
+        (2_600, {"content_id": "live-x-2", "ts": 1_500}),  # written at 1,700
+        (2_600, {"content_id": "backlog-9", "ts": 1_500}),  # another phase's
+        (9_000, {"content_id": "live-x-3", "ts": 8_000}),  # past the cutoff
+    ]
+    figures = moderation.phase_latency(seen, [1_400, 1_700, 1_700, 8_100], "live-x-", 900, 5_000)
+    assert figures["actions"] == 2
+    assert (figures["p50_ms"], figures["max_ms"]) == (900.0, 1_100.0)
+    assert (figures["written_p50_ms"], figures["written_p99_ms"]) == (200.0, 400.0)
 
 
 def test_steady_window_starts_after_the_warmup_share() -> None:

@@ -1,6 +1,6 @@
 """The Python side of BatchedVersions.java (modstream/jobs/moderation/batch.py) against the PyFlink
 adapter it reuses: the same rows and stored state for the same input, one call per watermark.
-No JVM: `JavaSide` keeps what the Java operator keeps (held input, stored values, timers)."""
+No JVM: `JavaKeyed` (modstream/testing/flink.py) keeps what the Java operator keeps."""
 
 from __future__ import annotations
 
@@ -9,73 +9,22 @@ import json
 import pickle
 from typing import Any
 
-import cloudpickle
 import msgspec
 import yaml
 
-from modstream.jobs.moderation.batch import BATCH, TIMER, BatchedModerate, restored
+from modstream.jobs.moderation.batch import BatchedModerate, restored
 from modstream.jobs.moderation.config import ModerationConfig
+from modstream.testing.flink import JavaKeyed, decoded, moderate
 from modstream.testing.flink import decisions_in as _decisions
-from modstream.testing.flink import decoded, moderate
 from modstream.testing.policies import GLOBAL_YAML
 from modstream.testing.records import NOTHING_REQUIRED, T0, bank_entry, evidence, upload
 
 Row3 = tuple[str, Any, str]
 
 
-class JavaSide:
-    """BatchedVersions.java's bookkeeping, in Python: input held per version until the
-    watermark, stored values, the versions' timers, and one `fire` call per watermark."""
-
-    def __init__(self, config: ModerationConfig) -> None:
-        self.python = BatchedModerate(cloudpickle.dumps(config), 0)
-        self.python.restore(msgspec.msgpack.encode([]))
-        self.held: dict[str, list[Any]] = {}
-        self.values: dict[str, bytes] = {}
-        self.timers: set[tuple[str, int]] = set()
-        self.broadcast_state: dict[str, str] = {}
-        self.calls = 0
-        self.metrics: list[list[Any]] = []
-
-    def element(self, row: Any) -> None:
-        self.held.setdefault(row[1], []).append(row)
-
-    def broadcast(self, row: Any) -> list[Row3]:
-        self.calls += 1
-        return self._apply(self.python.broadcast(msgspec.msgpack.encode([row[2], row[3], row[4]])))
-
-    def watermark(self, watermark: int) -> list[Row3]:
-        tasks: list[list[Any]] = []
-        held = [key for key in self.held if self.held[key]]
-        for key in sorted(held, key=lambda k: min(r[4] for r in self.held[k])):
-            ready = sorted(
-                (r for r in self.held[key] if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0)
-            )
-            if ready:
-                tasks.append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in ready]])
-                self.held[key] = [r for r in self.held[key] if r[4] > watermark]
-        fired = sorted((ts, key) for key, ts in self.timers if ts <= watermark)
-        self.timers -= {(key, ts) for ts, key in fired}
-        tasks += [[TIMER, key, ts] for ts, key in fired]
-        if not tasks:
-            return []
-        keys = dict.fromkeys(task[1] for task in tasks)
-        payload = [watermark, [[key, self.values.get(key)] for key in keys], tasks]
-        self.calls += 1
-        return self._apply(self.python.fire(msgspec.msgpack.encode(payload)))
-
-    def _apply(self, answer: bytes) -> list[Row3]:
-        states, timers, rows, metrics, puts = msgspec.msgpack.decode(answer)
-        for key, value in states:
-            if value is None:
-                self.values.pop(key, None)
-            else:
-                self.values[key] = value
-        for key, ts, register in timers:
-            (self.timers.add if register else self.timers.discard)((key, ts))
-        self.broadcast_state.update(dict(puts))
-        self.metrics += metrics
-        return [tuple(row) for row in rows]
+def java_side(config: ModerationConfig) -> JavaKeyed:
+    """What the Java operator keeps (held input, stored values, timers, broadcast state)."""
+    return JavaKeyed(BatchedModerate, config, broadcasts=True)
 
 
 def _policy() -> ModerationConfig:
@@ -96,7 +45,7 @@ def test_one_call_per_watermark_gives_what_the_pyflink_adapter_gives() -> None:
     stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
     expected += stepwise.on_timer(T0 + 6000, ctx)
 
-    java = JavaSide(_policy())
+    java = java_side(_policy())
     java.element(decoded("content.versions", _text_upload()))
     got = java.watermark(T0)
     assert T0 + 5000 in {ts for _, ts in java.timers}  # the deadline is Java's to fire
@@ -120,7 +69,7 @@ def test_a_timer_due_within_the_watermark_fires_in_the_same_call() -> None:
     stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
     expected = list(stepwise.on_timer(T0 + 6000, ctx))
 
-    java = JavaSide(_policy())
+    java = java_side(_policy())
     java.element(decoded("content.versions", _text_upload()))
     java.element(decoded("detector.results", evidence(at=T0 + 6000)))
     got = java.watermark(T0 + 6000)
@@ -131,7 +80,7 @@ def test_a_timer_due_within_the_watermark_fires_in_the_same_call() -> None:
 
 
 def test_many_versions_are_decided_in_one_call_and_metrics_come_back_as_updates() -> None:
-    java = JavaSide(_policy())
+    java = java_side(_policy())
     for number in range(20):
         java.element(decoded("content.versions", {**_text_upload(), "content_id": f"c-{number}"}))
     rows = java.watermark(T0)
@@ -149,7 +98,7 @@ def test_broadcast_state_kept_by_java_restores_the_banks_in_a_new_python_side() 
     entry = bank_entry(hash=sha, ts=T0 - 10)
     row = ("broadcast", "hash.bank", "hash.bank", json.dumps(entry), T0 - 10, 0, "")
     config = dataclasses.replace(_policy(), keyring=NOTHING_REQUIRED)
-    java, restored, without = JavaSide(config), JavaSide(config), JavaSide(config)
+    java, restored, without = java_side(config), java_side(config), java_side(config)
     assert java.broadcast(row) == [] and java.broadcast_state
     restored.python.restore(msgspec.msgpack.encode(list(java.broadcast_state.items())))
     item = decoded("content.versions", {**_text_upload(), "sha256": sha})
@@ -163,7 +112,7 @@ def test_broadcast_state_kept_by_java_restores_the_banks_in_a_new_python_side() 
 def test_a_retired_version_leaves_no_stored_value() -> None:
     """Its TTL fires in Java and the answer clears the version's value: nothing is left."""
     config = _policy()
-    java = JavaSide(config)
+    java = java_side(config)
     java.element(decoded("content.versions", {**_text_upload(), "type": "upsert"}))
     java.watermark(T0)
     java.element(decoded("content.versions", {**_text_upload(), "type": "delete", "event_id": "d"}))
@@ -187,10 +136,11 @@ def test_a_value_restored_from_the_pyflink_engine_decides_as_that_engine_would()
     stepwise.process_element(decoded("detector.results", evidence(at=T0 + 6000)), ctx)
     expected += stepwise.on_timer(T0 + 6000, ctx)
 
-    java = JavaSide(_policy())
+    java = java_side(_policy())
     key = decoded("content.versions", _text_upload())[1]
     java.values[key] = pickle.dumps(saved)
-    java.timers |= {(key, ts) for ts in restored_timers}  # the restored `user-timers` timers
+    for ts in restored_timers:  # the restored `user-timers` timers
+        java.timer(key, ts)
     got = java.watermark(T0 + 5000)
     java.element(decoded("detector.results", evidence(at=T0 + 6000)))
     got += java.watermark(T0 + 6000)

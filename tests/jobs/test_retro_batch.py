@@ -1,7 +1,7 @@
 """The retro join's batched Python side (modstream/jobs/moderation/retro_batch.py) against the
 PyFlink adapter `RetroJoin` it replaces: the same `moderation.retro` rows, stored state and timers,
 one call per watermark instead of one per hash key and record; and decode's hash-key rows (its
-fan-out), emitted with the batched engine only. No JVM (tests/jobs/keyed_sides.py)."""
+fan-out), emitted with the batched engine only. No JVM (`JavaKeyed`, modstream/testing/flink.py)."""
 
 from __future__ import annotations
 
