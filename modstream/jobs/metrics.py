@@ -271,6 +271,8 @@ class OperatorMetrics:
         self._made: dict[tuple[str, tuple[str, ...]], Any] = {}
         # Within `deferred()`: (name, *labels.items()) -> the increments summed so far.
         self._deferred: dict[tuple[Any, ...], int] | None = None
+        if runtime_context is None:  # NO_METRICS: nothing to report to, nothing to say
+            return
         try:
             self._group = runtime_context.get_metrics_group().add_group(GROUP)
         except Exception as error:  # fakes in tests, or an engine without metrics

@@ -414,3 +414,17 @@ def test_cost_is_counted_per_workflow_version() -> None:
     assert f"{image}/workflow_inference_ms" not in made  # nothing to add
     labels = f"policy_version=3/workflow_version={WORKFLOW_VERSION}/trigger=evidence"
     assert made[f"modstream/{labels}/workflow_decisions"].count == 1
+
+
+def test_no_metrics_reports_nowhere_and_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """`NO_METRICS` (adapters outside a Flink runtime) is made when the module is imported, by
+    every command: it must not log "metrics unavailable" to a user who runs `modstream bench`;
+    a runtime context that cannot give metrics still says so."""
+    with caplog.at_level("INFO", logger=metrics.LOG.name):
+        quiet = metrics.OperatorMetrics(None, "none")
+        quiet.inc("decisions")
+        assert caplog.records == []
+        metrics.OperatorMetrics(object(), "decode")
+    assert [record.getMessage() for record in caplog.records] == [
+        "decode: metrics unavailable (AttributeError)"
+    ]
