@@ -24,6 +24,7 @@ from modstream.jobs.metrics import (
     OperatorMetrics,
     prometheus_name,
 )
+from modstream.jobs.moderation.batch import RecordedMetrics
 from modstream.jobs.moderation.metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
 from modstream.jobs.scan.metrics import ScanMetrics, detector_of
 from modstream.moderation.state import Agreement, Content, VersionState
@@ -428,3 +429,13 @@ def test_no_metrics_reports_nowhere_and_says_nothing(caplog: pytest.LogCaptureFi
     assert [record.getMessage() for record in caplog.records] == [
         "decode: metrics unavailable (AttributeError)"
     ]
+
+
+def test_recorded_metrics_inside_deferred_still_record_each_update() -> None:
+    """The batched handlers' metrics are summed per call already: their `deferred()` defers
+    nothing, and every update inside it is recorded as outside it."""
+    recorded = RecordedMetrics("moderate")
+    with recorded.deferred():
+        recorded.inc("decisions", trigger="fast_gate", outcome="ALLOW")
+        recorded.inc("decisions", trigger="fast_gate", outcome="ALLOW")
+    assert list(recorded.counts.values()) == [2]
