@@ -41,6 +41,8 @@ from modstream.testing.policies import GLOBAL_YAML
 from modstream.testing.records import NOTHING_REQUIRED
 
 _PACK = msgspec.msgpack.Encoder().encode
+# BatchedVersions.MAX_VERSIONS_PER_CALL: more versions readied at once go in several calls.
+MAX_VERSIONS_PER_CALL = 256
 _UNPACK = msgspec.msgpack.Decoder().decode
 
 
@@ -266,9 +268,10 @@ class JavaKeyed:
     """BatchedVersions.java's bookkeeping around one KeyedBatch handler (the version, retro-join
     or sanctions operator's Python side), in plain Python: the input held per key until the
     watermark passes its `ts`, each key's stored value, the keys' timers and the broadcast
-    state's puts. `watermark` makes one `fire` call for everything it readied, as Java does:
+    state's puts. `watermark` makes a `fire` call for everything it readied, as Java does:
     inputs first (keys by their earliest ready `ts`, each key's rows by `ts`, then `seq`, then
-    arrival), then the fired timers by `ts`; `broadcast` calls at once. Held input and timers
+    arrival), then the fired timers by `ts`, split into calls of at most `max_versions`
+    versions with each version's tasks in one call; `broadcast` calls at once. Held input and timers
     are heaps, so a call touches only what is due (a benchmark's stand-in must not sweep every
     version between calls: modstream/bench/fire.py times the handler's calls alone, `cpu_s`).
 
@@ -283,11 +286,13 @@ class JavaKeyed:
         *,
         broadcasts: bool = False,
         keep_metrics: bool = True,
+        max_versions: int = MAX_VERSIONS_PER_CALL,
     ) -> None:
         self.python = handler(cloudpickle.dumps(config), 0)
         self.python.restore(_PACK([]))
         self.broadcasts = broadcasts
         self.keep_metrics = keep_metrics
+        self.max_versions = max_versions
         self.held: dict[str, list[Any]] = {}
         self.values: dict[str, bytes] = {}
         self.timers: set[tuple[str, int]] = set()
@@ -317,28 +322,35 @@ class JavaKeyed:
         return self._call("broadcast", [row[2], row[3], row[4]], None)
 
     def watermark(self, watermark: int) -> list[tuple[Any, ...]]:
-        """One `fire` for the input and timers `watermark` readied (none: no call)."""
+        """The `fire` calls for the input and timers `watermark` readied (none: no call), at
+        most `max_versions` versions each, a version's input and timers in one call."""
         ready: dict[str, None] = {}
         while self._due and self._due[0][0] <= watermark:
             ready[heapq.heappop(self._due)[2]] = None
-        tasks: list[list[Any]] = []
-        for key in ready:
-            rows = self.held.pop(key)
-            due = sorted((r for r in rows if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0))
-            tasks.append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in due]])
-            if waiting := [r for r in rows if r[4] > watermark]:
-                self.held[key] = waiting
+        fired: list[tuple[str, int]] = []
         while self._timer_heap and self._timer_heap[0][0] <= watermark:
             ts, key = heapq.heappop(self._timer_heap)
             if (key, ts) in self.timers:
                 self.timers.discard((key, ts))
-                tasks.append([TIMER, key, ts])
-        if not tasks:
-            return []
-        keys = dict.fromkeys(task[1] for task in tasks)
-        return self._call(
-            "fire", [watermark, [[key, self.values.get(key)] for key in keys], tasks], watermark
-        )
+                fired.append((key, ts))
+        call_of: dict[str, int] = {}  # as BatchedVersions.flush splits them
+        for key in [*ready, *(key for key, _ in fired)]:
+            call_of.setdefault(key, len(call_of) // self.max_versions)
+        calls: list[list[list[Any]]] = [[] for _ in range(-(-len(call_of) // self.max_versions))]
+        for key in ready:
+            rows = self.held.pop(key)
+            due = sorted((r for r in rows if r[4] <= watermark), key=lambda r: (r[4], r[5] or 0))
+            calls[call_of[key]].append([BATCH, key, [[r[2], r[3], r[4], r[5] or 0] for r in due]])
+            if waiting := [r for r in rows if r[4] > watermark]:
+                self.held[key] = waiting
+        for key, ts in fired:
+            calls[call_of[key]].append([TIMER, key, ts])
+        answered: list[tuple[Any, ...]] = []
+        for tasks in calls:
+            keys = dict.fromkeys(task[1] for task in tasks)
+            stored = [[key, self.values.get(key)] for key in keys]
+            answered += self._call("fire", [watermark, stored, tasks], watermark)
+        return answered
 
     def _call(self, method: str, payload: list[Any], watermark: int | None) -> list[Any]:
         packed = _PACK(payload)

@@ -149,3 +149,22 @@ def test_a_value_restored_from_the_pyflink_engine_decides_as_that_engine_would()
     assert java.values[key] == runtime_context.packed.value()
     assert restored(saved) == saved  # this engine's own value is read as it is
     assert restored(b"[1]\n{}") == "[1]\n{}"  # JSON text, from before state schema 3
+
+
+def test_versions_split_over_several_calls_decide_as_in_one() -> None:
+    """A watermark that readies more versions than one call takes (BatchedVersions.java splits
+    them, MAX_VERSIONS_PER_CALL): the same rows, stored values and timers as one call."""
+    sides = [
+        JavaKeyed(BatchedModerate, _policy(), broadcasts=True, max_versions=n) for n in (3, 256)
+    ]
+    for side in sides:
+        for number in range(20):
+            content_id = f"c-{number}"
+            side.element(decoded("content.versions", {**_text_upload(), "content_id": content_id}))
+            side.element(
+                decoded("detector.results", evidence(content_id=content_id, at=T0 + 6000 + number))
+            )
+    split, whole = ([*side.watermark(T0 + 3000), *side.watermark(T0 + 9000)] for side in sides)
+    assert sorted(split) == sorted(whole) and len(_decisions(whole)) >= 40
+    assert sides[0].values == sides[1].values and sides[0].timers == sides[1].timers
+    assert sides[0].calls > sides[1].calls == 2

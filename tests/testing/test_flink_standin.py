@@ -5,6 +5,8 @@ records its calls and answers what it is told."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any, ClassVar
 
 import msgspec
@@ -12,7 +14,7 @@ import pytest
 
 from modstream.jobs.moderation.batch import BATCH, TIMER
 from modstream.jobs.moderation.config import ModerationConfig
-from modstream.testing.flink import JavaKeyed
+from modstream.testing.flink import MAX_VERSIONS_PER_CALL, JavaKeyed
 
 
 class Recorder:
@@ -95,3 +97,29 @@ def test_a_timer_left_at_or_below_the_watermark_or_a_stray_put_is_refused(
     Recorder.answers = [{"puts": [["policy", "x"]]}]
     with pytest.raises(AssertionError):
         java.watermark(20)
+
+
+def test_more_versions_than_a_call_takes_are_split_each_version_whole() -> None:
+    """As BatchedVersions.flush splits them: at most `max_versions` versions per call, keys in
+    the order they were readied, and a version's input and its timers in the same call."""
+    java = JavaKeyed(Recorder, ModerationConfig(), max_versions=2)
+    Recorder.answers = [{"timers": [["a", 50, True], ["z", 40, True]]}]
+    java.element(_row("a", 10))
+    java.watermark(10)
+    for key in ("b", "c", "a"):
+        java.element(_row(key, 45))
+    java.watermark(60)
+    first, second = (payload[2] for payload in Recorder.payloads[1:])
+    assert [task[:2] for task in first] == [[BATCH, "b"], [BATCH, "c"]]
+    assert [task[:2] for task in second] == [[BATCH, "a"], [TIMER, "z"], [TIMER, "a"]]
+    assert java.calls == 3
+
+
+def test_the_split_is_javas() -> None:
+    """The stand-in splits where BatchedVersions.java does."""
+    java = (
+        Path(__file__).resolve().parents[2]
+        / "deploy/flink-ext/src/io/modstream/flink/BatchedVersions.java"
+    ).read_text()
+    [size] = re.findall(r"static final int MAX_VERSIONS_PER_CALL = (\d+);", java)
+    assert int(size) == MAX_VERSIONS_PER_CALL

@@ -107,6 +107,8 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private static final int SEQ = 5;
     private static final long INPUT = 0L; // timer namespace: held input due at its ts
     private static final long VERSION = 1L; // timer namespace: the version's own timer
+    // The most versions one Python call decides; more readied at once are split (flush).
+    static final int MAX_VERSIONS_PER_CALL = 256;
     /** The moderation step's Python side, the handler when none is named. */
     public static final String MODERATE_MODULE = "modstream.jobs.moderation.batch";
     public static final String MODERATE_CLASS = "BatchedModerate";
@@ -450,19 +452,58 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         }
     }
 
-    /** Every version made ready by this watermark, in one Python call. */
+    /**
+     * Every version made ready since the last call, in Python calls of at most
+     * {@link #MAX_VERSIONS_PER_CALL} versions: a version's input and fired timers always in one
+     * call (Python orders them by ts), each call's answer applied before the next reads the
+     * stored values. One call per batch interval on live input; a backlog's watermark readies
+     * thousands of versions at once, and one call for all of them costs more per version
+     * (about 12-15% at 6,000 versions than at one to a few hundred, in process:
+     * docs/BENCHMARKS.md) and holds them all in memory twice.
+     */
     private void flush() throws Exception {
         if (inputKeys.isEmpty() && firedTimers.isEmpty()) {
             return;
         }
+        LinkedHashSet<String> inputs = inputKeys;
+        List<Object[]> timers = firedTimers;
+        inputKeys = new LinkedHashSet<>();
+        firedTimers = new ArrayList<>();
+        Map<String, Integer> callOf = new HashMap<>(); // key -> the call it goes in, in order
+        for (String key : inputs) {
+            callOf.put(key, callOf.size() / MAX_VERSIONS_PER_CALL);
+        }
+        for (Object[] fired : timers) {
+            callOf.putIfAbsent((String) fired[0], callOf.size() / MAX_VERSIONS_PER_CALL);
+        }
+        int calls = (callOf.size() + MAX_VERSIONS_PER_CALL - 1) / MAX_VERSIONS_PER_CALL;
+        List<List<String>> inputsOf = new ArrayList<>();
+        List<List<Object[]>> timersOf = new ArrayList<>();
+        for (int call = 0; call < calls; call++) {
+            inputsOf.add(new ArrayList<>());
+            timersOf.add(new ArrayList<>());
+        }
+        for (String key : inputs) {
+            inputsOf.get(callOf.get(key)).add(key);
+        }
+        for (Object[] fired : timers) {
+            timersOf.get(callOf.get((String) fired[0])).add(fired);
+        }
+        for (int call = 0; call < calls; call++) {
+            fire(inputsOf.get(call), timersOf.get(call));
+        }
+    }
+
+    /** One Python call: these keys' ready input, then these fired timers in firing order. */
+    private void fire(List<String> inputs, List<Object[]> timers) throws Exception {
         Map<String, byte[]> stored = new LinkedHashMap<>();
         List<Object[]> tasks = new ArrayList<>();
-        for (String key : inputKeys) {
+        for (String key : inputs) {
             setCurrentKey(Row.of(key));
             stored.put(key, storedValue(key));
             tasks.add(new Object[] {0L, key, ready()});
         }
-        for (Object[] fired : firedTimers) {
+        for (Object[] fired : timers) {
             String key = (String) fired[0];
             if (!stored.containsKey(key)) {
                 setCurrentKey(Row.of(key));
@@ -470,8 +511,6 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             }
             tasks.add(new Object[] {1L, key, fired[1]});
         }
-        inputKeys.clear();
-        firedTimers.clear();
         versionsBatched.inc(stored.size());
         MsgPack.Writer payload = new MsgPack.Writer();
         payload.array(3).integer(watermark).array(stored.size());
