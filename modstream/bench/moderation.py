@@ -59,11 +59,9 @@ class ActionWatcher(threading.Thread):
         )
         self.seen: list[tuple[int, dict[str, Any]]] = []
         # Each seen action's record timestamp, in the order of `seen`: when its writer produced
-        # it, before its transaction committed (the latency phase splits the two).
+        # it (the producers stamp the time of writing), before its transaction committed (the
+        # latency phase splits the two).
         self.written: list[int] = []
-        # The earliest record timestamp seen: when its writer produced it (the producers stamp
-        # the time of writing), before a transaction made it visible.
-        self.first_written: int | None = None
         self.stop = threading.Event()
         self.error: Exception | None = None
 
@@ -74,9 +72,6 @@ class ActionWatcher(threading.Thread):
                     arrived = now_ms()
                     self.seen.extend((arrived, json.loads(r.value)) for r in batch)
                     self.written.extend(r.timestamp for r in batch)
-                    written = min(r.timestamp for r in batch)
-                    if self.first_written is None or written < self.first_written:
-                        self.first_written = written
         except Exception as error:  # e.g. a codec kafka-python lacks: the wait ends at once
             self.error = error
         finally:

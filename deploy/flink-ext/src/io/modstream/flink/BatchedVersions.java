@@ -458,8 +458,8 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
      * call (Python orders them by ts), each call's answer applied before the next reads the
      * stored values. One call per batch interval on live input; a backlog's watermark readies
      * thousands of versions at once, and one call for all of them costs more per version
-     * (about 12-15% at 6,000 versions than at one to a few hundred, in process:
-     * docs/BENCHMARKS.md) and holds them all in memory twice.
+     * (in process, 6,667 versions readied at once: about 7% more Python per event in one call
+     * than in calls of 256; docs/BENCHMARKS.md) and holds them all in memory twice.
      */
     private void flush() throws Exception {
         if (inputKeys.isEmpty() && firedTimers.isEmpty()) {
