@@ -84,3 +84,51 @@ def test_a_backlog_decided_twice_gives_the_same_decisions_and_no_deadline(
     assert comparable(decided_a) == comparable(decided_b), (only_a[:5], only_b[:5])
     print(f"backlog: {len(uploads)} versions, {len(decided_a)} decisions in each run")
     assert {d["trigger"] for d in decided_a} >= {"fast_gate", "evidence"}
+
+
+def test_a_drained_backlog_is_decided_to_its_end_with_wider_keyed_operators_and_process_mode(
+    kafka: Kafka,
+    stack: Settings,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A backlog whose last version is stamped a minute after the rest, and one more upload a
+    minute later (the newest record, nothing after it), decided by the default job and by one
+    with `--parallelism 2 --pre-key-parallelism 1` and PyFlink's own operators in process mode:
+    the same decisions, every version decided once.
+
+    `--pre-key-parallelism 1`: one event-time instance reads every partition, so the drained
+    rule moves event time to the newest record and the version before it is decided (at
+    `--parallelism 2` alone each instance reads only its own partitions and that version stays
+    held: a bench run so stopped 11 minutes behind). Process mode: decode and the report
+    operators in a Python worker process, the batched operators still embedded in the JVM (their
+    environment refused to open in process mode and the job restarted forever)."""
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    uploads, evidence = answered_backlog(int(time.time() * 1000) - 3 * 3_600_000, 60)
+    last = max(line["value"]["ts"] for line in evidence)
+    uploads = [*uploads, workload.marker(last + 60_000, "end")]
+    # The newest record read: the drained rule moves event time to it, past `end`.
+    after = [workload.marker(last + 120_000, "end-2")]
+    wider = (
+        *("--parallelism", "2", "--pre-key-parallelism", "1"),
+        *("--flink-conf", "python.execution-mode=process"),
+        *("--flink-conf", "python.fn-execution.bundle.time=100"),
+    )
+    runs = []
+    for name, options in (("default", ()), ("wider", wider)):
+        deployment = new_moderation_deployment(kafka, stack, tmp_path / name)
+        workload.produce(kafka.bootstrap_servers, uploads + evidence + after, deployment.topics)
+        job: JobProcess = start_job(
+            "moderation", *deployment.args, "--drained-after-ms", "3000", *options
+        )
+        job.wait_running()
+        topic = deployment.topics["moderation.decisions"]
+        runs.append(settled(kafka, topic, len(uploads), WAIT_S))
+        assert job.stop() == 0
+    default, wide = runs
+    decided = {line["value"]["content_id"] for line in uploads}
+    assert {d["content_id"] for d in wide} - {"end-2"} == decided
+    revisions = [(d["content_id"], d["decision_revision"]) for d in wide]
+    assert len(revisions) == len(set(revisions))  # none twice
+    assert comparable(wide) == comparable(default)

@@ -539,4 +539,19 @@ def test_the_job_expects_every_partition_of_the_inputs_that_hold_event_time(
     )
     # Parallel readers each read their own partitions: none is expected (documented limit).
     assert job_module.expected_lanes(dataclasses.replace(job, parallelism=2)) == ()
+    assert job_module.expected_lanes(job, pre_key_parallelism=2) == ()
     assert len(asked) == 1
+    # One event-time instance before the key reads them all, however wide the keyed operators.
+    assert job_module.expected_lanes(dataclasses.replace(job, parallelism=2), 1) == lanes
+    assert len(asked) == 2
+
+
+def test_pre_key_parallelism_is_an_option_of_at_least_one() -> None:
+    from modstream.jobs.moderation import job as job_module
+
+    parser = job_module.options()
+    base = ["--bootstrap-servers", "b:9092"]
+    assert parser.parse_args(base).pre_key_parallelism is None
+    assert parser.parse_args([*base, "--pre-key-parallelism", "1"]).pre_key_parallelism == 1
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--pre-key-parallelism", "0"])

@@ -86,6 +86,7 @@ OPTION_FIELDS = (
     "evidence_grace_ms",
     "engine",
     "batch_interval_ms",
+    "pre_key_parallelism",
 )
 POLICY_KEY_VARIABLE = "MODSTREAM_POLICY_KEY"
 
@@ -97,7 +98,9 @@ class ModerationConfig(runtime.TopicNames):
     idleness_ms: int = 10_000
     policy_key: str | None = None  # the deployment's HMAC key (MODSTREAM_POLICY_KEY)
     trusted_policy: dict[str, Any] | None = None  # replay's --policy document
-    # Parallelism of everything before key_by; replay uses 1 so file order survives.
+    # Parallelism of everything before key_by (decode, event time): replay uses 1 so file
+    # order survives; the job's --pre-key-parallelism 1 keeps one event-time instance that
+    # reads every partition while the keyed operators run wider (docs/moderation.md, "Time").
     pre_key_parallelism: int | None = None
     limits: Limits = field(default_factory=Limits)
     # Producers' and approvers' keys; which authority topics must be signed (operators/signing).

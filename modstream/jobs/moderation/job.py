@@ -153,16 +153,19 @@ def decode(source: DataStream, config: ModerationConfig) -> DataStream:
     return rows
 
 
-def expected_lanes(job: runtime.JobConfig) -> tuple[str, ...]:
+def expected_lanes(
+    job: runtime.JobConfig, pre_key_parallelism: int | None = None
+) -> tuple[str, ...]:
     """Every partition of the inputs that hold event time (uploads and evidence:
     modstream/moderation/admission.py `TIME_HOLDING_TOPICS`), when one event-time instance reads
     them all: each holds event time until its first record after a start or restore (ValidatedTime).
     With parallel readers an instance reads only the partitions its reader was given, which is not
-    known here: none (docs/moderation.md, Time)."""
-    if job.parallelism != 1:
+    known here: none (docs/moderation.md, Time). `pre_key_parallelism` 1 keeps one such instance
+    whatever the keyed operators' parallelism."""
+    if (pre_key_parallelism or job.parallelism) != 1:
         print(
-            "moderation: parallelism > 1: partitions are not expected before their first record "
-            "(docs/moderation.md, 'Time')",
+            "moderation: pre-key parallelism > 1: partitions are not expected before their first"
+            " record (docs/moderation.md, 'Time')",
             file=sys.stderr,
             flush=True,
         )
@@ -230,10 +233,26 @@ def options() -> argparse.ArgumentParser:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
+    parser.add_argument(
+        "--pre-key-parallelism",
+        type=positive_int,
+        default=None,
+        help="parallelism of decode and event time, before the key (default: the job's); 1 keeps"
+        " one event-time instance that reads every partition, so a drained backlog's time moves"
+        " on while the keyed operators run at --parallelism (docs/moderation.md, Time)",
+    )
     engine_option(parser)
     batch_interval_option(parser)
     empty_state_option(parser)
     return parser
+
+
+def positive_int(text: str) -> int:
+    """An option's integer, at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def engine_option(parser: argparse.ArgumentParser) -> None:
@@ -286,7 +305,7 @@ def configured(args: argparse.Namespace, job: runtime.JobConfig) -> ModerationCo
         trusted_policy=trusted,
         keyring=job_keyring("moderation", job.bootstrap_servers, job.kafka_properties),
         topics=job.topics,
-        expected_lanes=expected_lanes(job),
+        expected_lanes=expected_lanes(job, args.pre_key_parallelism),
         end_offsets=(job.bootstrap_servers, job.group_id),
         end_offsets_properties=tuple(f"{k}={v}" for k, v in job.kafka_properties.items()),
     )

@@ -9,6 +9,7 @@ import java.util.concurrent.locks.ReentrantLock;
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.python.PythonOptions;
 import org.apache.flink.python.env.AbstractPythonEnvironmentManager;
 import org.apache.flink.python.env.PythonDependencyInfo;
 import org.apache.flink.python.env.embedded.EmbeddedPythonEnvironment;
@@ -52,7 +53,12 @@ public final class EmbeddedPython implements Serializable {
     /** The Python configuration of the job being built in {@code env}, as PyFlink hands it to
      * its own operators. */
     public static EmbeddedPython of(StreamExecutionEnvironment env) {
-        return new EmbeddedPython(PythonConfigUtil.extractPythonConfiguration(env.getConfiguration()));
+        Configuration config = PythonConfigUtil.extractPythonConfiguration(env.getConfiguration());
+        // Ours are embedded whatever PyFlink's own operators use: with the job in process mode
+        // (--flink-conf python.execution-mode=process) the environment manager refused to
+        // open ("Unsupported execution mode process") and the job restarted forever.
+        config.set(PythonOptions.PYTHON_EXECUTION_MODE, "thread");
+        return new EmbeddedPython(config);
     }
 
     /** The interpreter, in the job's Python environment (prepared on this TaskManager at the
