@@ -233,6 +233,16 @@ def options() -> argparse.ArgumentParser:
         default=moderation.REVIEW_RETENTION_MS,
         help="a retired version's compact record (reviews and appeals apply) is kept this long",
     )
+    operator_options(parser)
+    empty_state_option(parser)
+    return parser
+
+
+def operator_options(parser: argparse.ArgumentParser) -> None:
+    """How the operators run: --pre-key-parallelism (decode and event time narrower than the
+    keyed operators), --engine, --batch-interval-ms."""
+    engine_option(parser)
+    batch_interval_option(parser)
     parser.add_argument(
         "--pre-key-parallelism",
         type=positive_int,
@@ -241,10 +251,6 @@ def options() -> argparse.ArgumentParser:
         " one event-time instance that reads every partition, so a drained backlog's time moves"
         " on while the keyed operators run at --parallelism (docs/moderation.md, Time)",
     )
-    engine_option(parser)
-    batch_interval_option(parser)
-    empty_state_option(parser)
-    return parser
 
 
 def positive_int(text: str) -> int:
