@@ -154,6 +154,14 @@ def key_value(item: str) -> tuple[str, str]:
     return key, value
 
 
+def positive_int(text: str) -> int:
+    """An option's integer, at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 # What the job's Kafka clients must keep as modstream sets them (exactly-once, restore).
 
 

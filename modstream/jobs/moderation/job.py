@@ -63,7 +63,7 @@ from modstream.jobs.moderation.java import (
 from modstream.jobs.moderation.moderate import Moderate
 from modstream.jobs.moderation.reports import ReportCombine, ReportGate
 from modstream.jobs.moderation.sanctions import Sanctions
-from modstream.jobs.options import empty_state_option, job_parser
+from modstream.jobs.options import empty_state_option, job_parser, positive_int
 from modstream.moderation import state_schema
 from modstream.moderation import step as moderation
 from modstream.moderation.admission import TIME_HOLDING_TOPICS
@@ -239,8 +239,8 @@ def options() -> argparse.ArgumentParser:
 
 
 def operator_options(parser: argparse.ArgumentParser) -> None:
-    """How the operators run: --pre-key-parallelism (decode and event time narrower than the
-    keyed operators), --engine, --batch-interval-ms."""
+    """How the operators run: --engine, --batch-interval-ms and --pre-key-parallelism (decode
+    and event time narrower than the keyed operators)."""
     engine_option(parser)
     batch_interval_option(parser)
     parser.add_argument(
@@ -251,14 +251,6 @@ def operator_options(parser: argparse.ArgumentParser) -> None:
         " one event-time instance that reads every partition, so a drained backlog's time moves"
         " on while the keyed operators run at --parallelism (docs/moderation.md, Time)",
     )
-
-
-def positive_int(text: str) -> int:
-    """An option's integer, at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
 
 
 def engine_option(parser: argparse.ArgumentParser) -> None:
