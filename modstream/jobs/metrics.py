@@ -63,6 +63,9 @@ METRICS: dict[str, Metric] = {
     "oldest_pending_age_ms": Metric(
         "gauge", (), "moderation", "how long the oldest incomplete version has waited"
     ),
+    "step_compiled": Metric(
+        "gauge", (), "moderation", "1 when the per-version code runs compiled (mypyc), 0 as Python"
+    ),
     "versions_pending": Metric(
         "gauge", (), "moderation", "versions whose evidence is incomplete (this subtask)"
     ),

@@ -57,6 +57,9 @@ def test_the_image_holds_what_the_deployments_name() -> None:
     assert "cp /opt/flink/opt/flink-python-*.jar /opt/flink/lib/" in runs
     assert "/opt/flink/plugins/s3-fs-presto" in runs
     assert "plugins/metrics-prometheus" in runs
+    # The per-version code compiled in the image by the mypy that checks it here.
+    assert f"pip install mypy=={version('mypy')}" in runs
+    assert 'native.main(["build"])' in runs and 'native.in_use() == "compiled"' in runs
 
 
 def _docker_unavailable() -> str | None:

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from modstream.core.native import source
+
 RULE_MODULES = (
     "modstream.moderation.rules.fast_gate",
     "modstream.moderation.rules.evidence",
@@ -66,11 +68,13 @@ class RuleHeader:
 
 
 def module_path(module: str) -> Path:
-    """The source file of `module`, found without importing it."""
+    """The source file of `module`, found without importing it (beside its compiled form when
+    mypyc built one: modstream/core/native.py)."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
         raise LookupError(f"rule module {module} not found")
-    return Path(spec.origin)
+    origin = Path(spec.origin)
+    return origin if origin.suffix == ".py" else source(module)
 
 
 def contract_sections(contract: str) -> dict[str, str]:
