@@ -9,6 +9,8 @@ MODSTREAM := $(BIN)/modstream
 JARS := deploy/local/jars
 EXT_SRC := $(shell find deploy/flink-ext/src -name '*.java')
 EXT_JAR := $(JARS)/flink/modstream-flink-ext.jar
+# The per-version code compiled with mypyc (`make native`, below); defined before `setup` names it.
+NATIVE := modstream/_native/manifest.json
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # `make test` runs on its own ports and run directory, so it never touches a stack you
@@ -60,7 +62,6 @@ $(VENV)/.installed: pyproject.toml
 
 # The per-version code compiled with mypyc (modstream/core/native.py): rebuilt when one of its
 # modules changed; until then `import modstream` runs the changed modules as Python.
-NATIVE := modstream/_native/manifest.json
 NATIVE_SOURCES = $(shell $(BIN)/python -c 'from modstream.core import native; print(*map(native.source, native.COMPILED))' 2>/dev/null)
 .PHONY: native native-status
 native: $(NATIVE)

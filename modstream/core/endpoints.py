@@ -8,6 +8,7 @@ scrapes) and prints where they are.
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import socket
@@ -70,5 +71,5 @@ def scrape(port: int, timeout_s: float = 10.0) -> str | None:
     try:
         with urllib.request.urlopen(url(port), timeout=timeout_s) as response:
             return str(response.read().decode("utf-8"))
-    except Exception:  # refused, reset, cut short, timed out: nothing this time
-        return None
+    except (OSError, ValueError, http.client.HTTPException):
+        return None  # refused, reset, timed out (OSError), cut short (HTTPException), not text

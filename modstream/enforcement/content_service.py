@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import re
 import uuid
@@ -38,6 +39,8 @@ from typing import Any
 import redis
 
 from modstream.enforcement.apply import EXPORTED, served_visibility
+
+LOG = logging.getLogger("modstream.content_service")
 
 APPLY_SCRIPT = """
 -- KEYS[1] content hash; ARGV: version, revision, visibility, restriction, ts, repair (0|1)
@@ -306,8 +309,10 @@ class ContentService:
             path.unlink(missing_ok=True)
         try:
             self.invalidate(content_id, paths)
-        except Exception:
-            return  # the names stay in the purge log: caches may serve them; retried later
+        except Exception as error:  # the purge hook is the deployment's (a CDN call)
+            # The names stay in the purge log (caches may serve them) and are purged again later.
+            LOG.warning("content service: cache purge failed (%s); retried", type(error).__name__)
+            return
         self._purged(keys=[self.key(content_id)], args=[json.dumps(names)])
 
     def _export(self, content_id: str) -> None:

@@ -383,7 +383,7 @@ def error_class(letter: str) -> str:
     """A DLQ letter's error class ("unknown" when it cannot be read)."""
     try:
         return str(json.loads(letter).get("error_class") or "unknown")
-    except Exception:
+    except (ValueError, TypeError, AttributeError):  # not JSON, not text, not an object
         return "unknown"
 
 

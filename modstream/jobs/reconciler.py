@@ -347,7 +347,7 @@ def _desired(stored: str) -> str | None:
     """The desired action kept in a stored state, as JSON, for a letter about that state."""
     try:
         desired = json.loads(stored).get("desired")
-    except Exception:
+    except (ValueError, TypeError, AttributeError):  # not JSON, not text, not an object
         return None
     if not isinstance(desired, dict):
         return None

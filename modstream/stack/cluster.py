@@ -161,6 +161,9 @@ def down(settings: Settings, say: Callable[[str], None] = print) -> None:
         say("flink cluster: not running")
         return
     _script(run, "stop-cluster.sh", check=False)
+    # stop-cluster.sh stops one TaskManager per line of conf/workers; those `start_taskmanager`
+    # added are in the pid file too, and stop-all stops every one it lists.
+    _script(run, "taskmanager.sh", "stop-all", check=False)
     say("flink cluster: stopped")
 
 
@@ -194,11 +197,11 @@ def _local_python_path() -> str:
     return os.pathsep.join([str(PROJECT_ROOT), *site.getsitepackages()])
 
 
-def _script(run: Path, name: str, *, check: bool) -> None:
+def _script(run: Path, name: str, *args: str, check: bool) -> None:
     """One of Flink's cluster scripts, on this cluster's configuration (`script_env`)."""
     env = script_env(run)
     subprocess.run(
-        [str(run / "bin" / name)], env=env, check=check, capture_output=True, timeout=120
+        [str(run / "bin" / name), *args], env=env, check=check, capture_output=True, timeout=120
     )
 
 

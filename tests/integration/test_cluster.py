@@ -180,3 +180,30 @@ def test_submit_names_what_is_wrong(session_cluster: tuple[str, dict[str, str]])
     assert nowhere.returncode == 1 and "no Flink cluster answers" in nowhere.stderr
     idle = modstream(env, "upgrade", "moderation", "--jobmanager", address)
     assert idle.returncode == 1 and "no running moderation job" in idle.stderr
+
+
+def test_down_stops_every_taskmanager_even_one_added_after_up(
+    session_cluster: tuple[str, dict[str, str]],
+) -> None:
+    """`cluster down` once stopped one TaskManager per line of conf/workers and left the ones
+    `start_taskmanager` added (the fault runs add one after a kill) running."""
+    _, env = session_cluster
+    run_settings = Settings.from_env(env)
+    cluster.start_taskmanager(run_settings)
+    pids = cluster.daemon_pids(run_settings)
+    assert len(pids) == 2, pids
+    down = modstream(env, "cluster", "down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    deadline = time.monotonic() + 30
+    while any(map(_running, pids)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert [pid for pid in pids if _running(pid)] == []
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a container's init may not reap it at once)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")

@@ -6,6 +6,7 @@ decision; interleavings are forced at the one point between the fence and the fi
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -208,8 +209,12 @@ def test_racing_operations_end_with_what_was_decided(
     assert seen is not None and seen.visibility == visibility
 
 
-def test_purges_failing_at_random_all_heal_on_retry(client: redis.Redis, tmp_path: Path) -> None:
+def test_purges_failing_at_random_all_heal_on_retry(
+    client: redis.Redis, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     from modstream.jobs.enforce import failing_purge
+
+    caplog.set_level(logging.WARNING, logger="modstream.content_service")
 
     service, _, _ = services(client, tmp_path / "media", invalidate=failing_purge(0.5, seed=7))
     items = [f"c-{n}" for n in range(40)]
@@ -219,6 +224,8 @@ def test_purges_failing_at_random_all_heal_on_retry(client: redis.Redis, tmp_pat
         service.apply(cid, 1, 2, "hidden", None, T0)
     visible = [cid for cid in items if service.effective(cid, T0).visibility != "hidden"]  # type: ignore[union-attr]
     assert 5 < len(visible) < 35  # about half of the purges failed
+    failed = [r.getMessage() for r in caplog.records if r.name == "modstream.content_service"]
+    assert len(failed) >= len(visible) and "cache purge failed" in failed[0]  # each one said
     for _ in range(20):  # the reconciler's repairs, round after round
         for cid in visible:
             service.apply(cid, 1, 2, "hidden", None, T0, repair=True)
