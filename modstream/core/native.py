@@ -120,13 +120,17 @@ def built_files(directory: Path = NATIVE_DIR) -> tuple[dict[str, Path], str]:
     manifest = directory / "manifest.json"
     if not manifest.is_file():
         return {}, f"no build in {directory} (`make native` builds it)"
-    built = json.loads(manifest.read_text(encoding="utf-8"))
+    try:  # a manifest cut short or edited by hand must not stop `import modstream`
+        built = json.loads(manifest.read_text(encoding="utf-8"))
+        digests, shared, shared_file = dict(built["digests"]), built["shared"], built["shared_file"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return {}, f"{manifest} is unreadable ({type(error).__name__}; `make native` rebuilds it)"
     current = sources_digest()
-    changed = sorted(name for name, value in current.items() if built["digests"].get(name) != value)
+    changed = sorted(name for name, value in current.items() if digests.get(name) != value)
     if changed:
         return {}, f"built from other sources than these ({', '.join(changed[:3])} changed)"
     files = {module: _extension(directory, module) for module in COMPILED}
-    files[built["shared"]] = directory / built["shared_file"]
+    files[str(shared)] = directory / str(shared_file)
     missing = sorted(name for name, file in files.items() if not file.is_file())
     if missing:
         return {}, f"the build in {directory} lacks {', '.join(missing[:3])}"

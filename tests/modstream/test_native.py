@@ -96,6 +96,14 @@ def test_a_build_missing_a_module_is_refused(copied_build: Path) -> None:
     assert "lacks modstream.moderation.step" in why
 
 
+@pytest.mark.parametrize("manifest", ["", "{", "[]", '{"digests": 5}', '{"digests": {}}'])
+def test_an_unreadable_manifest_is_refused_not_raised(copied_build: Path, manifest: str) -> None:
+    (copied_build / "manifest.json").write_text(manifest, encoding="utf-8")
+    files, why = native.built_files(copied_build)
+    assert files == {}
+    assert "is unreadable" in why and "`make native`" in why
+
+
 def test_no_build_says_how_to_make_one(tmp_path: Path) -> None:
     files, why = native.built_files(tmp_path)
     assert files == {}
