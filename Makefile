@@ -9,8 +9,6 @@ MODSTREAM := $(BIN)/modstream
 JARS := deploy/local/jars
 EXT_SRC := $(shell find deploy/flink-ext/src -name '*.java')
 EXT_JAR := $(JARS)/flink/modstream-flink-ext.jar
-# The per-version code compiled with mypyc (`make native`, below); defined before `setup` names it.
-NATIVE := modstream/_native/manifest.json
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # `make test` runs on its own ports and run directory, so it never touches a stack you
@@ -48,7 +46,7 @@ help:
 	@echo "make bench-overload    the image scan pool at 3x its measured capacity for 2 minutes: admission (make up first)"
 	@echo "make test-faults       kill, pause and restart the jobs, broker and Redis under 20,000 versions; check every record"
 
-setup: $(VENV)/.installed $(NATIVE) $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
+setup: $(VENV)/.installed native $(JARS)/.fetched $(EXT_JAR) redis-server promtool espeak-ng chromium models
 	@echo "setup: ready ($(VENV), $(JARS), redis-server $$(redis-server --version | cut -d' ' -f3), promtool $$(promtool --version 2>&1 | head -1 | cut -d' ' -f3), espeak-ng $$(espeak-ng --version | cut -d' ' -f4))"
 
 $(VENV)/.installed: pyproject.toml
@@ -60,12 +58,11 @@ $(VENV)/.installed: pyproject.toml
 		rapidocr-onnxruntime==1.4.4
 	@touch $@
 
-# The per-version code compiled with mypyc (modstream/core/native.py): rebuilt when one of its
-# modules changed; until then `import modstream` runs the changed modules as Python.
-NATIVE_SOURCES = $(shell $(BIN)/python -c 'from modstream.core import native; print(*map(native.source, native.COMPILED))' 2>/dev/null)
+# The per-version code compiled with mypyc (modstream/core/native.py), rebuilt when a source's
+# digest differs from the build's (a fraction of a second to check); until then `import
+# modstream` runs the changed modules as Python.
 .PHONY: native native-status
-native: $(NATIVE)
-$(NATIVE): modstream/core/native.py $(NATIVE_SOURCES) $(VENV)/.installed
+native: $(VENV)/.installed
 	@$(BIN)/python -c 'import sys; from modstream.core import native; sys.exit(native.main(["build"]))'
 native-status:
 	@$(BIN)/python -c 'import sys; from modstream.core import native; sys.exit(native.main([]))'

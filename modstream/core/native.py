@@ -195,7 +195,6 @@ def build(directory: Path = NATIVE_DIR) -> Path:
             "digests": digests,
             "shared": shared[0].split(".", 1)[0],
             "shared_file": shared[0],
-            "modules": list(COMPILED),
         }
         (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         staged = directory.with_name(directory.name + ".new")
@@ -209,8 +208,7 @@ def build(directory: Path = NATIVE_DIR) -> Path:
 def main(args: list[str]) -> int:
     """`make native` (["build"]) builds; [] says what runs and why (`make native-status`)."""
     if args == ["build"]:
-        if built_files()[0]:  # a checkout that only touched the files: nothing to compile
-            MANIFEST.touch()
+        if built_files()[0]:  # built from these very sources: nothing to compile
             print(f"native: {NATIVE_DIR} is built from these sources")
             return 0
         print(f"native: compiling {len(COMPILED)} modules with mypyc into {NATIVE_DIR}", flush=True)

@@ -25,7 +25,7 @@ from typing import Any
 import cloudpickle
 import msgspec
 
-from modstream.core import native, redaction
+from modstream.core import redaction
 from modstream.jobs.metrics import METRICS, OperatorMetrics
 from modstream.jobs.moderation.config import ModerationConfig
 from modstream.jobs.moderation.metrics import ModerationMetrics
@@ -185,7 +185,6 @@ class BatchedModerate:
         moderate._legacy = False
         moderate.metrics = self.metrics
         moderate.reported = ModerationMetrics(self.metrics, config.clock)
-        self.metrics.set("step_compiled", 1 if native.in_use() == "compiled" else 0)
         self.watermark = 0
         self.timer_changes: dict[tuple[str, int], bool] = {}
         self.due_now: list[tuple[int, int, str]] = []  # (ts, order, key) to fire in this call

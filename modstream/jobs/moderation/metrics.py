@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from modstream.contract.workflow import WORKFLOW_VERSION
+from modstream.core import native
 from modstream.jobs.metrics import OperatorMetrics
 from modstream.moderation import language, state_schema
 from modstream.moderation.state import Agreement, Content, Output, VersionState
@@ -53,6 +54,8 @@ class ModerationMetrics:
         self.event_time: int | None = None  # the newest firing's ts: the operator's event time
         self._refreshed_at: int | None = None
         self.refresh()
+        # Which per-version code this instance runs (modstream/core/native.py), set once.
+        metrics.set("step_compiled", 1 if native.in_use() == "compiled" else 0)
 
     def decided(
         self,

@@ -19,7 +19,7 @@ from pyflink.datastream.state import ValueStateDescriptor
 
 from modstream.contract import dead_letter
 from modstream.contract.registry import parse_own
-from modstream.core import jsonio, native
+from modstream.core import jsonio
 from modstream.jobs import metrics
 from modstream.jobs.moderation import python_calls
 from modstream.jobs.moderation.broadcast import PolicyAware
@@ -84,7 +84,6 @@ class Moderate(PolicyAware):
         self._legacy = False
         self.metrics = metrics.OperatorMetrics(runtime_context, "moderate")
         self.reported = ModerationMetrics(self.metrics, self.config.clock)
-        self.metrics.set("step_compiled", 1 if native.in_use() == "compiled" else 0)
 
     def process_broadcast_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         """As every keyed operator's, its DLQ rows as one batch (this operator's output)."""
