@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from modstream.contract.common import (
+    AppealId,
     ContentVersion,
     DecisionRevision,
     EventTime,
@@ -92,7 +93,7 @@ class Appeal(InputRecord):
     """moderation.appeals: the author contests a decision revision."""
 
     event_id: Id
-    appeal_id: Id
+    appeal_id: AppealId
     content_id: Id
     content_version: ContentVersion
     decision_revision: DecisionRevision

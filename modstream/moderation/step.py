@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from modstream.contract.common import MAX_ID_CHARS
 from modstream.core.limits import Limits
 from modstream.moderation.decide import VISIBILITY, decide
 from modstream.moderation.records import DEFAULT_NOTICES, index_key
@@ -204,11 +203,6 @@ def over_bounds(topic: str, record: Any, limits: Limits) -> str | None:
                 f"moderation: content.versions.segments: {record.segments} declared, over "
                 f"the limit of {limits.max_segments}"
             )
-    elif topic == "moderation.appeals" and len(f"appeal-{record.appeal_id}") > MAX_ID_CHARS:
-        return (
-            f"moderation: moderation.appeals.appeal_id: its task id `appeal-<appeal_id>` would "
-            f"be longer than {MAX_ID_CHARS} characters"
-        )
     elif topic == "detector.results" and (record.segment_id or 0) >= limits.max_segments:
         return (
             f"moderation: detector.results.segment_id: {record.segment_id} is beyond the "

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from modstream.contract import parse
+from modstream.contract import SchemaError, parse
+from modstream.contract.common import MAX_APPEAL_ID_CHARS, MAX_ID_CHARS
 from modstream.testing.fuzz.pipeline import Outcome, Pipeline, run_one
 from modstream.testing.fuzz.strategies import (
     KINDS,
@@ -22,8 +23,9 @@ from modstream.testing.fuzz.strategies import (
     applicable,
     fuzzed,
     named_field,
+    signed,
 )
-from modstream.testing.records import SECRET_TEXT, upload
+from modstream.testing.records import SECRET_TEXT, appeal_record, upload
 
 JOB = settings(
     max_examples=20,
@@ -108,3 +110,22 @@ def test_a_lone_surrogate_id_is_dead_lettered_with_a_key_the_jvm_can_carry(
     assert outcome.crashed is None, outcome.crashed
     assert [letter["error_class"] for letter in outcome.letters] == ["schema"]
     assert outcome.letters[0]["key"] == "c-1"  # the transport's key, not the record's
+
+
+def test_the_longest_appeal_id_opens_its_task_and_one_longer_is_refused_at_admission() -> None:
+    """Found by the fuzz suite: a 256-character appeal_id passed admission, then its task id
+    `appeal-<appeal_id>` was too long for the contract and the moderate step refused it. The
+    contract now bounds appeal_id so that its task id fits, and admission refuses a longer one."""
+    longest = signed("appeal", appeal_record(appeal_id="a" * MAX_APPEAL_ID_CHARS))
+    opened = run_one("moderation.appeals", json.dumps(longest), longest)
+    assert opened.crashed is None and opened.letters == []
+    tasks = [value for topic, _, value in opened.outputs if topic == "review.tasks"]
+    assert [task["task_id"] for task in tasks] == [f"appeal-{'a' * MAX_APPEAL_ID_CHARS}"]
+    assert len(tasks[0]["task_id"]) == MAX_ID_CHARS
+    longer = signed("appeal", appeal_record(appeal_id="a" * (MAX_APPEAL_ID_CHARS + 1)))
+    refused = run_one("moderation.appeals", json.dumps(longer), longer)
+    assert refused.error_classes == ["schema"]
+    assert "appeal_id" in refused.letters[0]["message"]
+    with pytest.raises(SchemaError):  # the contract itself refuses it, before any state
+        parse("moderation.appeals", json.dumps(longer))
+    assert refused.outputs == refused.baseline

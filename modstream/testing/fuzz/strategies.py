@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from modstream.contract.common import MAX_APPEAL_ID_CHARS
 from modstream.contract.registry import NOT_UTF8
 from modstream.core.limits import EARLIEST_TS, Limits
 from modstream.policy.store import sign
@@ -488,7 +489,7 @@ def _appeal(draw: st.DrawFn, hostile: bool, extreme: bool) -> dict[str, Any]:
     base = _about_a_version(draw, hostile, extreme)
     return {
         "event_id": base["event_id"],
-        "appeal_id": draw(_ids(hostile)),
+        "appeal_id": draw(_ids(hostile).map(lambda appeal_id: appeal_id[:MAX_APPEAL_ID_CHARS])),
         "content_id": base["content_id"],
         "content_version": base["content_version"],
         "decision_revision": draw(_version(extreme)),
