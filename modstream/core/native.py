@@ -73,6 +73,9 @@ COMPILED: Final = (
     "modstream.policy.expr",
     "modstream.policy.store",
     "modstream.scanning.plan",
+    "modstream.jobs.moderation.batch",
+    "modstream.jobs.moderation.metrics",
+    "modstream.jobs.moderation.moderate",
 )
 
 

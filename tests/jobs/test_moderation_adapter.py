@@ -15,10 +15,9 @@ from modstream.core import jsonio
 from modstream.jobs.moderation.config import REPORT_BATCH, ModerationConfig
 from modstream.jobs.moderation.decode import Decode
 from modstream.jobs.moderation.letters import DLQ_TAG
-from modstream.jobs.moderation.moderate import stored
+from modstream.jobs.moderation.moderate import Moderate, stored
 from modstream.jobs.moderation.reports import ReportCombine
 from modstream.jobs.moderation.sanctions import Sanctions
-from modstream.moderation import step as moderation
 from modstream.moderation.state import to_document
 from modstream.policy.store import sign
 from modstream.testing.flink import (
@@ -171,16 +170,18 @@ def test_an_input_whose_step_fails_is_set_aside_and_the_others_apply(
     policy = yaml.safe_load(GLOBAL_YAML.read_text())
     adapter, runtime_context, ctx = moderate(ModerationConfig(trusted_policy=policy))
     ctx.key = "c-1\x1f1"
-    real_step = moderation.step
+    real_step = Moderate._step
 
-    def failing_step(state: Any, topic: str, record: Any, ts: int, context: Any) -> Any:
+    # The operator's own method is replaced, not `moderation.step`: a compiled caller
+    # (modstream/core/native.py) calls a compiled function directly, never through its module.
+    def failing_step(self: Moderate, state: Any, topic: str, *args: Any) -> Any:
         if topic == "detector.results":
             if state is not None:
                 state.decision_revision = 99  # a half-applied input must not survive
             raise RecursionError("maximum recursion depth exceeded")
-        return real_step(state, topic, record, ts, context)
+        return real_step(self, state, topic, *args)
 
-    monkeypatch.setattr(moderation, "step", failing_step)
+    monkeypatch.setattr(Moderate, "_step", failing_step)
     upload_row = decoded(
         "content.versions", upload(surface="comment", modality="text", mime_type="text/plain")
     )

@@ -30,10 +30,10 @@ def subtask_index(runtime_context: RuntimeContext) -> int:
     java = getattr(runtime_context, "_runtime_context", None)
     if java is not None:
         return int(java.getTaskInfo().getIndexOfThisSubtask())
-    return runtime_context.get_index_of_this_subtask()
+    return int(runtime_context.get_index_of_this_subtask())
 
 
-class PolicyAware(KeyedBroadcastProcessFunction):
+class PolicyAware(KeyedBroadcastProcessFunction):  # type: ignore[misc]  # PyFlink's classes are untyped
     """Shared by the keyed operators: policy and hash banks in broadcast state (rebuilt once per
     change), and keyed input buffered until the watermark passes its ts (the report gate's;
     `Moderate`'s comes ordered from EventTimeOrder.java, but for versions stored before it)."""

@@ -52,7 +52,7 @@ def admit(
     )
 
 
-class Decode(ProcessFunction):
+class Decode(ProcessFunction):  # type: ignore[misc]  # PyFlink's classes are untyped
     """Row(topic, key, value, ts, lane[, seq]) -> one admitted DECODED_ROW (keyed input, reports,
     policy and hash-bank records) on the main output, or one DLQ row on the `dlq` side output.
     Only what `modstream.moderation.admission` admits carries a lane, so only that moves event

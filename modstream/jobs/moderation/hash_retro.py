@@ -61,7 +61,7 @@ def fan_out(value: Row) -> Iterator[Row]:
 
 
 @python_calls.counted
-class RetroJoin(KeyedProcessFunction):
+class RetroJoin(KeyedProcessFunction):  # type: ignore[misc]  # PyFlink's classes are untyped
     """Adapter keyed by hash key: loads the key's state, calls the pure join, stores the
     result, arms its timer and emits `moderation.retro` rows for the version operator."""
 

@@ -7,8 +7,10 @@ cleared at the key's next write (modstream/moderation/state_schema.py)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import json
+import operator
 from collections.abc import Iterator
 from typing import Any
 
@@ -161,7 +163,7 @@ class Moderate(PolicyAware):
                 batched += json.loads(raw)
             else:
                 direct.append((topic, raw, timestamp))
-        batched.sort(key=lambda item: (item[0], item[1], item[2]))
+        batched.sort(key=operator.itemgetter(0, 1, 2))
         return direct + [("moderation.reports", item[3], item[0]) for item in batched]
 
     def _fire(
@@ -184,8 +186,8 @@ class Moderate(PolicyAware):
             rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
             return raw_state
         state, outputs, timers, letters = run
-        stored = raw_state
-        self.reported.decided(key, state, outputs, timestamp, earlier=lambda: in_force(stored))
+        earlier = functools.partial(in_force, raw_state)  # read only when a count needs it
+        self.reported.decided(key, state, outputs, timestamp, earlier=earlier)
         self.reported.compared(self.agreements)
         self.reported.read_results(self.results_read)
         for timer in set(timers):

@@ -99,7 +99,7 @@ class ReportGate(PolicyAware):
 
 
 @python_calls.counted
-class ReportCombine(KeyedProcessFunction):
+class ReportCombine(KeyedProcessFunction):  # type: ignore[misc]  # PyFlink's classes are untyped
     """Keyed by (version, shard): the weighed reports of one event-time window become one batch
     for the version's operator (local-global pre-aggregation of a report storm). The batch is
     applied at the window's last millisecond, each report with its own ts."""

@@ -25,7 +25,7 @@ from modstream.moderation import state_schema
 
 
 @python_calls.counted
-class Sanctions(KeyedProcessFunction):
+class Sanctions(KeyedProcessFunction):  # type: ignore[misc]  # PyFlink's classes are untyped
     """Adapter keyed by author: strikes and sanctions (modstream/enforcement/sanctions.py).
     Decisions are buffered by the time the version's operator emitted them and applied at that time,
     in `sanctions.decision_order`, so the result does not depend on how subtasks interleave."""
