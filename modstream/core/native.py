@@ -74,8 +74,13 @@ COMPILED: Final = (
     "modstream.policy.store",
     "modstream.scanning.plan",
     "modstream.jobs.moderation.batch",
+    "modstream.jobs.moderation.keyed_batch",
+    "modstream.jobs.moderation.letters",
     "modstream.jobs.moderation.metrics",
     "modstream.jobs.moderation.moderate",
+    "modstream.jobs.moderation.python_calls",
+    "modstream.jobs.moderation.retro_batch",
+    "modstream.jobs.moderation.sanctions_batch",
 )
 
 

@@ -201,7 +201,8 @@ class Ordered:
         outputs: list[Any] = []
         ctx.timers.watermark = max(ctx.timers.watermark, timestamp)
         if due:
-            columns = ([r[field] for r in due] for field in (2, 3, 4, 5))
+            # Each column a tuple, as PyFlink's thread mode hands an array field over.
+            columns = (tuple(r[field] for r in due) for field in (2, 3, 4, 5))
             outputs += unbatch(self.adapter.process_element(Row(*columns), ctx))
         if timestamp in ctx.timers.registered:
             ctx.timers.registered.discard(timestamp)

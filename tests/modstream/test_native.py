@@ -3,6 +3,7 @@ from the sources on disk, and deciding exactly as the same code run as Python.""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
 import os
@@ -37,8 +38,16 @@ states = hashlib.sha256()
 for key in sorted(engine.states):
     value = engine.states[key]
     states.update(key.encode() + (value if isinstance(value, bytes) else value.encode()))
+# The same workload as the job's keyed operator runs it (BatchedModerate, compiled too).
+from modstream.bench.fire import FIRE_STEP_MS, Driver, keyed_rows
+driver = Driver(engine.config)
+driver.run(keyed_rows(engine.config, records), until, FIRE_STEP_MS)
+fired = hashlib.sha256()
+for key in sorted(driver.values):
+    fired.update(key.encode() + driver.values[key])
 print(json.dumps({"runs": native.in_use(), "outputs": outputs.hexdigest(), "count": count,
-                  "states": states.hexdigest(), "versions": len(engine.states)}))
+                  "states": states.hexdigest(), "versions": len(engine.states),
+                  "fired": fired.hexdigest(), "fired_outputs": driver.outputs}))
 """
 
 
@@ -59,6 +68,25 @@ def test_the_compiled_step_decides_byte_for_byte_as_the_python_one() -> None:
     assert compiled["count"] == python["count"] and int(str(python["count"])) > 5_000
     assert compiled["outputs"] == python["outputs"]
     assert compiled["states"] == python["states"] and python["versions"] == 1_500
+    assert compiled["fired"] == python["fired"]
+    assert compiled["fired_outputs"] == python["fired_outputs"] > 5_000
+
+
+def test_every_compiled_class_keeps_the_bases_its_source_names() -> None:
+    """mypyc makes a class whose base it cannot type (PyFlink's, untyped) a native class of
+    `object`: `Sanctions(KeyedProcessFunction)` compiled was no KeyedProcessFunction, and
+    PyFlink refused it ("KeyedProcessFunction is required"). Such a module stays Python."""
+    for name in native.COMPILED:
+        module = importlib.import_module(name)
+        tree = ast.parse(native.source(name).read_text(encoding="utf-8"))
+        for node in tree.body:
+            if not isinstance(node, ast.ClassDef):
+                continue
+            cls = getattr(module, node.name)
+            for base in node.bases:
+                named = eval(compile(ast.Expression(base), name, "eval"), vars(module))
+                origin = getattr(named, "__origin__", named)  # dict[str, str] -> dict
+                assert issubclass(cls, origin), f"{name}.{node.name} is no {ast.unparse(base)}"
 
 
 def test_a_process_runs_the_compiled_modules_when_the_build_fits() -> None:

@@ -11,7 +11,7 @@ import functools
 import heapq
 import json
 import operator
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import msgspec
@@ -433,9 +433,10 @@ Group = tuple[int, list[tuple[str, str, int]]]  # ts, its (topic, value, seq) in
 
 
 def _by_timestamp(
-    topics: list[str], values: list[str], stamps: list[int], seqs: list[int]
+    topics: Sequence[str], values: Sequence[str], stamps: Sequence[int], seqs: Sequence[int]
 ) -> list[Group]:
-    """A batch's records grouped by ts, in the batch's order (ts ascending)."""
+    """A batch's records grouped by ts, in the batch's order (ts ascending). Each column is a
+    tuple from PyFlink and a list from BatchedModerate (compiled, the type is checked)."""
     groups: list[Group] = []
     for topic, raw, ts, seq in zip(topics, values, stamps, seqs, strict=True):
         if not groups or groups[-1][0] != ts:
