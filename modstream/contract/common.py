@@ -22,7 +22,8 @@ MAX_TEXT_CHARS = 200_000
 
 Id = Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
 # An appeal becomes review task `appeal-<appeal_id>`, itself an Id: the appeal's own id is
-# bounded so that its task id fits (docs/CONTRACT.md, moderation.appeals).
+# bounded so that its task id fits (docs/contract-notes.md; the task id: docs/CONTRACT.md,
+# moderation.appeals).
 APPEAL_TASK_PREFIX = "appeal-"
 MAX_APPEAL_ID_CHARS = MAX_ID_CHARS - len(APPEAL_TASK_PREFIX)
 AppealId = Annotated[str, Field(min_length=1, max_length=MAX_APPEAL_ID_CHARS)]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modstream.contract.common import APPEAL_TASK_PREFIX
 from modstream.contract.review import ALL_QUEUES
 from modstream.core.ids import sha256_hex
 from modstream.moderation.state import Lease, State
@@ -48,7 +49,7 @@ def issued_queue(state: State, task_id: str, queue: str) -> bool:
     held = state.task_queues.get(task_id)
     if held is not None and held.queue == queue:
         return True  # its queue now: a second review's, an escalation's, or one it moved to
-    if task_id.startswith("appeal-"):
+    if task_id.startswith(APPEAL_TASK_PREFIX):
         return queue == APPEALS_QUEUE
     if task_id.startswith("brigading-"):
         return queue == BRIGADING_QUEUE

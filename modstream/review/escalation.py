@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
+from modstream.contract.common import APPEAL_TASK_PREFIX
 from modstream.moderation.records import task
 from modstream.moderation.state import Context, OpenTask, Output, State
 from modstream.policy.evaluate import CompiledPolicy
@@ -42,7 +43,7 @@ def queue_of(state: State, task_id: str) -> str:
     held = state.task_queues.get(task_id)
     if held is not None:
         return held.queue
-    if task_id.startswith("appeal-"):
+    if task_id.startswith(APPEAL_TASK_PREFIX):
         return "appeals"
     if task_id.startswith("brigading-"):
         return "brigading"
@@ -110,7 +111,7 @@ def _escalated(
     if task_id.startswith("second-"):  # blind: the decision in force may be the first review's
         reasons = ["second_review"]
     provenance = [{"evidence_ref": ref} for ref in (last.evidence_refs if last else None) or []]
-    kind = "appeal" if task_id.startswith("appeal-") else "review"
+    kind = "appeal" if task_id.startswith(APPEAL_TASK_PREFIX) else "review"
     record = task(
         state, task_id, kind, moved.queue, moved.priority, reasons, provenance, policy, moved.ts
     )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modstream.contract.common import APPEAL_TASK_PREFIX
 from modstream.core.ids import sha256_hex
 from modstream.moderation.decide import decide
 from modstream.moderation.records import task
@@ -95,7 +96,7 @@ def apply(
     review still waiting stays open), and a new revision when what is decided changed.
     `task_id`: the task the decision answers (an appeal's: trigger `appeal`)."""
     appeal = state.appeal_id
-    trigger = "appeal" if appeal and task_id == f"appeal-{appeal}" else "review"
+    trigger = "appeal" if appeal and task_id == f"{APPEAL_TASK_PREFIX}{appeal}" else "review"
     state.human = human.in_force(record, ts)
     wait = state.second
     escalation.close_all(state, keep=wait.task_id if wait is not None else None)

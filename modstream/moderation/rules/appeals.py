@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from modstream.contract.common import APPEAL_TASK_PREFIX
 from modstream.moderation.records import APPEAL_PRIORITY, appeal_task
 from modstream.moderation.state import Context, State, StepResult
 from modstream.review import access as review_access
@@ -40,7 +41,7 @@ def on_appeal(state: State, record: Any, ts: int, ctx: Context, result: StepResu
         )
         return False
     state.appeal_id = record.appeal_id
-    task_id = f"appeal-{record.appeal_id}"
+    task_id = f"{APPEAL_TASK_PREFIX}{record.appeal_id}"
     state.tasks.append(task_id)
     escalation.track(state, task_id, review_access.APPEALS_QUEUE, APPEAL_PRIORITY, ts)
     result.outputs.append(appeal_task(state, task_id, ctx.resolution.decide, ts))
