@@ -45,6 +45,7 @@ ENV_SWITCH: Final = "MODSTREAM_NATIVE"
 # compiled: mypyc checks at run time the types that mypy only trusts (`Any` meets `str`).
 COMPILED: Final = (
     "modstream.core.ids",
+    "modstream.core.values",
     "modstream.contract.registry",
     "modstream.trust.signing",
     "modstream.moderation.admission",

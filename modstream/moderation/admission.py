@@ -23,8 +23,7 @@ echoes content. Nothing here raises: an unexpected failure is refused as `perman
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from pydantic import BaseModel
 
@@ -32,24 +31,33 @@ from modstream.contract import SchemaError
 from modstream.contract.common import MAX_ID_CHARS
 from modstream.contract.registry import load_json, validate
 from modstream.core.limits import EARLIEST_TS, Limits
+from modstream.core.values import Value
 
 _LONG_MAX = 2**63 - 1
 # (topic, document) -> None when the signature is acceptable, else the reason (operators/signing).
 SignatureCheck = Callable[[str, Mapping[str, Any]], str | None]
 
 
-@dataclass(frozen=True)
-class Admitted:
-    record: BaseModel
-    ts: int
+class Admitted(Value):
+    """A record admission lets through, and its trusted event time."""
+
+    FIELDS = ("record", "ts")
+
+    def __init__(self, record: BaseModel, ts: int) -> None:
+        self.record: Final = record
+        self.ts: Final = ts
 
 
-@dataclass(frozen=True)
-class Refused:
-    error_class: str  # modstream.contract.dlq.ErrorClass
-    message: str
-    ts: int  # the record's own ts when usable, else the transport's timestamp
-    key: str | None  # the record's content_id when known, else the transport's key
+class Refused(Value):
+    """A record admission refuses: its DLQ class and message, and where its letter goes."""
+
+    FIELDS = ("error_class", "message", "ts", "key")
+
+    def __init__(self, error_class: str, message: str, ts: int, key: str | None) -> None:
+        self.error_class: Final = error_class  # modstream.contract.dlq.ErrorClass
+        self.message: Final = message
+        self.ts: Final = ts  # the record's own ts when usable, else the transport's timestamp
+        self.key: Final = key  # the record's content_id when known, else the transport's key
 
 
 def admit(

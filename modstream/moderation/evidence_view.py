@@ -8,10 +8,9 @@ it here. Emits nothing and decides nothing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cached_property
-from typing import Any
+from typing import Any, Final
 
+from modstream.core.values import Value
 from modstream.moderation.state import Evidence, State, uploaded
 from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
@@ -173,17 +172,29 @@ def incomplete(completeness: dict[str, Any]) -> bool:
     return completeness["received"] < completeness["required"] or bool(completeness["unknown"])
 
 
-@dataclass(frozen=True)
-class Evaluation:
+class Evaluation(Value):
     """One policy's verdict on the version and the evidence view it was made on."""
 
-    verdict: Verdict
-    view: EvidenceView
-    completeness: dict[str, Any]
-    results: list[Evidence]  # the detector results read, in evidence-key order
-    expired: bool
+    FIELDS = ("verdict", "view", "completeness", "results", "expired")
 
-    @cached_property
+    def __init__(
+        self,
+        verdict: Verdict,
+        view: EvidenceView,
+        completeness: dict[str, Any],
+        results: list[Evidence],  # the detector results read, in evidence-key order
+        expired: bool,
+    ) -> None:
+        self.verdict: Final = verdict
+        self.view: Final = view
+        self.completeness: Final = completeness
+        self.results: Final = results
+        self.expired: Final = expired
+        self._provenance: list[dict[str, Any]] | None = None
+
+    @property
     def provenance(self) -> list[dict[str, Any]]:
-        """The decision's `evidence`: made only for a decision or task that is emitted."""
-        return provenance_of(self.results)
+        """The decision's `evidence`: made only for a decision or task that is emitted, once."""
+        if self._provenance is None:
+            self._provenance = provenance_of(self.results)
+        return self._provenance

@@ -6,20 +6,23 @@ content_id; anything else leaves as a DLQ record. Nothing is dropped and nothing
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from modstream.contract import SchemaError, dead_letter, parse
+from modstream.core.values import Value
 from modstream.moderation.admission import document_of, event_time
 
 
-@dataclass(frozen=True)
-class Routed:
+class Routed(Value):
     """One output record: where it goes, its Kafka key and its JSON value."""
 
-    topic: str
-    key: str | None
-    value: str
-    rejected: bool
+    FIELDS = ("topic", "key", "value", "rejected")
+
+    def __init__(self, topic: str, key: str | None, value: str, rejected: bool) -> None:
+        self.topic: Final = topic
+        self.key: Final = key
+        self.value: Final = value
+        self.rejected: Final = rejected
 
 
 def check(

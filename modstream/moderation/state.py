@@ -11,7 +11,7 @@ the job and its tools.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
@@ -305,15 +305,18 @@ class Context:
     grants: ReviewGrants | None = None
 
 
-@dataclass
-class StepResult:
+class StepResult(msgspec.Struct):
+    """What a step and a timer return. A Struct, not a dataclass: a few are made per event, and
+    a Struct's `__init__` is msgspec's C where a dataclass's is interpreted
+    (modstream/core/values.py)."""
+
     state: State | None
-    outputs: list[Output] = field(default_factory=list)
-    timers: list[int] = field(default_factory=list)
-    dead_letters: list[tuple[str, str]] = field(default_factory=list)  # (error_class, message)
+    outputs: list[Output] = msgspec.field(default_factory=list)
+    timers: list[int] = msgspec.field(default_factory=list)
+    dead_letters: list[tuple[str, str]] = msgspec.field(default_factory=list)  # (class, message)
     # Second reviews compared (modstream/review/second_review.py): counted by the job's metrics,
     # never written to Kafka (the review.tasks and review.decisions records show the same).
-    agreements: list[Agreement] = field(default_factory=list)
+    agreements: list[Agreement] = msgspec.field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ Emits nothing: what a decision emits, and when, is modstream/moderation/decide.p
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from modstream.moderation.evidence_view import Evaluation, read_evidence
 from modstream.moderation.rules import provisional
 from modstream.moderation.state import Context, State
@@ -81,10 +79,14 @@ def evaluate(
             paused=ctx.resolution.paused,
         )
     if human is not None:
-        verdict = replace(
-            verdict,
-            restriction=_human_restriction(state, verdict),
-            reasons=_human_reasons(human.reason, policy),
+        verdict = Verdict(
+            verdict.outcome,
+            _human_restriction(state, verdict),
+            _human_reasons(human.reason, policy),
+            verdict.matched_rules,
+            verdict.review,
+            verdict.expires_ts,
+            verdict.limit_failed,
         )
     evaluation = Evaluation(
         verdict, view, completeness, results, expired and not verdict.limit_failed

@@ -12,10 +12,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from modstream.contract.common import OUTCOME_SEVERITY, UNDETERMINED
+from modstream.core.values import Value
 from modstream.policy.compiler import CompiledRule, compile_rules, index_rules
 from modstream.policy.document import (
     DetectorRequirement,
@@ -44,15 +44,18 @@ def most_severe(outcomes: Iterable[str]) -> str | None:
     return max(outcomes, key=SEVERITY_RANK.__getitem__, default=None)
 
 
-@dataclass(frozen=True)
-class ReviewAsk:
-    queue: str
-    priority: int
-    rule_id: str
+class ReviewAsk(Value):
+    """A review the policy asks for: the queue, its priority and the rule that asked."""
+
+    FIELDS = ("queue", "priority", "rule_id")
+
+    def __init__(self, queue: str, priority: int, rule_id: str) -> None:
+        self.queue: Final = queue
+        self.priority: Final = priority
+        self.rule_id: Final = rule_id
 
 
-@dataclass(frozen=True)
-class EvidenceView:
+class EvidenceView(Value):
     """What the evaluator knows of a content version's evidence.
 
     `scores`: (detector, label) -> the highest score over segments; `unknown`: detectors with
@@ -60,12 +63,21 @@ class EvidenceView:
     deadline (the version is still scanning).
     """
 
-    scores: Mapping[tuple[str, str], float] = field(default_factory=dict)
-    unknown: frozenset[str] = frozenset()
-    outstanding: bool = False
-    # Set by `from_segments`, whose scores are already checked: `evaluate` does not check them
-    # again. Not part of what the view says (equality and repr leave it out).
-    checked: bool = field(default=False, compare=False, repr=False)
+    # `checked` is set by `from_segments`, whose scores are already checked: `evaluate` does not
+    # check them again. Not part of what the view says (equality and repr leave it out).
+    FIELDS = ("scores", "unknown", "outstanding")
+
+    def __init__(
+        self,
+        scores: Mapping[tuple[str, str], float] | None = None,
+        unknown: frozenset[str] = frozenset(),
+        outstanding: bool = False,
+        checked: bool = False,
+    ) -> None:
+        self.scores: Final[Mapping[tuple[str, str], float]] = {} if scores is None else scores
+        self.unknown: Final = unknown
+        self.outstanding: Final = outstanding
+        self.checked: Final = checked
 
     @classmethod
     def from_segments(
@@ -91,34 +103,77 @@ class EvidenceView:
         return cls(scores=best, unknown=frozenset(broken), outstanding=outstanding, checked=True)
 
 
-@dataclass(frozen=True)
-class ContentFacts:
+class ContentFacts(Value):
     """The content version's own fields that policy may read."""
 
-    modality: str
-    surface: str
-    region: str = ""
-    audience: str = "all"
-    account_risk: float = 0.0
-    size_bytes: int = 0
-    mime_type: str = ""
-    report_count: float = 0  # distinct reporters, weighted (modstream/moderation/rules/reports.py)
-    # The language its text results named (modstream/moderation/language.py); `und` until one names
-    # one.
-    language: str = UNDETERMINED
+    FIELDS = (
+        "modality",
+        "surface",
+        "region",
+        "audience",
+        "account_risk",
+        "size_bytes",
+        "mime_type",
+        "report_count",
+        "language",
+    )
+
+    def __init__(
+        self,
+        modality: str,
+        surface: str,
+        region: str = "",
+        audience: str = "all",
+        account_risk: float = 0.0,
+        size_bytes: int = 0,
+        mime_type: str = "",
+        report_count: float = 0,
+        language: str = UNDETERMINED,
+    ) -> None:
+        self.modality: Final = modality
+        self.surface: Final = surface
+        self.region: Final = region
+        self.audience: Final = audience
+        self.account_risk: Final = account_risk
+        self.size_bytes: Final = size_bytes
+        self.mime_type: Final = mime_type
+        # Distinct reporters, weighted (modstream/moderation/rules/reports.py).
+        self.report_count: Final = report_count
+        # The language its text results named (modstream/moderation/language.py); `und` until
+        # one names one.
+        self.language: Final = language
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Value):
     """What the policy decides, and why (rule ids, reasons), for one content version."""
 
-    outcome: str
-    restriction: str | None
-    reasons: tuple[str, ...]
-    matched_rules: tuple[str, ...]
-    review: tuple[ReviewAsk, ...]
-    expires_ts: int | None
-    limit_failed: bool = False
+    FIELDS = (
+        "outcome",
+        "restriction",
+        "reasons",
+        "matched_rules",
+        "review",
+        "expires_ts",
+        "limit_failed",
+    )
+
+    def __init__(
+        self,
+        outcome: str,
+        restriction: str | None,
+        reasons: tuple[str, ...],
+        matched_rules: tuple[str, ...],
+        review: tuple[ReviewAsk, ...],
+        expires_ts: int | None,
+        limit_failed: bool = False,
+    ) -> None:
+        self.outcome: Final = outcome
+        self.restriction: Final = restriction
+        self.reasons: Final = reasons
+        self.matched_rules: Final = matched_rules
+        self.review: Final = review
+        self.expires_ts: Final = expires_ts
+        self.limit_failed: Final = limit_failed
 
 
 def _clean_scores(

@@ -31,10 +31,11 @@ import json
 from bisect import bisect_right
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from modstream.contract import SchemaError, dead_letter, parse
 from modstream.contract.policy import PolicyControl, PolicyVersion
+from modstream.core.values import Value
 from modstream.policy.evaluate import CompiledPolicy, PolicyError, load_policy
 from modstream.trust import two_person
 from modstream.trust.signing import (
@@ -74,13 +75,17 @@ class Snapshot:
     paused: bool = False
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(Value):
     """For one input: the policy that decides it and the candidates evaluated in shadow."""
 
-    decide: CompiledPolicy | None
-    shadows: tuple[CompiledPolicy, ...]
-    paused: bool
+    FIELDS = ("decide", "shadows", "paused")
+
+    def __init__(
+        self, decide: CompiledPolicy | None, shadows: tuple[CompiledPolicy, ...], paused: bool
+    ) -> None:
+        self.decide: Final = decide
+        self.shadows: Final = shadows
+        self.paused: Final = paused
 
 
 @dataclass

@@ -28,15 +28,11 @@ keeps (`floor`, applied by modstream/moderation/verdict.py `evaluate`). It decid
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from modstream.moderation.evidence_view import incomplete, read_evidence
+from modstream.moderation.evidence_view import Evaluation, incomplete, read_evidence
 from modstream.moderation.state import Context, Output, State, StepResult
-from modstream.policy.evaluate import CompiledPolicy, ReviewAsk, most_severe
-
-if TYPE_CHECKING:
-    from modstream.moderation.evidence_view import Evaluation
+from modstream.policy.evaluate import CompiledPolicy, ReviewAsk, Verdict, most_severe
 
 # A PROVISIONAL_ALLOW that reaches its `expires_ts` with evidence still incomplete or unknown
 # is decided again (contract v1.1) and a reviewer looks, in this queue at this priority.
@@ -135,13 +131,16 @@ def floor(state: State, evaluation: Evaluation, policy: CompiledPolicy | None) -
     kept = outcome == verdict.outcome
     reasons = tuple(r for r in verdict.reasons if kept and r != PROVISIONAL_REASON)
     ask = ReviewAsk(PROVISIONAL_QUEUE, PROVISIONAL_PRIORITY, PROVISIONAL_REASON)
-    floored = replace(
-        verdict,
-        outcome=outcome,
-        restriction=verdict.restriction if kept else None,
-        reasons=(*reasons, PROVISIONAL_REASON),
-        review=(*verdict.review, ask),
+    floored = Verdict(
+        outcome,
+        verdict.restriction if kept else None,
+        (*reasons, PROVISIONAL_REASON),
+        verdict.matched_rules,
+        (*verdict.review, ask),
         # `provisional_expired` keeps a floor of PROVISIONAL_ALLOW from ever re-arming.
-        expires_ts=verdict.expires_ts if outcome == "PROVISIONAL_ALLOW" else None,
+        verdict.expires_ts if outcome == "PROVISIONAL_ALLOW" else None,
+        verdict.limit_failed,
     )
-    return replace(evaluation, verdict=floored, expired=True)
+    return Evaluation(
+        floored, evaluation.view, evaluation.completeness, evaluation.results, expired=True
+    )
