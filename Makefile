@@ -19,7 +19,7 @@ TEST_ENV := MODSTREAM_RUN_DIR=$(CURDIR)/.run/test MODSTREAM_KAFKA_PORT=19092 \
 	MODSTREAM_KAFKA_CONTROLLER_PORT=19093 MODSTREAM_REDIS_PORT=16379 \
 	MODSTREAM_SIGNING_DEV_SECRET=modstream-test-signing MODSTREAM_SIGNATURES_REQUIRED=all
 
-.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas docs golden clean bench bench-policy bench-step bench-moderation bench-detectors bench-readers bench-shots bench-language bench-bank bench-replay bench-overload
+.PHONY: help setup up down status demo test test-slow test-unit test-integration lint format schemas docs golden clean bench bench-policy bench-step bench-instructions bench-moderation bench-detectors bench-readers bench-shots bench-language bench-bank bench-replay bench-overload
 
 help:
 	@echo "make setup             venv + Python deps, redis-server, promtool, espeak-ng, chromium (apt), jars (Maven Central)"
@@ -35,6 +35,7 @@ help:
 	@echo "make bench-policy      policy evaluation cost (pytest-benchmark)"
 	@echo "make native            compile the per-version code with mypyc (part of setup); native-status: in use?"
 	@echo "make bench-step        the per-version code per event, in process: admit, apply, state bytes; fire as the job runs it (pytest-benchmark)"
+	@echo "make bench-instructions the per-version code's instructions per event under valgrind: admit, apply, fire (no stack; noise-free A/B)"
 	@echo "make bench-moderation  the moderation job on the real broker (make up first)"
 	@echo "make bench-replay      modstream replay of 20,000 generated versions: events/s (no stack)"
 	@echo "make models            convert the text detector to ONNX (part of setup)"
@@ -201,6 +202,16 @@ bench-step: setup
 	@$(BIN)/pytest modstream/bench/step.py -p no:cacheprovider --benchmark-only -s \
 		--benchmark-timer=time.process_time \
 		--benchmark-columns=min,median,mean,max,rounds --benchmark-sort=name
+
+# The same workload counted in instructions (valgrind's callgrind): two builds compared on a
+# machine whose speed moves (modstream/bench/instructions.py).
+bench-instructions: setup valgrind
+	@$(BIN)/python -m modstream.bench.instructions
+
+.PHONY: valgrind
+valgrind:
+	@command -v valgrind >/dev/null || { echo "bench-instructions: installing valgrind (Debian)"; \
+		$(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind >/dev/null; }
 
 # The moderation job on the real broker (a stack on the default ports; `make up` first).
 bench-moderation: setup
