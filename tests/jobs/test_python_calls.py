@@ -85,3 +85,23 @@ def test_the_moderation_job_adapters_are_counted() -> None:
 
     for adapter in (DecodeBatch, Moderate, ReportGate, ReportCombine, Sanctions, RetroJoin):
         assert adapter.process_element.__wrapped__ is not None, adapter  # type: ignore[attr-defined]
+
+
+def test_a_counted_adapter_pickles_by_value_as_pyflink_ships_it() -> None:
+    """PyFlink cloudpickles a job's functions; a class defined where no worker can import it
+    (the `__main__` of `python -m modstream.bench.floor_job`, here a function's body) travels
+    by value, with the methods `counted` put on it. Compiled by mypyc, those methods were
+    objects cloudpickle refuses (`__mypyc_attrs__`), and the PyFlink floor never started."""
+    import cloudpickle
+
+    @python_calls.counted
+    class Local(Base):
+        pass
+
+    shipped = cloudpickle.loads(cloudpickle.dumps(Local))
+    context = Context()
+    adapter = shipped()
+    adapter.open(context)
+    assert list(adapter.process_element(4, None)) == [8]
+    adapter._python_calls.flush()
+    assert context.group.made[python_calls.METRIC].count == 1
