@@ -110,10 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = pool.map(lambda phase: count(phase, Path(workdir)), phases)
         counted = dict(zip(phases, figures, strict=True))
     result: dict[str, Any] = {"events": counted["admit"]["events"], "build": "compiled"}
-    for phase, figures in counted.items():
-        result[f"{phase}_instructions_per_event"] = round(
-            figures["instructions"] / figures["events"]
-        )
+    for phase, counts in counted.items():
+        result[f"{phase}_instructions_per_event"] = round(counts["instructions"] / counts["events"])
     print(json.dumps(result))
     return 0
 
