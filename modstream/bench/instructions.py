@@ -9,7 +9,8 @@ phase in its own process under callgrind, counting only inside the phase's compi
 Why instructions and not time: the 2-core machine's speed moves by ±30% within a minute (docs/
 BENCHMARKS.md, "Comparing two builds on a noisy machine"), so two builds timed one after the other
 differ by more than most changes do. A count of the instructions executed does not move with
-the machine: the same build gives the same count to within a few parts in a thousand. It is a
+the machine: the same build gives the same count from one shell, and within about 1% from
+another environment (object addresses, which some hashes use, move with it). It is a
 proxy (a cache miss costs more than an add), so it compares builds of the same code; the µs of
 `make bench-step` remain the figures of record.
 
