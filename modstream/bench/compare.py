@@ -223,6 +223,7 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
         arrivals=window.arrivals,
         committed=window.committed,
         cpu_samples=window.cpu.samples,
+        jit_samples=window.cpu.jit_samples,
         broker_cpu=window.broker_cpu,
         python_calls=window.python_calls,
     )
@@ -245,12 +246,13 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
 def print_table(results: dict[str, Result]) -> None:
     print(
         f"{'variant':<20}{'steady ev/s':>12}{'all ev/s':>10}{'start s':>8}{'warm s':>8}"
-        f"{'CPU µs/ev':>10}{'broker':>8}{'p50 ms':>8}{'p99 ms':>8}"
+        f"{'CPU µs/ev':>10}{'JIT':>6}{'broker':>8}{'p50 ms':>8}{'p99 ms':>8}"
     )
     for r in results.values():
         print(
             f"{r.variant:<20}{r.steady_events_per_s:>12}{r.events_per_s:>10}{r.startup_s:>8}"
-            f"{r.warmup_s:>8}{r.steady_cpu_us_per_event:>10}{r.broker_cpu_us_per_event or '-':>8}"
+            f"{r.warmup_s:>8}{r.steady_cpu_us_per_event:>10}{r.steady_jit_cpu_us_per_event:>6}"
+            f"{r.broker_cpu_us_per_event or '-':>8}"
             f"{r.latency.get('p50_ms') or '-':>8}{r.latency.get('p99_ms') or '-':>8}"
         )
 

@@ -19,6 +19,10 @@ PROC = Path("/proc")
 # when its group had committed this share of its input (or, without that, when this share of
 # its outputs was visible) to its last output (start-up and JIT reported apart).
 WARMUP_SHARE = 0.2
+# HotSpot's JIT compiler threads ("C2 CompilerThread0", cut to 15 characters in /proc): their
+# CPU in the steady window is reported apart (`steady_jit_cpu_us_per_event`). At 60 to 80 s
+# into a run they still took about a sixth of the job's CPU (docs/BENCHMARKS.md).
+JIT_THREAD = re.compile(r"^C\d CompilerThre")
 
 
 @dataclass
@@ -36,7 +40,7 @@ class Result:
     steady_events_per_s: float  # after warm-up to the closing marker's output
     startup_cpu_s: float
     cpu_us_per_event: float  # over processing_s, every process of the variant
-    steady_cpu_us_per_event: float  # after warm-up
+    steady_cpu_us_per_event: float  # after warm-up, the JIT compiler threads' apart
     broker_cpu_us_per_event: float | None  # the broker's, over processing_s, apart
     peak_rss_mib: float
     outputs: int
@@ -47,6 +51,8 @@ class Result:
     latency: dict[str, Any] = field(default_factory=dict)
     # The Flink variants' completed checkpoints: count, duration p50 and max, last size.
     checkpoints: dict[str, int] = field(default_factory=dict)
+    # The JIT compiler threads' CPU after warm-up (0 for a peer: CPython has none).
+    steady_jit_cpu_us_per_event: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,26 @@ def cpu_seconds(pids: Iterable[int], proc: Path = PROC, ticks: int | None = None
     return total / ticks
 
 
+def jit_ticks(pids: Iterable[int], proc: Path = PROC) -> dict[tuple[int, int], int]:
+    """CPU ticks (user + system) of each JIT compiler thread (`JIT_THREAD`) of the `pids`, by
+    (pid, thread id)."""
+    found: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            tasks = list((proc / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                if not JIT_THREAD.match((task / "comm").read_text()):
+                    continue
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue  # gone since
+            found[(pid, int(task.name))] = int(fields[11]) + int(fields[12])
+    return found
+
+
 def session_pids(session: int, proc: Path = PROC) -> list[int]:
     """The processes of `session`: a variant's Python process and the JVM it started."""
     found = []
@@ -106,21 +132,41 @@ def peak_rss_kib(pids: Iterable[int], proc: Path = PROC) -> int:
 
 class CpuSampler(threading.Thread):
     """The CPU seconds of fixed processes every `every_s`, stamped in ms (`at(ms)` reads back
-    the last sample at or before a time)."""
+    the last sample at or before a time), and beside them (`jit_samples`) the seconds their JIT
+    compiler threads spent since the first sample. HotSpot starts and stops compiler threads as
+    it needs them, so each thread's growth between two samples is added up: a thread that ends
+    takes only its time after its last sample with it (counted as the process's, not JIT)."""
 
     def __init__(
-        self, pids: Sequence[int], every_s: float = 0.5, clock: Callable[[], int] | None = None
+        self,
+        pids: Sequence[int],
+        every_s: float = 0.5,
+        clock: Callable[[], int] | None = None,
+        proc: Path = PROC,
     ) -> None:
         super().__init__(daemon=True)
         self.pids = list(pids)
         self.every_s = every_s
         self.clock = clock or (lambda: int(time.time() * 1000))
+        self.proc = proc
         self.samples: list[tuple[int, float]] = []
         self.stop = threading.Event()
+        self.jit_samples: list[tuple[int, float]] = []
+        self._jit_seen: dict[tuple[int, int], int] | None = None
+        self._jit_ticks = 0
+        self._ticks = os.sysconf("SC_CLK_TCK")
 
     def sample(self) -> float:
-        cpu = cpu_seconds(self.pids)
-        self.samples.append((self.clock(), cpu))
+        cpu = cpu_seconds(self.pids, self.proc, self._ticks)
+        threads = jit_ticks(self.pids, self.proc)
+        if self._jit_seen is not None:  # the first sample is the baseline: start-up's JIT
+            self._jit_ticks += sum(
+                max(0, ticks - self._jit_seen.get(thread, 0)) for thread, ticks in threads.items()
+            )
+        self._jit_seen = threads
+        at = self.clock()
+        self.samples.append((at, cpu))
+        self.jit_samples.append((at, self._jit_ticks / self._ticks))
         return cpu
 
     def run(self) -> None:
@@ -225,6 +271,7 @@ def summary_line(
         result = results.get(variant, {})
         line[f"{key}_eps"] = result.get("steady_events_per_s")
         line[f"cpu_us_per_event_{key}"] = result.get("steady_cpu_us_per_event")
+        line[f"jit_cpu_us_per_event_{key}"] = result.get("steady_jit_cpu_us_per_event")
         line[f"p99_ms_equal_load_{key}"] = (result.get("latency") or {}).get("p99_ms")
     modstream = results.get("modstream", {})
     line["p99_ms_equal_load"] = line.get("p99_ms_equal_load_modstream")
@@ -287,16 +334,20 @@ def backlog_figures(
     cpu_samples: Sequence[tuple[int, float]],
     broker_cpu: tuple[float, float] | None,
     python_calls: float | None,
+    jit_samples: Sequence[tuple[int, float]] = (),
 ) -> dict[str, Any]:
     """A variant's backlog run in figures: start-up apart, the whole window, and the steady part
-    after its warm-up (`steady_start`: JIT and first checkpoints behind it); CPU from the samples
-    (ms, CPU s) of its processes, the first taken when it said it runs."""
+    after its warm-up (`steady_start`: the first checkpoints behind it); CPU from the samples
+    (ms, CPU s) of its processes, the first taken when it said it runs. The steady CPU leaves
+    out what its JIT compiler threads spent in that window (`jit_samples`, ms and seconds since
+    the first sample), reported apart; the whole window's CPU includes it."""
     processing_s = max((done - ready) / 1000, 1e-3)
     steady_from, left = steady_start(committed, arrivals, ready)
     steady_s = max((done - steady_from) / 1000, 1e-3)
     steady_events = max(events * left, 1.0)
     cpu_ready, cpu_done = cpu_samples[0][1], cpu_samples[-1][1]
     cpu_steady = cpu_done - cpu_at(cpu_samples, steady_from)
+    jit_steady = (jit_samples[-1][1] - cpu_at(jit_samples, steady_from)) if jit_samples else 0.0
     return {
         "startup_s": round((ready - started) / 1000, 2),
         "processing_s": round(processing_s, 2),
@@ -305,7 +356,8 @@ def backlog_figures(
         "steady_events_per_s": round(steady_events / steady_s, 1),
         "startup_cpu_s": round(cpu_ready, 2),
         "cpu_us_per_event": round((cpu_done - cpu_ready) / events * 1e6, 1),
-        "steady_cpu_us_per_event": round(cpu_steady / steady_events * 1e6, 1),
+        "steady_cpu_us_per_event": round((cpu_steady - jit_steady) / steady_events * 1e6, 1),
+        "steady_jit_cpu_us_per_event": round(jit_steady / steady_events * 1e6, 1),
         "broker_cpu_us_per_event": None
         if broker_cpu is None
         else round((broker_cpu[1] - broker_cpu[0]) / events * 1e6, 1),

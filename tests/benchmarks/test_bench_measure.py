@@ -119,9 +119,63 @@ def test_backlog_figures_keep_startup_and_warmup_apart() -> None:
         "startup_cpu_s": 4.0,
         "cpu_us_per_event": 3600.0,  # 3.6 s over 1,000 events
         "steady_cpu_us_per_event": 3250.0,  # 2.6 s over 800 events
+        "steady_jit_cpu_us_per_event": 0.0,  # no JIT samples: a peer
         "broker_cpu_us_per_event": 500.0,
         "python_calls_per_event": 0.25,
     }
+
+
+def thread(proc: Path, pid: int, tid: int, comm: str, utime: int, stime: int) -> None:
+    task = proc / str(pid) / "task" / str(tid)
+    task.mkdir(parents=True, exist_ok=True)
+    (task / "comm").write_text(comm + "\n")
+    head = f"{tid} ({comm}) S 1 1 1 0 -1 0 0 0 0 0 "
+    (task / "stat").write_text(head + f"{utime} {stime} 0 0 20 0 1 0 9 0 0")
+
+
+def test_the_jit_compiler_threads_cpu_is_summed_per_thread_across_samples(
+    tmp_path: Path,
+) -> None:
+    proc = fake_proc(tmp_path, {4243: STAT})
+    thread(proc, 4243, 4243, "java", 500, 0)
+    thread(proc, 4243, 4300, "C2 CompilerThre", 300, 20)  # start-up's JIT: the baseline
+    thread(proc, 4243, 4301, "C1 CompilerThre", 40, 0)
+    thread(proc, 4243, 4302, "moderate (batch", 900, 0)
+    assert measure.jit_ticks([4243, 9999], proc=proc) == {(4243, 4300): 320, (4243, 4301): 40}
+    clock = iter([1_000, 2_000, 3_000])
+    sampler = measure.CpuSampler([4243], clock=lambda: next(clock), proc=proc)
+    sampler._ticks = 100
+    sampler.sample()
+    thread(proc, 4243, 4300, "C2 CompilerThre", 400, 20)  # +100
+    thread(proc, 4243, 4303, "C2 CompilerThre", 50, 0)  # started since: all of it counts
+    sampler.sample()
+    # 4300 ended (HotSpot stops idle compiler threads); 4301 grew by 10.
+    (proc / "4243" / "task" / "4300" / "comm").unlink()
+    (proc / "4243" / "task" / "4300" / "stat").unlink()
+    (proc / "4243" / "task" / "4300").rmdir()
+    thread(proc, 4243, 4301, "C1 CompilerThre", 50, 0)
+    sampler.sample()
+    assert sampler.jit_samples == [(1_000, 0.0), (2_000, 1.5), (3_000, 1.6)]
+
+
+def test_the_steady_cpu_leaves_the_jit_out_and_reports_it_apart() -> None:
+    arrivals = [12_000] * 20 + [20_000] * 80
+    figures = measure.backlog_figures(
+        events=1000,
+        started=0,
+        ready=10_000,
+        done=20_000,
+        arrivals=arrivals,
+        committed=[],
+        cpu_samples=[(10_000, 4.0), (12_000, 5.0), (16_000, 6.0), (20_000, 7.6)],
+        broker_cpu=None,
+        python_calls=None,
+        jit_samples=[(10_000, 0.0), (12_000, 0.5), (16_000, 0.7), (20_000, 0.9)],
+    )
+    # 2.6 s after warm-up, 0.4 s of it compiling: 2.2 s and 0.4 s over 800 events.
+    assert figures["steady_cpu_us_per_event"] == 2750.0
+    assert figures["steady_jit_cpu_us_per_event"] == 500.0
+    assert figures["cpu_us_per_event"] == 3600.0  # the whole window keeps everything
 
 
 def test_the_steady_part_follows_the_committed_input() -> None:
@@ -185,6 +239,7 @@ def test_summary_line_has_every_key_issue_26_names() -> None:
         "modstream": {
             "steady_events_per_s": 3000.0,
             "steady_cpu_us_per_event": 600.0,
+            "steady_jit_cpu_us_per_event": 90.0,
             "python_calls_per_event": 0.02,
             "latency": {"p50_ms": 900.0, "p99_ms": 1800.0},
         },
@@ -201,7 +256,8 @@ def test_summary_line_has_every_key_issue_26_names() -> None:
     assert line["python_calls_per_event"] == 0.02
     assert line["state_bytes_per_version"] == 700
     assert line["modstream_vs_peer_ck"] == 1.5
-    assert line["cpu_modstream_vs_peer_ck"] == 1.2
+    assert line["cpu_modstream_vs_peer_ck"] == 1.2  # the JIT's apart, not in the ratio
+    assert line["jit_cpu_us_per_event_modstream"] == 90.0
     assert line["equal_load_versions_per_s"] == 250.0
     assert json.loads(json.dumps(line)) == line
 
