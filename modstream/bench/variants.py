@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from modstream.core.config import PROJECT_ROOT
+from modstream.core.config import PROJECT_ROOT, ROCKSDB_OPTIONS
 from modstream.moderation.step import ALL_TOPICS
 
 POLICY = PROJECT_ROOT / "policy_rules" / "global.yaml"
@@ -25,12 +25,14 @@ OUT_OF_ORDERNESS_MS = 500
 # (modstream/jobs/options.py).
 JOB_ARGS = shlex.split(os.environ.get("MODSTREAM_BENCH_JOB_ARGS", ""))
 # Every Flink variant keeps its keyed state as the deployment does (deploy/k8s/config.yaml,
-# flink-moderation.yaml): RocksDB, incremental checkpoints. On the heap each 1 s checkpoint
-# copied all of it: with the 55,000 versions of `--steady` held (85 MB), checkpoints took up to
-# 18 s and the job's p99 at the equal load was 17.1 s; with RocksDB 2.5 s (docs/BENCHMARKS.md).
+# flink-moderation.yaml): RocksDB with its options (ROCKSDB_OPTIONS), incremental checkpoints.
+# On the heap each 1 s checkpoint copied all of it: with the 55,000 versions of `--steady` held
+# (85 MB), checkpoints took up to 18 s and the job's p99 at the equal load was 17.1 s; with
+# RocksDB 2.5 s (docs/BENCHMARKS.md).
 STATE_BACKEND = [
     "--flink-conf", "state.backend.type=rocksdb",
     "--flink-conf", "execution.checkpointing.incremental=true",
+    *(arg for key, value in ROCKSDB_OPTIONS.items() for arg in ("--flink-conf", f"{key}={value}")),
 ]  # fmt: skip
 # The moderation job's engine, named so that the bench measures issue 26's Java keyed operator
 # whatever the job's default (batched since 2026-12-04); MODSTREAM_BENCH_JOB_ARGS="--engine

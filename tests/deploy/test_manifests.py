@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from modstream.core.config import Settings
+from modstream.core.config import ROCKSDB_OPTIONS, Settings
 from modstream.core.topics import TOPICS
 from modstream.jobs import enforce, reconciler
 from modstream.jobs.moderation import job as moderation
@@ -448,6 +448,18 @@ def test_the_config_map_holds_valid_settings_that_agree_with_flink(tmp_path: Pat
         mounts = {mount["mountPath"] for mount in container["volumeMounts"]}
         if deployment["metadata"]["name"] != "modstream-moderation":
             assert str(settings.media_root) in mounts  # scan reads, enforce and reconciler purge
+
+
+def test_every_rocksdb_deployment_runs_rocksdb_with_the_jobs_options() -> None:
+    """The options every job sets on the rocksdb backend (ROCKSDB_OPTIONS, measured in
+    docs/BENCHMARKS.md) written out in each FlinkDeployment that keeps its state in RocksDB, so
+    the cluster runs what the bench measured whichever configuration a job is started with."""
+    rocks = [d for d in FLINK if d["spec"]["flinkConfiguration"]["state.backend.type"] == "rocksdb"]
+    assert rocks
+    for deployment in rocks:
+        conf = deployment["spec"]["flinkConfiguration"]
+        for key, value in ROCKSDB_OPTIONS.items():
+            assert conf.get(key) == value, f"{deployment['metadata']['name']}: {key}"
 
 
 def test_the_kafka_topics_are_the_ones_modstream_topics_defines() -> None:

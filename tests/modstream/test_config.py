@@ -176,6 +176,8 @@ def test_the_state_backend_settings_become_flink_configuration() -> None:
     assert rocks.flink.conf() == {
         "state.backend.type": "rocksdb",
         "execution.checkpointing.incremental": "true",
+        "state.backend.rocksdb.compaction.style": "UNIVERSAL",
+        "state.backend.rocksdb.use-bloom-filter": "true",
         "execution.checkpointing.savepoint-dir": "s3://b/sp",
     }
     with pytest.raises(ValueError, match="MODSTREAM_FLINK__STATE_BACKEND"):
