@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from modstream.core.config import ROCKSDB_OPTIONS
 from modstream.demo import workload
 from modstream.demo.workload import generate
 from modstream.testing.records import T0
@@ -90,6 +91,63 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     assert expired and expired <= late_evidence(first + second)
 
     reevaluate_through_the_index(kafka, topics, tmp_path, caplog)
+
+
+ROCKSDB = ("--flink-conf", "state.backend.type=rocksdb")
+ROCKSDB += ("--flink-conf", "execution.checkpointing.incremental=true")
+
+
+@pytest.mark.timeout(420)
+def test_a_leveled_rocksdb_checkpoint_restores_under_the_jobs_rocksdb_options(
+    kafka: Kafka,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    """ROCKSDB_OPTIONS turned universal compaction on (docs/BENCHMARKS.md, stop 45). An
+    incremental checkpoint is RocksDB's own files, so a job that ran RocksDB's leveled default
+    before must restore from its retained checkpoint under the new options: every version
+    decided, every action once."""
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    topics = moderation_deployment.topics
+    leveled = (*ROCKSDB, "--flink-conf", "state.backend.rocksdb.compaction.style=LEVEL")
+    options = [f"{key}={value}" for key, value in ROCKSDB_OPTIONS.items()]
+    options = [arg for option in options for arg in ("--flink-conf", option)]
+    first = generate(seed=3, versions=60, extras=False, malformed=False)
+    second = generate(seed=4, versions=40, start_ts=T0 + 3_600_000, extras=False, malformed=False)
+    job: JobProcess = start_job("moderation", *moderation_deployment.args, *leveled)
+    job.wait_running()
+    checkpoints = tmp_path / "ckpt"
+    # Six batches, a checkpoint after each: each checkpoint flushes RocksDB's memtables to a new
+    # level-0 file, and from the fourth leveled compaction moves files to level 1.
+    step = len(first) // 6 + 1
+    for start in range(0, len(first), step):
+        produce_lines(kafka, topics, first[start : start + step])
+        wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    produce_lines(kafka, topics, [tick(T0 + 1_800_000)])
+    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    assert job.stop() == 0
+    produce_lines(kafka, topics, [*second, tick(T0 + 7_200_000)])
+
+    restarted: JobProcess = start_job(
+        "moderation", *moderation_deployment.args, *ROCKSDB, *options, "--restore-from", "latest"
+    )
+    restarted.wait_running()
+    assert "restoring from file:" in restarted.output()
+    actions = topics["moderation.actions"]
+    wanted = {
+        line["value"]["content_id"]
+        for line in first + second
+        if line["topic"] == "content.versions"
+    }
+    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= wanted, timeout_s=180)
+    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    counts = Counter(action["action_id"] for action in kafka.values(actions))
+    assert set(counts.values()) == {1}, counts.most_common(3)
+    decisions = kafka.values(topics["moderation.decisions"])
+    revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
+    assert set(revisions.values()) == {1}
 
 
 def late_evidence(lines: list[dict[str, Any]]) -> set[str]:

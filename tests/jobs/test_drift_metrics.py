@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import cloudpickle
+import msgspec
 from pyflink.common import Row
 
 from modstream.jobs.metrics import OperatorMetrics
 from modstream.jobs.moderation import drift_metrics
 from modstream.jobs.moderation.config import ModerationConfig
-from modstream.jobs.moderation.decode import Decode, DecodeBatch
+from modstream.jobs.moderation.decode import BatchedDecode, Decode
 from modstream.jobs.moderation.drift_metrics import ScoreCounts
 from modstream.scanning import drift
 from modstream.testing.flink import FakeMetricsContext as FakeContext
@@ -53,28 +55,29 @@ def test_the_series_a_subtask_counts_are_bounded() -> None:
     assert len(context.group.made) == drift_metrics.MAX_SERIES * len(drift.BUCKETS)
 
 
-def test_a_decoded_batch_counts_each_series_once_for_all_its_records() -> None:
-    """Each counter increment is a Python-to-Java call in a job: a batch of 200 results makes
-    one per series (the buckets registered at 0, then the two buckets seen), not one per result."""
-    decode = DecodeBatch(ModerationConfig(keyring=NOTHING_REQUIRED))
-    context = FakeContext()
-    decode.open(context)  # type: ignore[arg-type]
+def test_a_decoded_batch_answers_each_series_once_for_all_its_records() -> None:
+    """A batch of 200 results in one call of decode's Python side (BatchedDecode.java calls it
+    once per batch): one update per series in its answer, the new series' buckets registered at
+    0 beside the two buckets seen, which Java applies to its counters (PythonMetrics.java)."""
+    config = ModerationConfig(keyring=NOTHING_REQUIRED)
+    decode = BatchedDecode(cloudpickle.dumps(config), 0)
     records = [
         evidence(f"c{number}", scores={"offensive": 0.97 if number % 2 else 0.02})
         for number in range(200)
     ]
-    columns = (
-        ["detector.results"] * len(records),
-        [record["content_id"] for record in records],
-        [json.dumps(record) for record in records],
-        [T0] * len(records),
-        [""] * len(records),
-        [0] * len(records),
+    payload = msgspec.msgpack.encode(
+        [["detector.results", r["content_id"], json.dumps(r), T0, "", 0] for r in records]
     )
-    list(decode.process_element(Row(*columns), None))
-    made = {key: made for key, made in context.group.made.items() if key.startswith(SERIES)}
-    assert {key.split("/")[-2]: (c.count, c.calls) for key, c in made.items()} == {
-        **{f"bucket={bucket}": (0, 1) for bucket in drift.BUCKETS},
-        "bucket=0": (100, 1),
-        "bucket=90": (100, 1),
+    rows, updates = msgspec.msgpack.decode(decode.decode(payload))
+    assert [row[0] for row in rows] == ["keyed"] * 200
+    labels = ["detector", "offensive_text", "model_version", "alt-profanity-check-1.6"]
+    labels += ["label", "offensive"]
+    ours = {
+        update[2][-1]: update[3]
+        for update in updates
+        if update[:2] == ["counter", "detector_scores"] and update[2][:6] == labels
     }
+    assert ours == {**dict.fromkeys(drift.BUCKETS, 0), "0": 100, "90": 100}
+    assert len([u for u in updates if u[1] == "detector_scores" and u[2][:6] == labels]) == len(
+        drift.BUCKETS
+    )

@@ -77,13 +77,12 @@ def test_the_base_class_is_left_alone_and_no_runtime_is_no_error() -> None:
 
 
 def test_the_moderation_job_adapters_are_counted() -> None:
-    from modstream.jobs.moderation.decode import DecodeBatch
     from modstream.jobs.moderation.hash_retro import RetroJoin
     from modstream.jobs.moderation.moderate import Moderate
     from modstream.jobs.moderation.reports import ReportCombine, ReportGate
     from modstream.jobs.moderation.sanctions import Sanctions
 
-    for adapter in (DecodeBatch, Moderate, ReportGate, ReportCombine, Sanctions, RetroJoin):
+    for adapter in (Moderate, ReportGate, ReportCombine, Sanctions, RetroJoin):
         assert adapter.process_element.__wrapped__ is not None, adapter  # type: ignore[attr-defined]
 
 

@@ -13,7 +13,8 @@ from pyflink.common import Row
 
 from modstream.contract.signals import hash_bank_key
 from modstream.jobs.moderation.config import HASH_ROUTE, ModerationConfig
-from modstream.jobs.moderation.decode import DecodeBatch
+from modstream.jobs.moderation.decode import Decode
+from modstream.jobs.moderation.decode import decoded as decode_rows
 from modstream.jobs.moderation.hash_retro import RetroJoin, fan_out
 from modstream.jobs.moderation.retro_batch import SEQS, BatchedRetro
 from modstream.moderation import state_schema
@@ -163,25 +164,18 @@ def test_decode_follows_uploads_and_bank_records_with_their_hash_rows_in_the_bat
 ):
     record = upload("c-1", at=T0, sha256=SHA, phash=f"{PHASH:016x}")
     bank = bank_entry(event_id="hb-1", hash=SHA, ts=BANK_TS)
-    batch = Row(
-        ["content.versions", "hash.bank"],
-        ["c-1", hash_bank_key("known_bad", "sha256", SHA)],
-        [json.dumps(record), json.dumps(bank)],
-        [T0, BANK_TS],
-        ["content.versions#0@1", ""],
-        [5, 6],
-    )
+    records = [
+        ("content.versions", "c-1", json.dumps(record), T0, "content.versions#0@1", 5),
+        ("hash.bank", hash_bank_key("known_bad", "sha256", SHA), json.dumps(bank), BANK_TS, "", 6),
+    ]
     config = ModerationConfig(keyring=NOTHING_REQUIRED)
-    [plain] = DecodeBatch(dataclasses.replace(config, engine="pyflink")).process_element(
-        batch, None
-    )
-    [batched] = DecodeBatch(config).process_element(batch, None)  # the default engine
-    assert plain[0] == ["keyed", "broadcast"]
-    routes, keys, kinds, _, stamps, seqs, lanes = batched
+    plain = decode_rows(Decode(dataclasses.replace(config, engine="pyflink")), records)
+    batched = decode_rows(Decode(config), records)  # the default engine
+    assert [row[0] for row in plain] == ["keyed", "broadcast"]
+    routes, keys, kinds, _, stamps, seqs, lanes = (list(c) for c in zip(*batched, strict=True))
     assert routes == ["keyed", *[HASH_ROUTE] * 9, "broadcast", HASH_ROUTE]
     assert keys[1:10] == retro.registration_keys(SHA, f"{PHASH:016x}")
     assert kinds[1:10] == ["upload"] * 9 and kinds[11] == "bank"
     assert (stamps[1], seqs[1], lanes[1]) == (T0, 5, "")  # never moves event time
     assert (stamps[11], seqs[11], keys[11]) == (BANK_TS, 6, f"sha256:{SHA}")
-    kept = [index for index, route in enumerate(routes) if route != HASH_ROUTE]
-    assert [[column[i] for i in kept] for column in batched] == [list(c) for c in plain]
+    assert [row for row in batched if row[0] != HASH_ROUTE] == plain

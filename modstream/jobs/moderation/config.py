@@ -39,7 +39,7 @@ BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Typ
 # version's own operator, so one hot key costs one state read and write per window and shard
 # (the window: modstream/moderation/rules/reports.py, REPORT_WINDOW_MS).
 REPORT_SHARDS = 8
-# Decode's input and output in batches (MiniBatch.java, Unbatch.java): up to DECODE_BATCH
+# Decode's input in batches, one Python call each (BatchedDecode.java): up to DECODE_BATCH
 # records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.
 DECODE_BATCH = 256
 DECODE_WAIT_MS = 10
@@ -51,14 +51,6 @@ DLQ_ROUTE = "dlq"
 HASH_ROUTE = "hash"
 ENGINES = ("pyflink", "batched")  # --engine (modstream/jobs/moderation/job.py, issue 26)
 ENGINE_BATCHED = "batched"
-DECODED_BATCH = Types.ROW(
-    [Types.BASIC_ARRAY(t) for t in (Types.STRING(), Types.STRING(), Types.STRING(), Types.STRING())]
-    + [
-        Types.BASIC_ARRAY(Types.LONG()),
-        Types.BASIC_ARRAY(Types.LONG()),
-        Types.BASIC_ARRAY(Types.STRING()),
-    ]
-)
 # EventTimeOrder.java's batch: Row(topics, values, stamps, seqs) of one version, in order.
 ORDERED_BATCH = Types.ROW(
     [

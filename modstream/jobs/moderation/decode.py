@@ -6,9 +6,11 @@ moves event time, and only uploads and evidence hold it (modstream/moderation/ad
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
+import cloudpickle
+import msgspec
 from pyflink.common import Row
 from pyflink.datastream import OutputTag
 from pyflink.datastream.functions import ProcessFunction, RuntimeContext
@@ -17,7 +19,7 @@ from modstream.contract import dead_letter
 from modstream.contract.detector import DetectorResult
 from modstream.contract.signals import HashBankEntry, hash_bank_key, hash_bank_key_problem
 from modstream.jobs.metrics import NO_METRICS, OperatorMetrics
-from modstream.jobs.moderation import python_calls
+from modstream.jobs.moderation.batch import RecordedMetrics
 from modstream.jobs.moderation.config import DLQ_ROUTE, ENGINE_BATCHED, HASH_ROUTE, ModerationConfig
 from modstream.jobs.moderation.drift_metrics import ScoreCounts
 from modstream.jobs.moderation.hash_retro import fan_out
@@ -26,6 +28,9 @@ from modstream.moderation import admission
 from modstream.moderation.admission import Refused, time_lane
 from modstream.moderation.step import KEYED_TOPICS
 from modstream.trust import signing
+
+_PACK = msgspec.msgpack.Encoder().encode
+_UNPACK = msgspec.msgpack.Decoder().decode
 
 # A null value on hash.bank: on a compacted topic, a tombstone would erase the (bank, hash)'s
 # record at the next compaction; it is no removal (issue 27).
@@ -134,35 +139,45 @@ class Decode(ProcessFunction):  # type: ignore[misc]  # PyFlink's classes are un
         )
 
 
-@python_calls.counted
-class DecodeBatch(Decode):
-    """MiniBatch.java's Row(topics, keys, values, stamps, lanes, seqs) -> one Row of seven
-    arrays, the DECODED_ROW of each record in order (Unbatch.java splits it); a refused record
-    as route `dlq` (topic: the DLQ topic, value: its letter). One crossing per batch.
+class BatchedDecode:
+    """BatchedDecode.java's Python side (issue 26): the source rows of one mini-batch (up to
+    DECODE_BATCH, at most DECODE_WAIT_MS after the first) in one call, in and out as one
+    MessagePack payload each, as BatchedVersions.java calls the version operator. Before, PyFlink's
+    embedded operator converted each batch's six arrays into Python and the seven arrays out
+    back into Java, field by field in Python: about 30 µs per record in the job's decode thread
+    beyond what decoding costs in process (docs/BENCHMARKS.md, stop 45). Counters are summed per
+    call and applied by Java, as the version operator's are (`RecordedMetrics`)."""
 
-    With the batched engine an upload or bank record is followed by its hash-key rows (route
-    `hash`, the retro join's input, modstream/jobs/moderation/hash_retro.py `fan_out`): the fan-out
-    rides this crossing instead of a Python call per record of its own."""
+    def __init__(self, pickled_config: bytes, subtask: int) -> None:
+        config: ModerationConfig = cloudpickle.loads(pickled_config)
+        self.metrics = RecordedMetrics("decode")
+        self.decoder = Decode(config)
+        self.decoder.metrics = self.metrics
+        self.decoder.scores = ScoreCounts(self.metrics)
+        self.subtask = subtask
 
-    def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
-        columns: list[list[Any]] = [[] for _ in range(7)]
-        hash_rows = self.config.engine == ENGINE_BATCHED
-        with self.metrics.deferred():  # one Java call per series per batch, not per record
-            for physical, key, raw, record_ts, lane, seq in zip(*value, strict=True):
-                item = self.decode(
-                    physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0)
-                )
-                if isinstance(item, tuple):
-                    letter = item[1]
-                    item = Row(DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, "")
-                rows = [item, *_hash_rows(item)] if hash_rows else [item]
-                for row in rows:
-                    for column, part in zip(columns, row, strict=True):
-                        column.append(part)
-        yield Row(*columns)
+    def decode(self, payload: bytes) -> bytes:
+        """[[topic, key, value, record ts, lane, seq], ...] -> [rows, metric updates], the rows
+        as `decoded` makes them."""
+        rows = decoded(self.decoder, _UNPACK(payload))
+        return _PACK([rows, self.metrics.drain()])
 
 
-def _hash_rows(item: Row) -> Iterator[Row]:
-    """A decoded upload's or bank record's retro join input, one row per hash key."""
-    for key, kind, payload, ts, seq in fan_out(item):
-        yield Row(HASH_ROUTE, key, kind, payload, ts, seq, "")
+def decoded(decoder: Decode, records: Iterable[Sequence[Any]]) -> list[list[Any]]:
+    """Each source record (topic, key, value, record ts, lane, seq) as its DECODED_ROW [route,
+    key, topic, value, ts, seq, lane], in order; a refused one as route DLQ_ROUTE (topic: the DLQ
+    topic, value: its letter). With the batched engine an upload or bank record is followed by
+    its hash-key rows (route HASH_ROUTE, the retro join's input, modstream/jobs/moderation/
+    hash_retro.py `fan_out`)."""
+    hash_rows = decoder.config.engine == ENGINE_BATCHED
+    rows: list[list[Any]] = []
+    for physical, key, raw, record_ts, lane, seq in records:
+        item = decoder.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
+        if isinstance(item, tuple):
+            letter = item[1]
+            rows.append([DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, ""])
+            continue
+        rows.append(list(item))
+        if hash_rows:
+            rows.extend([HASH_ROUTE, *entry, ""] for entry in fan_out(item))
+    return rows

@@ -26,6 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import cloudpickle
 import yaml
 from py4j.protocol import Py4JJavaError
 from pyflink.common import WatermarkStrategy
@@ -41,7 +42,6 @@ from modstream.jobs.moderation.config import (
     BROADCAST_STATE,
     DECODE_BATCH,
     DECODE_WAIT_MS,
-    DECODED_BATCH,
     DECODED_ROW,
     DLQ_ROUTE,
     ENGINE_BATCHED,
@@ -49,7 +49,6 @@ from modstream.jobs.moderation.config import (
     OUTPUT_BATCH,
     ModerationConfig,
 )
-from modstream.jobs.moderation.decode import DecodeBatch
 from modstream.jobs.moderation.java import (
     batched_sanctions,
     batched_versions,
@@ -129,27 +128,23 @@ def build(
 
 
 def decode(source: DataStream, config: ModerationConfig) -> DataStream:
-    """Source rows in mini-batches (MiniBatch.java) through DecodeBatch, one DECODED_ROW each
-    again (Unbatch.java), at the pre-key parallelism: the order of the input is the order of
-    equal-ts records, so nothing reshuffles before the key."""
+    """Source rows in mini-batches through BatchedDecode.java, whose Python (decode.py
+    `BatchedDecode`) it calls once per batch, one DECODED_ROW each out, at the pre-key
+    parallelism: the order of the input is the order of equal-ts records, so nothing reshuffles
+    before the key."""
     flink = get_gateway().jvm.io.modstream.flink
-    batches = DataStream(
-        source._j_data_stream.transform(
-            "mini-batch",
-            flink.MiniBatch.outputType(),
-            flink.MiniBatch(DECODE_BATCH, DECODE_WAIT_MS),
-        ).uid("moderation_decode_batches")
+    j_rows = flink.BatchedDecode.apply(
+        source._j_data_stream,
+        cloudpickle.dumps(config),
+        DECODE_BATCH,
+        DECODE_WAIT_MS,
+        DECODED_ROW.get_java_type_info(),
+        "decode",
+        "moderation_decode",
     )
-    decoded = (
-        batches.process(DecodeBatch(config), output_type=DECODED_BATCH)
-        .name("decode")
-        .uid("moderation_decode")
-    )
-    j_rows = decoded._j_data_stream.flatMap(flink.Unbatch(), DECODED_ROW.get_java_type_info())
-    rows = DataStream(j_rows.name("decoded"))
+    rows = DataStream(j_rows)
     if config.pre_key_parallelism:
-        for stream in (batches, decoded, rows):
-            stream.set_parallelism(config.pre_key_parallelism)
+        rows.set_parallelism(config.pre_key_parallelism)
     return rows
 
 

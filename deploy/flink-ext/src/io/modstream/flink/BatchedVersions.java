@@ -23,9 +23,7 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.typeutils.RowTypeInfo;
 import org.apache.flink.metrics.Counter;
-import org.apache.flink.metrics.Histogram;
 import org.apache.flink.metrics.MetricGroup;
-import org.apache.flink.runtime.metrics.DescriptiveStatisticsHistogram;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
@@ -150,8 +148,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Counter versionsBatched;
     private transient Counter recordsIn;
     private transient Counter pythonNanos;
-    private transient Map<String, Object> metrics;
-    private transient Map<String, long[]> gauges;
+    private transient PythonMetrics metrics;
 
     public BatchedVersions(
             byte[] pickledConfig, EmbeddedPython python, long flushIntervalMs, String handlerModule,
@@ -243,8 +240,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         versionsBatched = group.counter("versions_batched");
         recordsIn = group.counter("batched_records_in");
         pythonNanos = group.counter("python_fire_ns");
-        metrics = new HashMap<>();
-        gauges = new HashMap<>();
+        metrics = new PythonMetrics(group);
         openPython();
     }
 
@@ -622,47 +618,11 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             output.collect(record.replace(Row.of(((List<Object>) item).toArray())));
         }
         for (Object item : (List<Object>) parts.get(3)) {
-            metric((List<Object>) item);
+            metrics.apply((List<Object>) item);
         }
         for (Object item : (List<Object>) parts.get(4)) {
             List<Object> put = (List<Object>) item;
             broadcast.put((String) put.get(0), (String) put.get(1));
-        }
-    }
-
-    /** [kind, name, [label, value, ...], amount]: a counter's increment, a gauge's value, a
-     * histogram's sample, registered on first use as modstream/jobs/metrics.py names them. */
-    @SuppressWarnings("unchecked")
-    private void metric(List<Object> update) {
-        String kind = (String) update.get(0);
-        String name = (String) update.get(1);
-        List<Object> labels = (List<Object>) update.get(2);
-        long amount = ((Number) update.get(3)).longValue();
-        String id = kind + "\u001f" + name + "\u001f" + labels;
-        Object made = metrics.get(id);
-        if (made == null) {
-            MetricGroup at = group;
-            for (int i = 0; i + 1 < labels.size(); i += 2) {
-                at = at.addGroup((String) labels.get(i), (String) labels.get(i + 1));
-            }
-            if (kind.equals("counter")) {
-                made = at.counter(name);
-            } else if (kind.equals("gauge")) {
-                long[] cell = new long[1];
-                gauges.put(id, cell);
-                at.gauge(name, () -> cell[0]);
-                made = cell;
-            } else {
-                made = at.histogram(name, new DescriptiveStatisticsHistogram(1024));
-            }
-            metrics.put(id, made);
-        }
-        if (made instanceof Counter) {
-            ((Counter) made).inc(amount);
-        } else if (made instanceof long[]) {
-            ((long[]) made)[0] = amount;
-        } else {
-            ((Histogram) made).update(amount);
         }
     }
 

@@ -8,9 +8,7 @@ import org.apache.flink.util.Collector;
  * The way out of a Python operator that emits a whole batch in one crossing: a batch
  * {@code Row(column0[], column1[], ...)} of equal-length arrays becomes one
  * {@code Row(column0[i], column1[i], ...)} per entry, in order. The scan job's
- * {@code Row(topics[], keys[], values[])} and the moderate step's become sink rows; the
- * moderation job's decode step's seven columns become decoded rows again (after
- * {@link MiniBatch}).
+ * {@code Row(topics[], keys[], values[])} and the moderate step's become sink rows.
  */
 public final class Unbatch implements FlatMapFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
