@@ -22,7 +22,7 @@ from modstream.jobs.metrics import NO_METRICS, OperatorMetrics
 from modstream.jobs.moderation.batch import RecordedMetrics
 from modstream.jobs.moderation.config import DLQ_ROUTE, ENGINE_BATCHED, HASH_ROUTE, ModerationConfig
 from modstream.jobs.moderation.drift_metrics import ScoreCounts
-from modstream.jobs.moderation.hash_retro import fan_out
+from modstream.jobs.moderation.hash_retro import hash_entries
 from modstream.jobs.moderation.letters import DLQ_TAG
 from modstream.moderation import admission
 from modstream.moderation.admission import Refused, time_lane
@@ -177,7 +177,9 @@ def decoded(decoder: Decode, records: Iterable[Sequence[Any]]) -> list[list[Any]
             letter = item[1]
             rows.append([DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, ""])
             continue
-        rows.append(list(item))
+        route, key, topic, value, ts, seq, lane = item
+        rows.append([route, key, topic, value, ts, seq, lane])
         if hash_rows:
-            rows.extend([HASH_ROUTE, *entry, ""] for entry in fan_out(item))
+            entries = hash_entries(route, topic, value, ts, seq)
+            rows.extend([HASH_ROUTE, *entry, ""] for entry in entries)
     return rows

@@ -36,7 +36,15 @@ HASH_ROW = Types.ROW([Types.STRING(), Types.STRING(), Types.STRING(), Types.LONG
 
 def fan_out(value: Row) -> Iterator[Row]:
     """An upload or a bank record, once per hash key it belongs to; anything else, nothing."""
-    kind, topic, raw, ts, seq = value[0], value[2], value[3], int(value[4]), int(value[5] or 0)
+    for entry in hash_entries(value[0], value[2], value[3], int(value[4]), int(value[5] or 0)):
+        yield Row(*entry)
+
+
+def hash_entries(
+    kind: str, topic: str, raw: str, ts: int, seq: int
+) -> Iterator[tuple[str, str, str, int, int]]:
+    """`fan_out` of a decoded row's route, topic, value, ts and seq, as plain tuples (hash key,
+    "upload" | "bank", payload JSON, ts, seq): what BatchedDecode answers with, no Row made."""
     if kind == "keyed" and topic == "content.versions":
         record = json.loads(raw)
         if record.get("type") != "upsert":
@@ -50,14 +58,14 @@ def fan_out(value: Row) -> Iterator[Row]:
         }
         payload = json.dumps(upload, separators=(",", ":"))
         for key in retro.registration_keys(upload["sha256"], upload["phash"]):
-            yield Row(key, "upload", payload, ts, seq)
+            yield key, "upload", payload, ts, seq
     elif kind == "broadcast" and topic == "hash.bank":
         record = json.loads(raw)  # admitted (validated) by Decode
         entry = {name: record[name] for name in ("event_id", "bank", "hash_type", "hash", "op")}
         entry["ts"] = ts
         payload = json.dumps(entry, separators=(",", ":"))
         for key in retro.bank_keys(entry["hash_type"], entry["hash"]):
-            yield Row(key, "bank", payload, ts, seq)
+            yield key, "bank", payload, ts, seq
 
 
 @python_calls.counted
