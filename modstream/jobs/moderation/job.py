@@ -141,11 +141,9 @@ def decode(source: DataStream, config: ModerationConfig) -> DataStream:
         DECODED_ROW.get_java_type_info(),
         "decode",
         "moderation_decode",
+        config.pre_key_parallelism or 0,
     )
-    rows = DataStream(j_rows)
-    if config.pre_key_parallelism:
-        rows.set_parallelism(config.pre_key_parallelism)
-    return rows
+    return DataStream(j_rows)
 
 
 def expected_lanes(

@@ -63,15 +63,16 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
         this.maxWaitMs = maxWaitMs;
     }
 
-    /** {@code source} through this operator, named {@code name}, its rows of type {@code type}. */
+    /** {@code source} through this operator, named {@code name}, its rows of type {@code type},
+     * at {@code parallelism} (0: the environment's). */
     public static DataStream<Row> apply(
             DataStream<Row> source, byte[] pickledConfig, int maxSize, long maxWaitMs,
-            TypeInformation<Row> type, String name, String uid) {
+            TypeInformation<Row> type, String name, String uid, int parallelism) {
         EmbeddedPython python = EmbeddedPython.of(source.getExecutionEnvironment());
         BatchedDecode operator = new BatchedDecode(pickledConfig, python, maxSize, maxWaitMs);
         OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
                 source.getTransformation(), name, operator, type,
-                source.getExecutionEnvironment().getParallelism());
+                parallelism > 0 ? parallelism : source.getExecutionEnvironment().getParallelism());
         transform.setUid(uid);
         source.getExecutionEnvironment().addOperator(transform);
         return new DataStream<>(source.getExecutionEnvironment(), transform);
