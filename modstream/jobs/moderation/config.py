@@ -39,8 +39,9 @@ BROADCAST_STATE = MapStateDescriptor("moderation_broadcast", Types.STRING(), Typ
 # version's own operator, so one hot key costs one state read and write per window and shard
 # (the window: modstream/moderation/rules/reports.py, REPORT_WINDOW_MS).
 REPORT_SHARDS = 8
-# Decode's input in batches, one Python call each (BatchedDecode.java): up to DECODE_BATCH
-# records, at most DECODE_WAIT_MS after the first; a refused record rides as route DLQ_ROUTE.
+# Decode's input in batches (MiniBatch.java), one Python call each (BatchedDecode.java): up to
+# DECODE_BATCH records, at most DECODE_WAIT_MS after the first; a refused record rides as route
+# DLQ_ROUTE.
 DECODE_BATCH = 256
 DECODE_WAIT_MS = 10
 DLQ_ROUTE = "dlq"

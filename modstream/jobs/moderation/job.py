@@ -128,22 +128,26 @@ def build(
 
 
 def decode(source: DataStream, config: ModerationConfig) -> DataStream:
-    """Source rows in mini-batches through BatchedDecode.java, whose Python (decode.py
-    `BatchedDecode`) it calls once per batch, one DECODED_ROW each out, at the pre-key
-    parallelism: the order of the input is the order of equal-ts records, so nothing reshuffles
-    before the key."""
+    """Source rows in mini-batches (MiniBatch.java) through BatchedDecode.java, which calls its
+    Python (decode.py `BatchedDecode`) once per batch and emits one DECODED_ROW each, at the
+    pre-key parallelism: the order of the input is the order of equal-ts records, so nothing
+    reshuffles before the key."""
     flink = get_gateway().jvm.io.modstream.flink
-    j_rows = flink.BatchedDecode.apply(
-        source._j_data_stream,
-        cloudpickle.dumps(config),
-        DECODE_BATCH,
-        DECODE_WAIT_MS,
-        DECODED_ROW.get_java_type_info(),
-        "decode",
-        "moderation_decode",
-        config.pre_key_parallelism or 0,
+    batches = DataStream(
+        source._j_data_stream.transform(
+            "mini-batch",
+            flink.MiniBatch.outputType(),
+            flink.MiniBatch(DECODE_BATCH, DECODE_WAIT_MS),
+        ).uid("moderation_decode_batches")
     )
-    return DataStream(j_rows)
+    j_rows = flink.BatchedDecode.apply(
+        batches._j_data_stream, cloudpickle.dumps(config), DECODED_ROW.get_java_type_info()
+    )
+    rows = DataStream(j_rows).name("decode").uid("moderation_decode")
+    if config.pre_key_parallelism:
+        for stream in (batches, rows):
+            stream.set_parallelism(config.pre_key_parallelism)
+    return rows
 
 
 def expected_lanes(

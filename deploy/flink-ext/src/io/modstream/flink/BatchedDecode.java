@@ -1,18 +1,15 @@
 package io.modstream.flink;
 
-import java.util.ArrayList;
 import java.util.List;
 
-import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
-import org.apache.flink.streaming.api.operators.BoundedOneInput;
 import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.transformations.OneInputTransformation;
-import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.types.Row;
 
@@ -20,68 +17,54 @@ import pemja.core.PythonInterpreter;
 
 /**
  * The moderation job's decode step with its Python called once per mini-batch through pemja
- * (issue 26), as {@link BatchedVersions} calls the version operator: source rows
- * {@code Row(topic, key, value, ts, lane[, seq])} are held, up to {@code maxSize}, at most
- * {@code maxWaitMs} (processing time) after the first, and handed to the Python side
- * (modstream/jobs/moderation/decode.py {@code BatchedDecode}) as one MessagePack payload; its
- * answer, one payload too, holds the decoded rows in order (the caller's row type, seven fields:
- * route, key, topic, value, ts, seq, lane) and the metric updates ({@link PythonMetrics}).
+ * (issue 26), as {@link BatchedVersions} calls the version operator: each batch
+ * {@code Row(topics[], keys[], values[], stamps[], lanes[], seqs[])} from {@link MiniBatch} is
+ * handed to the Python side (modstream/jobs/moderation/decode.py {@code BatchedDecode}) as one
+ * MessagePack payload; its answer, one payload too, holds the decoded rows in order (the
+ * caller's row type, seven fields: route, key, topic, value, ts, seq, lane), emitted one by one,
+ * and the metric updates ({@link PythonMetrics}).
  *
- * <p>Before (stop 45), a Java mini-batch operator handed each batch to PyFlink's embedded
- * operator as a row of six arrays, which PyFlink converted into Python and the seven arrays
- * out back into Java field by field in Python code. MessagePack is encoded and decoded in C on
- * the Python side.
- *
- * <p>Nothing is held across a checkpoint (the batch is decoded before the barrier), a watermark
- * or the end of the input, so the operator has no state and changes no order.
+ * <p>Before (stop 45), PyFlink's embedded operator took each batch, converting its six arrays
+ * into Python and the seven arrays out back into Java in Python code, field by field, and
+ * {@link Unbatch} split its answer. MessagePack is encoded and decoded in C on the Python side.
+ * The operator has no state: a batch is decoded when it arrives.
  */
 public final class BatchedDecode extends AbstractStreamOperator<Row>
-        implements OneInputStreamOperator<Row, Row>, ProcessingTimeCallback, BoundedOneInput {
+        implements OneInputStreamOperator<Row, Row> {
     private static final long serialVersionUID = 1L;
     public static final String MODULE = "modstream.jobs.moderation.decode";
     public static final String CLASS = "BatchedDecode";
 
     private final byte[] pickledConfig;
     private final EmbeddedPython python;
-    private final int maxSize;
-    private final long maxWaitMs;
 
-    private transient List<Row> buffer;
-    private transient boolean timerSet;
     private transient PythonInterpreter interpreter;
     private transient String handler;
     private transient Counter pythonCalls;
     private transient PythonMetrics metrics;
 
-    public BatchedDecode(byte[] pickledConfig, EmbeddedPython python, int maxSize, long maxWaitMs) {
-        if (maxSize < 1 || maxWaitMs < 0) {
-            throw new IllegalArgumentException("maxSize >= 1 and maxWaitMs >= 0");
-        }
+    public BatchedDecode(byte[] pickledConfig, EmbeddedPython python) {
         this.pickledConfig = pickledConfig;
         this.python = python;
-        this.maxSize = maxSize;
-        this.maxWaitMs = maxWaitMs;
     }
 
-    /** {@code source} through this operator, named {@code name}, its rows of type {@code type},
-     * at {@code parallelism} (0: the environment's). */
-    public static DataStream<Row> apply(
-            DataStream<Row> source, byte[] pickledConfig, int maxSize, long maxWaitMs,
-            TypeInformation<Row> type, String name, String uid, int parallelism) {
-        EmbeddedPython python = EmbeddedPython.of(source.getExecutionEnvironment());
-        BatchedDecode operator = new BatchedDecode(pickledConfig, python, maxSize, maxWaitMs);
+    /** {@code batches} through this operator, its rows of type {@code type}; the caller names it,
+     * gives its uid and its parallelism. */
+    public static SingleOutputStreamOperator<Row> apply(
+            DataStream<Row> batches, byte[] pickledConfig, TypeInformation<Row> type) {
+        EmbeddedPython python = EmbeddedPython.of(batches.getExecutionEnvironment());
         OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
-                source.getTransformation(), name, operator, type,
-                parallelism > 0 ? parallelism : source.getExecutionEnvironment().getParallelism());
-        transform.setUid(uid);
-        source.getExecutionEnvironment().addOperator(transform);
-        return new DataStream<>(source.getExecutionEnvironment(), transform);
+                batches.getTransformation(), "decode", new BatchedDecode(pickledConfig, python),
+                type, batches.getExecutionEnvironment().getParallelism());
+        batches.getExecutionEnvironment().addOperator(transform);
+        // Its constructor is protected: an anonymous subclass, so that the caller sets the name,
+        // uid and parallelism as on any operator.
+        return new SingleOutputStreamOperator<Row>(batches.getExecutionEnvironment(), transform) {};
     }
 
     @Override
     public void open() throws Exception {
         super.open();
-        buffer = new ArrayList<>();
         MetricGroup group = getMetricGroup().addGroup("modstream");
         pythonCalls = group.counter("python_calls");
         metrics = new PythonMetrics(group);
@@ -95,65 +78,25 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
                 + subtask + ")");
     }
 
+    /** One Python call per batch: [[topic, key, value, ts, lane, seq], ...] in, [rows, metric
+     * updates] out. */
     @Override
-    public void processElement(StreamRecord<Row> element) {
-        buffer.add(element.getValue());
-        if (buffer.size() >= maxSize) {
-            flush();
-        } else if (!timerSet) {
-            timerSet = true;
-            long now = getProcessingTimeService().getCurrentProcessingTime();
-            getProcessingTimeService().registerTimer(now + maxWaitMs, this);
-        }
-    }
-
-    @Override
-    public void onProcessingTime(long time) {
-        timerSet = false;
-        flush();
-    }
-
-    @Override
-    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
-        flush();
-        super.prepareSnapshotPreBarrier(checkpointId);
-    }
-
-    @Override
-    public void processWatermark(Watermark mark) throws Exception {
-        flush();
-        super.processWatermark(mark);
-    }
-
-    @Override
-    public void endInput() {
-        flush();
-    }
-
-    @Override
-    public void finish() throws Exception {
-        flush();
-        super.finish();
-    }
-
-    /** One Python call for the rows held: [[topic, key, value, ts, lane, seq], ...] in, [rows,
-     * metric updates] out. */
     @SuppressWarnings("unchecked")
-    private void flush() {
-        if (buffer == null || buffer.isEmpty()) {
-            return;
-        }
+    public void processElement(StreamRecord<Row> element) {
+        Row batch = element.getValue();
+        Object[] topics = (Object[]) batch.getField(0);
+        Object[] keys = (Object[]) batch.getField(1);
+        Object[] values = (Object[]) batch.getField(2);
+        Object[] stamps = (Object[]) batch.getField(3);
+        Object[] lanes = (Object[]) batch.getField(4);
+        Object[] seqs = (Object[]) batch.getField(5);
         MsgPack.Writer payload = new MsgPack.Writer();
-        payload.array(buffer.size());
-        for (Row row : buffer) {
-            Object ts = row.getField(3);
-            Object seq = row.getArity() > 5 ? row.getField(5) : null;
-            payload.array(6).string((String) row.getField(0)).string((String) row.getField(1))
-                    .string((String) row.getField(2)).integer(ts == null ? 0L : (Long) ts)
-                    .string(row.getArity() > 4 ? (String) row.getField(4) : null)
-                    .integer(seq == null ? 0L : (Long) seq);
+        payload.array(topics.length);
+        for (int i = 0; i < topics.length; i++) {
+            payload.array(6).string((String) topics[i]).string((String) keys[i])
+                    .string((String) values[i]).integer(stamps[i] == null ? 0L : (Long) stamps[i])
+                    .string((String) lanes[i]).integer(seqs[i] == null ? 0L : (Long) seqs[i]);
         }
-        buffer.clear();
         pythonCalls.inc();
         byte[] answer = (byte[]) interpreter.invokeMethod(handler, "decode", payload.bytes());
         List<Object> parts = (List<Object>) MsgPack.read(answer);
