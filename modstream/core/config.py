@@ -172,7 +172,7 @@ class TopicSettings(BaseModel):
 # more than decode. Universal compaction rewrites less per byte written, and bloom filters spare
 # the lookups of keys that are not there (most lookups of held input and of new versions) a
 # read of every level-0 file. Measured with `modstream bench --steady --variants modstream`:
-# the compaction threads' CPU per event fell by about 40% (docs/BENCHMARKS.md, stop 45).
+# the compaction threads' CPU per event fell by about 45% (docs/BENCHMARKS.md, stop 45).
 ROCKSDB_OPTIONS = {
     "state.backend.rocksdb.compaction.style": "UNIVERSAL",
     "state.backend.rocksdb.use-bloom-filter": "true",

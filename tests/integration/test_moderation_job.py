@@ -31,6 +31,23 @@ def produce_lines(kafka: Kafka, topics: dict[str, str], lines: list[dict[str, An
     workload.produce(kafka.bootstrap_servers, lines, topics)
 
 
+def decided_once(
+    kafka: Kafka, topics: dict[str, str], lines: list[dict[str, Any]], checkpoints: Path
+) -> list[dict[str, Any]]:
+    """Waits for an action for every upload of `lines` and a checkpoint after it; asserts each
+    action and each decision revision committed once. The committed decisions."""
+    actions = topics["moderation.actions"]
+    wanted = {line["value"]["content_id"] for line in lines if line["topic"] == "content.versions"}
+    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= wanted, timeout_s=180)
+    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    counts = Counter(action["action_id"] for action in kafka.values(actions))
+    assert set(counts.values()) == {1}, counts.most_common(3)
+    decisions = kafka.values(topics["moderation.decisions"])
+    revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
+    assert set(revisions.values()) == {1}
+    return decisions
+
+
 def tick(at: int) -> dict[str, Any]:
     """An upload far ahead in event time: it moves the watermark past earlier deadlines."""
     return workload.marker(at, f"tick-{at}")
@@ -70,19 +87,7 @@ def test_actions_exactly_once_across_cancel_and_restart_then_reevaluation(
     restarted: JobProcess = start_job("moderation", *args, "--restore-from", "latest")
     restarted.wait_running()
     assert "restoring from file:" in restarted.output()
-    wanted = {
-        line["value"]["content_id"]
-        for line in first + second
-        if line["topic"] == "content.versions"
-    }
-    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= wanted, timeout_s=180)
-    wait_for_checkpoint_after(tmp_path / "ckpt", completed_checkpoints(tmp_path / "ckpt"))
-    committed = kafka.values(actions)
-    counts = Counter(action["action_id"] for action in committed)
-    assert set(counts.values()) == {1}, counts.most_common(3)
-    decisions = kafka.values(topics["moderation.decisions"])
-    revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
-    assert set(revisions.values()) == {1}
+    decisions = decided_once(kafka, topics, first + second, tmp_path / "ckpt")
     # The input is a year old: event time passed the deadlines while the job read a backlog, so a
     # deadline waits for the detectors' real time (docs/moderation.md, "Time"). It decides only
     # where evidence stamped after it came (the detector was late, as replay decides it); where
@@ -135,19 +140,7 @@ def test_a_leveled_rocksdb_checkpoint_restores_under_the_jobs_rocksdb_options(
     )
     restarted.wait_running()
     assert "restoring from file:" in restarted.output()
-    actions = topics["moderation.actions"]
-    wanted = {
-        line["value"]["content_id"]
-        for line in first + second
-        if line["topic"] == "content.versions"
-    }
-    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= wanted, timeout_s=180)
-    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
-    counts = Counter(action["action_id"] for action in kafka.values(actions))
-    assert set(counts.values()) == {1}, counts.most_common(3)
-    decisions = kafka.values(topics["moderation.decisions"])
-    revisions = Counter((d["content_id"], d["decision_revision"]) for d in decisions)
-    assert set(revisions.values()) == {1}
+    decided_once(kafka, topics, first + second, checkpoints)
 
 
 def late_evidence(lines: list[dict[str, Any]]) -> set[str]:

@@ -148,13 +148,12 @@ class BatchedDecode:
     beyond what decoding costs in process (docs/BENCHMARKS.md, stop 45). Counters are summed per
     call and applied by Java, as the version operator's are (`RecordedMetrics`)."""
 
-    def __init__(self, pickled_config: bytes, subtask: int) -> None:
+    def __init__(self, pickled_config: bytes, _subtask: int) -> None:
         config: ModerationConfig = cloudpickle.loads(pickled_config)
         self.metrics = RecordedMetrics("decode")
         self.decoder = Decode(config)
         self.decoder.metrics = self.metrics
         self.decoder.scores = ScoreCounts(self.metrics)
-        self.subtask = subtask
 
     def decode(self, payload: bytes) -> bytes:
         """[[topic, key, value, record ts, lane, seq], ...] -> [rows, metric updates], the rows
@@ -168,7 +167,7 @@ def decoded(decoder: Decode, records: Iterable[Sequence[Any]]) -> list[list[Any]
     key, topic, value, ts, seq, lane], in order; a refused one as route DLQ_ROUTE (topic: the DLQ
     topic, value: its letter). With the batched engine an upload or bank record is followed by
     its hash-key rows (route HASH_ROUTE, the retro join's input, modstream/jobs/moderation/
-    hash_retro.py `fan_out`)."""
+    hash_retro.py `hash_entries`)."""
     hash_rows = decoder.config.engine == ENGINE_BATCHED
     rows: list[list[Any]] = []
     for physical, key, raw, record_ts, lane, seq in records:

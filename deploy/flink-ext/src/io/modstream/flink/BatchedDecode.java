@@ -13,8 +13,6 @@ import org.apache.flink.streaming.api.transformations.OneInputTransformation;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.types.Row;
 
-import pemja.core.PythonInterpreter;
-
 /**
  * The moderation job's decode step with its Python called once per mini-batch through pemja
  * (issue 26), as {@link BatchedVersions} calls the version operator: each batch
@@ -38,7 +36,6 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
     private final byte[] pickledConfig;
     private final EmbeddedPython python;
 
-    private transient PythonInterpreter interpreter;
     private transient String handler;
     private transient Counter pythonCalls;
     private transient PythonMetrics metrics;
@@ -68,14 +65,10 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
         MetricGroup group = getMetricGroup().addGroup("modstream");
         pythonCalls = group.counter("python_calls");
         metrics = new PythonMetrics(group);
-        interpreter = python.open(getRuntimeContext(),
+        python.open(getRuntimeContext(),
                 getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
-        int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-        handler = "_modstream_decode_" + subtask + "_" + System.identityHashCode(this);
-        interpreter.set(handler + "_config", pickledConfig);
-        interpreter.exec("import " + MODULE + " as " + handler + "_module\n"
-                + handler + " = " + handler + "_module." + CLASS + "(" + handler + "_config, "
-                + subtask + ")");
+        handler = python.instantiate("_modstream_decode_", this, MODULE, CLASS, pickledConfig,
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
     }
 
     /** One Python call per batch: [[topic, key, value, ts, lane, seq], ...] in, [rows, metric
@@ -98,7 +91,7 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
                     .string((String) lanes[i]).integer(seqs[i] == null ? 0L : (Long) seqs[i]);
         }
         pythonCalls.inc();
-        byte[] answer = (byte[]) interpreter.invokeMethod(handler, "decode", payload.bytes());
+        byte[] answer = python.call(handler, "decode", payload.bytes());
         List<Object> parts = (List<Object>) MsgPack.read(answer);
         StreamRecord<Row> record = new StreamRecord<>(null);
         for (Object item : (List<Object>) parts.get(0)) {

@@ -45,8 +45,6 @@ import org.apache.flink.types.Row;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import pemja.core.PythonInterpreter;
-
 /**
  * The moderation job's keyed operator with the engine in Java (issue 26, point 2): it owns, per
  * content version, what the Python adapter {@code Moderate} paid a Python-to-Java call for each
@@ -127,7 +125,6 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private final String restoredValue;
     private final String restoredBuffer;
 
-    private transient PythonInterpreter interpreter;
     private transient String handler;
     private transient InternalTimerService<Long> timers;
     private transient MapState<Long, String[]> pending;
@@ -330,14 +327,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     }
 
     private void openPython() throws Exception {
-        interpreter = python.open(getRuntimeContext(),
+        python.open(getRuntimeContext(),
                 getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
-        int subtask = getRuntimeContext().getTaskInfo().getIndexOfThisSubtask();
-        handler = "_modstream_batched_" + subtask + "_" + System.identityHashCode(this);
-        interpreter.set(handler + "_config", pickledConfig);
-        interpreter.exec("import " + handlerModule + " as " + handler + "_module\n"
-                + handler + " = " + handler + "_module." + handlerClass + "(" + handler
-                + "_config, " + subtask + ")");
+        handler = python.instantiate("_modstream_batched_", this, handlerModule, handlerClass,
+                pickledConfig, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
         // After a restore: what Python keeps of the policy and the banks, from broadcast state.
         MsgPack.Writer entries = new MsgPack.Writer();
         List<Map.Entry<String, String>> kept = new ArrayList<>();
@@ -353,7 +346,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
 
     private byte[] call(String method, byte[] payload) {
         pythonCalls.inc();
-        return (byte[]) interpreter.invokeMethod(handler, method, payload);
+        return python.call(handler, method, payload);
     }
 
     /** Input 1 when there is no input 2. */

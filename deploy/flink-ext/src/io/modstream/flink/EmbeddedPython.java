@@ -82,6 +82,23 @@ public final class EmbeddedPython implements Serializable {
         return interpreter;
     }
 
+    /** In the interpreter {@link #open} made: {@code module.cls(pickledConfig, subtask)}, kept
+     * under a name of its own ({@code prefix}, the subtask, {@code owner}'s identity); the name
+     * its methods are called by ({@link #call}). */
+    public String instantiate(String prefix, Object owner, String module, String cls,
+            byte[] pickledConfig, int subtask) {
+        String name = prefix + subtask + "_" + System.identityHashCode(owner);
+        interpreter.set(name + "_config", pickledConfig);
+        interpreter.exec("import " + module + " as " + name + "_module\n"
+                + name + " = " + name + "_module." + cls + "(" + name + "_config, " + subtask + ")");
+        return name;
+    }
+
+    /** {@code handler.method(payload)} ({@link #instantiate}'s name): the bytes it answers. */
+    public byte[] call(String handler, String method, byte[] payload) {
+        return (byte[]) interpreter.invokeMethod(handler, method, payload);
+    }
+
     /** Into the job's working directory, counted in PyFlink's own per-job tally, so that the
      * first interpreter of the job here (PyFlink's or ours) records where the process was and
      * the last one to close goes back there: the directory is process-wide and deleted with the
