@@ -8,31 +8,10 @@ from typing import Any
 
 import pytest
 
-from modstream.core.config import Settings
-from modstream.jobs import runtime
-
 pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
 
 NOW = 1_764_460_800_000
 POLL = 500
-
-
-@pytest.fixture(scope="module")
-def jvm() -> Any:
-    from pyflink.java_gateway import get_gateway
-
-    settings = Settings.from_env()
-    runtime.create_env(
-        runtime.JobConfig(
-            name="stable-end-test",
-            bootstrap_servers="",
-            checkpoint_dir=settings.run_dir / "checkpoints" / "stable-end-test",
-            transactional_id_prefix="t",
-            group_id="t",
-        ),
-        settings,
-    )
-    return get_gateway().jvm  # create_env loaded the job's jars into the gateway JVM
 
 
 def test_nothing_observed_reports_nothing_waiting(jvm: Any) -> None:

@@ -8,9 +8,6 @@ from typing import Any
 
 import pytest
 
-from modstream.core.config import Settings
-from modstream.jobs import runtime
-
 pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
 
 BOUND = 1_000  # out-of-orderness
@@ -19,24 +16,6 @@ BACKFILL_IDLE = 120_000
 LIVE_WINDOW = 30_000
 NOW = 1_764_460_800_000
 HOLD = -(2**63)  # Long.MIN_VALUE: nothing new to emit
-
-
-@pytest.fixture(scope="module")
-def jvm() -> Any:
-    from pyflink.java_gateway import get_gateway
-
-    settings = Settings.from_env()
-    runtime.create_env(
-        runtime.JobConfig(
-            name="validated-time-test",
-            bootstrap_servers="",
-            checkpoint_dir=settings.run_dir / "checkpoints" / "validated-time-test",
-            transactional_id_prefix="t",
-            group_id="t",
-        ),
-        settings,
-    )
-    return get_gateway().jvm  # create_env loaded the job's jars into the gateway JVM
 
 
 class Lanes:
