@@ -143,6 +143,56 @@ def test_a_leveled_rocksdb_checkpoint_restores_under_the_jobs_rocksdb_options(
     decided_once(kafka, topics, first + second, checkpoints)
 
 
+@pytest.mark.parametrize(
+    ("first_options", "restored_options"),
+    [
+        ((), ("--parallelism", "2", "--pre-key-parallelism", "1")),
+        (("--held-input-max-chars", "1"), ()),
+    ],
+    ids=["restored-rescaled", "spilled-to-keyed-state"],
+)
+@pytest.mark.timeout(420)
+def test_input_held_at_a_checkpoint_is_decided_once_after_a_restore(
+    first_options: tuple[str, ...],
+    restored_options: tuple[str, ...],
+    kafka: Kafka,
+    start_job: Any,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    """The batched engine holds input waiting for the watermark in memory and writes it into
+    each checkpoint as raw keyed state (HeldInput.java). The newest upload waits for the
+    watermark when a checkpoint is taken and the job is stopped, so it is in no state but that;
+    the job restored at two keyed subtasks (each takes the key groups it owns), or after a run
+    that moved everything it held to keyed state at once (a bound of one character), decides it
+    and every version once."""
+    monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
+    topics = moderation_deployment.topics
+    first = generate(seed=5, versions=30, extras=False, malformed=False)
+    held = tick(T0 + 1_800_000)
+    second = generate(seed=6, versions=20, start_ts=T0 + 3_600_000, extras=False, malformed=False)
+    job: JobProcess = start_job("moderation", *moderation_deployment.args, *first_options)
+    job.wait_running()
+    produce_lines(kafka, topics, [*first, held])
+    actions = topics["moderation.actions"]
+    uploads = {line["value"]["content_id"] for line in first if line["topic"] == "content.versions"}
+    kafka.wait_for(actions, lambda v: {a["content_id"] for a in v} >= uploads, timeout_s=120)
+    checkpoints = tmp_path / "ckpt"
+    wait_for_checkpoint_after(checkpoints, completed_checkpoints(checkpoints))
+    assert job.stop() == 0
+    decided = {a["content_id"] for a in kafka.values(actions, committed=False)}
+    assert held["value"]["content_id"] not in decided  # still waiting for the watermark
+    produce_lines(kafka, topics, [*second, tick(T0 + 7_200_000)])
+
+    restarted: JobProcess = start_job(
+        "moderation", *moderation_deployment.args, *restored_options, "--restore-from", "latest"
+    )
+    restarted.wait_running()
+    assert "restoring from file:" in restarted.output()
+    decided_once(kafka, topics, [*first, held, *second], checkpoints)
+
+
 def late_evidence(lines: list[dict[str, Any]]) -> set[str]:
     """Content ids with a detector result stamped after the upload's deadline."""
     deadline_ms = {"text": 5_000, "image": 30_000, "video": 120_000, "audio": 60_000}

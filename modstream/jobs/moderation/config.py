@@ -79,6 +79,7 @@ OPTION_FIELDS = (
     "evidence_grace_ms",
     "engine",
     "batch_interval_ms",
+    "held_input_max_chars",
     "pre_key_parallelism",
 )
 POLICY_KEY_VARIABLE = "MODSTREAM_POLICY_KEY"
@@ -132,6 +133,11 @@ class ModerationConfig(runtime.TopicNames):
     # readied one). It adds up to this to a decision's latency and divides the calls by the
     # watermarks in it (a live job's watermark interval is 50 ms, modstream/jobs/runtime.py).
     batch_interval_ms: int = 200
+    # The batched engine holds input waiting for the watermark in memory (HeldInput.java, in
+    # each checkpoint as raw keyed state) up to this many characters per keyed operator subtask
+    # (keys, topics, values); past it, everything held moves to keyed state, as all held input
+    # was kept before (a watermark held back by one partition must not exhaust the heap).
+    held_input_max_chars: int = 32 << 20
     # The batched engine restoring a savepoint of the PyFlink engine that holds input in its
     # event-time order (RestoredOrder.java hands it on): set by `main` from the savepoint.
     restores_pyflink_order: bool = False

@@ -101,6 +101,7 @@ def batched_versions(
         cloudpickle.dumps(config),
         MODERATE_UID,
         config.batch_interval_ms,
+        config.held_input_max_chars,
         MODERATE_RESTORED,
     )
     return DataStream(j_rows)
@@ -148,6 +149,7 @@ def batched_by_key(
         cloudpickle.dumps(config),
         uid,
         config.batch_interval_ms,
+        config.held_input_max_chars,
         name,
         module,
         handler_class,

@@ -241,6 +241,13 @@ def operator_options(parser: argparse.ArgumentParser) -> None:
     engine_option(parser)
     batch_interval_option(parser)
     parser.add_argument(
+        "--held-input-max-chars",
+        type=positive_int,
+        default=ModerationConfig.held_input_max_chars,
+        help="--engine batched: input waiting for the watermark is held in memory up to this many"
+        " characters per keyed operator subtask, then moved to keyed state (RocksDB)",
+    )
+    parser.add_argument(
         "--pre-key-parallelism",
         type=positive_int,
         default=None,

@@ -1,8 +1,9 @@
 package io.modstream.flink;
 
+import java.io.DataInputStream;
+import java.io.DataOutputStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.LinkedHashMap;
@@ -24,6 +25,9 @@ import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.typeutils.RowTypeInfo;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.state.KeyGroupStatePartitionStreamProvider;
+import org.apache.flink.runtime.state.KeyedStateCheckpointOutputStream;
+import org.apache.flink.runtime.state.StateInitializationContext;
 import org.apache.flink.runtime.state.StateSnapshotContext;
 import org.apache.flink.runtime.state.VoidNamespace;
 import org.apache.flink.runtime.state.VoidNamespaceSerializer;
@@ -120,6 +124,11 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private final byte[] pickledConfig;
     private final EmbeddedPython python;
     private final long flushIntervalMs;
+    // Held input kept in memory (HeldInput) up to this many characters (keys, topics, values:
+    // about as many bytes, twice that for text beyond Latin-1); past it, all of it moves to
+    // keyed state (spill), as a watermark held back by a slow partition would otherwise grow the
+    // heap without bound.
+    private final long maxHeldChars;
     private final String handlerModule;
     private final String handlerClass;
     private final String restoredValue;
@@ -127,7 +136,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
 
     private transient String handler;
     private transient InternalTimerService<Long> timers;
+    private transient HeldInput heldInput; // input held until the watermark, in memory
+    // Input held in keyed state: a checkpoint's from before HeldInput, a PyFlink buffer, a spill.
     private transient MapState<Long, String[]> pending;
+    private transient Set<String> pendingKeys; // keys whose `pending` input a timer readied
     private transient ValueState<byte[]> version;
     private transient BroadcastState<String, String> broadcast;
     private transient List<ValueState<?>> pyflinkValues; // restored: pickled bytes or text
@@ -145,14 +157,17 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private transient Counter versionsBatched;
     private transient Counter recordsIn;
     private transient Counter pythonNanos;
+    private transient Counter spills;
     private transient PythonMetrics metrics;
 
     public BatchedVersions(
-            byte[] pickledConfig, EmbeddedPython python, long flushIntervalMs, String handlerModule,
-            String handlerClass, String restoredValue, String restoredBuffer) {
+            byte[] pickledConfig, EmbeddedPython python, long flushIntervalMs, long maxHeldChars,
+            String handlerModule, String handlerClass, String restoredValue,
+            String restoredBuffer) {
         this.pickledConfig = pickledConfig;
         this.python = python;
         this.flushIntervalMs = flushIntervalMs;
+        this.maxHeldChars = maxHeldChars;
         this.handlerModule = handlerModule;
         this.handlerClass = handlerClass;
         this.restoredValue = restoredValue;
@@ -162,12 +177,13 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     /** {@code keyed} (by {@link FieldKey#selector} on the version key) joined with the broadcast
      * {@code broadcast} rows through this operator: one sink row stream. Python is called at
      * most once per {@code flushIntervalMs} of processing time for readied versions (0: at every
-     * watermark that readied one). Its Python is the job's, as PyFlink's operators get theirs
-     * ({@link EmbeddedPython}). */
+     * watermark that readied one); input waiting for the watermark is held in memory up to
+     * {@code maxHeldChars} characters ({@link #spill}). Its Python is the job's, as PyFlink's
+     * operators get theirs ({@link EmbeddedPython}). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String uid, long flushIntervalMs, String restoredValue) {
-        return apply(keyed, broadcast, pickledConfig, uid, flushIntervalMs,
+            String uid, long flushIntervalMs, long maxHeldChars, String restoredValue) {
+        return apply(keyed, broadcast, pickledConfig, uid, flushIntervalMs, maxHeldChars,
                 "moderate (batched)", MODERATE_MODULE, MODERATE_CLASS, outputType(),
                 restoredValue, null);
     }
@@ -179,12 +195,12 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
      * where this one has none (see the class comment; null: none). */
     public static DataStream<Row> apply(
             KeyedStream<Row, Row> keyed, DataStream<Row> broadcast, byte[] pickledConfig,
-            String uid, long flushIntervalMs, String name,
+            String uid, long flushIntervalMs, long maxHeldChars, String name,
             String handlerModule, String handlerClass, TypeInformation<Row> type,
             String restoredValue, String restoredBuffer) {
         EmbeddedPython python = EmbeddedPython.of(keyed.getExecutionEnvironment());
         BatchedVersions operator = new BatchedVersions(pickledConfig, python, flushIntervalMs,
-                handlerModule, handlerClass, restoredValue, restoredBuffer);
+                maxHeldChars, handlerModule, handlerClass, restoredValue, restoredBuffer);
         int parallelism = keyed.getExecutionEnvironment().getParallelism();
         if (broadcast == null) {
             OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
@@ -226,6 +242,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         broadcast = getOperatorStateBackend().getBroadcastState(BROADCAST);
         timers = getInternalTimerService("batched-versions", LongSerializer.INSTANCE, this);
         openRestored();
+        pendingKeys = new HashSet<>();
         inputKeys = new LinkedHashSet<>();
         firedTimers = new ArrayList<>();
         watermark = Long.MIN_VALUE;
@@ -237,6 +254,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         versionsBatched = group.counter("versions_batched");
         recordsIn = group.counter("batched_records_in");
         pythonNanos = group.counter("python_fire_ns");
+        spills = group.counter("held_input_spills");
         metrics = new PythonMetrics(group);
         openPython();
     }
@@ -278,6 +296,26 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         }
     }
 
+    /** The input held at the checkpoint restored: raw keyed state, the key groups this
+     * subtask owns ({@link #snapshotState}). */
+    @Override
+    public void initializeState(StateInitializationContext context) throws Exception {
+        super.initializeState(context);
+        heldInput = new HeldInput();
+        for (KeyGroupStatePartitionStreamProvider group : context.getRawKeyedStateInputs()) {
+            DataInputStream in = new DataInputStream(group.getStream());
+            byte[] snapshot = new byte[in.readInt()];
+            in.readFully(snapshot);
+            heldInput.restore(snapshot);
+        }
+    }
+
+    /** The held input is this operator's raw keyed state (so no timers of Flink's there). */
+    @Override
+    protected boolean isUsingCustomRawKeyedState() {
+        return true;
+    }
+
     /** Whether this subtask's keyed state `name` holds a value for any key. */
     private boolean holdsAnyKey(String name) throws Exception {
         try (java.util.stream.Stream<Object> keys =
@@ -306,6 +344,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         grown[size + 2] = "0";
         pending.put(ts, grown);
         inputKeys.add(key);
+        pendingKeys.add(key);
     }
 
     /** The current key's stored value: this operator's, else the PyFlink operator's restored
@@ -359,21 +398,46 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     public void processElement1(StreamRecord<Row> element) throws Exception {
         Row row = element.getValue();
         recordsIn.inc();
-        long ts = (Long) row.getField(TS);
         Object seq = row.getField(SEQ);
-        String[] held = pending.get(ts);
-        int size = held == null ? 0 : held.length;
-        String[] grown = new String[size + 3];
-        if (held != null) {
-            System.arraycopy(held, 0, grown, 0, size);
+        heldInput.add((String) ((Row) getCurrentKey()).getField(0), new HeldInput.Record(
+                (String) row.getField(TOPIC), (String) row.getField(VALUE), (Long) row.getField(TS),
+                seq == null ? 0L : (Long) seq));
+        if (heldInput.chars() > maxHeldChars) {
+            spill();
         }
-        grown[size] = (String) row.getField(TOPIC);
-        grown[size + 1] = (String) row.getField(VALUE);
-        grown[size + 2] = String.valueOf(seq == null ? 0L : (Long) seq);
-        pending.put(ts, grown);
-        if (held == null) {
-            timers.registerEventTimeTimer(INPUT, ts);
+    }
+
+    /**
+     * Everything held in memory into keyed state (`pending`, a timer at each ts), as all input
+     * was held before {@link HeldInput}: it then waits on disk, and what arrives after it
+     * waits in memory again. All of it, so that a key's input in `pending` always arrived
+     * before its input in memory ({@link #ready} keeps arrival order across the two).
+     */
+    private void spill() throws Exception {
+        Object current = getCurrentKey();
+        int records = heldInput.size();
+        for (Map.Entry<String, List<HeldInput.Record>> entry : heldInput.drain().entrySet()) {
+            setCurrentKey(Row.of(entry.getKey()));
+            for (HeldInput.Record record : entry.getValue()) {
+                String[] held = pending.get(record.ts);
+                int size = held == null ? 0 : held.length;
+                String[] grown = new String[size + 3];
+                if (held != null) {
+                    System.arraycopy(held, 0, grown, 0, size);
+                }
+                grown[size] = record.topic;
+                grown[size + 1] = record.value;
+                grown[size + 2] = String.valueOf(record.seq);
+                pending.put(record.ts, grown);
+                if (held == null) {
+                    timers.registerEventTimeTimer(INPUT, record.ts);
+                }
+            }
         }
+        setCurrentKey(current);
+        spills.inc();
+        LOG.warn("BatchedVersions {}: {} held records over {} characters moved to keyed state"
+                + " (the watermark at {})", handlerClass, records, maxHeldChars, watermark);
     }
 
     @Override
@@ -394,6 +458,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         String key = (String) timer.getKey().getField(0);
         if (timer.getNamespace() == INPUT) {
             inputKeys.add(key);
+            pendingKeys.add(key);
         } else {
             firedTimers.add(new Object[] {key, timer.getTimestamp()});
         }
@@ -408,6 +473,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         if (timeServiceManager != null) {
             timeServiceManager.advanceWatermark(mark);
         }
+        heldInput.readied(watermark, inputKeys);
         if (held == null && !readied()) {
             output.emitWatermark(mark);
             return;
@@ -504,8 +570,12 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         List<Object[]> tasks = new ArrayList<>();
         for (String key : inputs) {
             setCurrentKey(Row.of(key));
+            List<Object[]> records = ready(key);
+            if (records.isEmpty()) {
+                continue; // readied, then spilled before this call: it comes again on its timers
+            }
             stored.put(key, storedValue(key));
-            tasks.add(new Object[] {0L, key, ready()});
+            tasks.add(new Object[] {0L, key, records});
         }
         for (Object[] fired : timers) {
             String key = (String) fired[0];
@@ -550,27 +620,32 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     }
 
     /** The current key's held input with ts <= watermark: {topic, value, ts, seq} by ts, then
-     * seq, then arrival; removed from `pending`. */
-    private List<Object[]> ready() throws Exception {
-        // The values as the scan read them: one RocksDB seek for the key, not a lookup per ts.
-        List<Map.Entry<Long, String[]>> due = new ArrayList<>();
-        for (Map.Entry<Long, String[]> entry : pending.entries()) {
-            if (entry.getKey() <= watermark) {
-                due.add(Map.entry(entry.getKey(), entry.getValue()));
+     * seq, then arrival; no longer held. Keyed state is read only for a key whose `pending`
+     * input a timer readied; that input arrived before any the key holds in memory. */
+    private List<Object[]> ready(String key) throws Exception {
+        List<HeldInput.Record> due = new ArrayList<>();
+        if (pendingKeys.remove(key)) {
+            // The values as the scan read them: one RocksDB seek for the key, not a lookup per ts.
+            List<Long> stamps = new ArrayList<>();
+            for (Map.Entry<Long, String[]> entry : pending.entries()) {
+                if (entry.getKey() <= watermark) {
+                    stamps.add(entry.getKey());
+                    String[] held = entry.getValue();
+                    for (int i = 0; i < held.length; i += 3) {
+                        due.add(new HeldInput.Record(held[i], held[i + 1], entry.getKey(),
+                                Long.parseLong(held[i + 2])));
+                    }
+                }
+            }
+            for (Long ts : stamps) {
+                pending.remove(ts);
             }
         }
-        due.sort(Map.Entry.comparingByKey());
-        List<Object[]> records = new ArrayList<>();
-        for (Map.Entry<Long, String[]> heldAt : due) {
-            long ts = heldAt.getKey();
-            String[] held = heldAt.getValue();
-            List<Object[]> atTs = new ArrayList<>();
-            for (int i = 0; i < held.length; i += 3) {
-                atTs.add(new Object[] {held[i], held[i + 1], ts, Long.parseLong(held[i + 2])});
-            }
-            atTs.sort(Comparator.comparingLong(entry -> (Long) entry[3])); // stable: arrival
-            records.addAll(atTs);
-            pending.remove(ts);
+        due.addAll(heldInput.take(key, watermark));
+        due.sort(HeldInput.ORDER); // stable: arrival
+        List<Object[]> records = new ArrayList<>(due.size());
+        for (HeldInput.Record record : due) {
+            records.add(new Object[] {record.topic, record.value, record.ts, record.seq});
         }
         return records;
     }
@@ -624,7 +699,31 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     @Override
     public void snapshotState(StateSnapshotContext context) throws Exception {
         super.snapshotState(context);
+        snapshotHeld(context);
         logCounts();
+    }
+
+    /** What is held in memory (not yet readied: readied input was decided before the barrier,
+     * {@link #prepareSnapshotPreBarrier}), as raw keyed state: per key group a length and
+     * {@link HeldInput#snapshot}'s bytes, written as they are (an operator-state list of byte
+     * arrays went through Flink's checkpoint stream one byte per call). */
+    private void snapshotHeld(StateSnapshotContext context) throws Exception {
+        if (heldInput.size() == 0) {
+            return;
+        }
+        int maxParallelism = getRuntimeContext().getTaskInfo().getMaxNumberOfParallelSubtasks();
+        KeyedStateCheckpointOutputStream out = context.getRawKeyedOperatorStateOutput();
+        long bytes = 0;
+        for (Map.Entry<Integer, byte[]> group : heldInput.snapshot(maxParallelism).entrySet()) {
+            out.startNewKeyGroup(group.getKey());
+            DataOutputStream data = new DataOutputStream(out); // not closed: Flink's stream
+            data.writeInt(group.getValue().length);
+            data.write(group.getValue());
+            data.flush();
+            bytes += group.getValue().length;
+        }
+        LOG.debug("BatchedVersions {}: checkpoint {} holds {} records in memory, {} bytes",
+                handlerClass, context.getCheckpointId(), heldInput.size(), bytes);
     }
 
     private void logCounts() {

@@ -1,0 +1,116 @@
+"""HeldInput (deploy/flink-ext), the input BatchedVersions holds in memory until the watermark
+passes it, driven through the JVM gateway: what leaves at a watermark and in which order, what
+stays, and a checkpoint's key groups restored on the subtasks that own them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from py4j.java_gateway import get_field
+from py4j.protocol import Py4JJavaError
+
+pytestmark = pytest.mark.integration  # needs a JVM (the gateway), not the stack
+
+MAX_PARALLELISM = 128
+
+
+def held(jvm: Any, records: list[tuple[str, str, str, int, int]]) -> Any:
+    """A HeldInput holding `records` (key, topic, value, ts, seq) in that arrival order."""
+    flink = jvm.io.modstream.flink
+    memory = flink.HeldInput()
+    for key, topic, value, ts, seq in records:
+        memory.add(key, flink.HeldInput.Record(topic, value, ts, seq))
+    return memory
+
+
+def taken(jvm: Any, memory: Any, key: str, watermark: int) -> list[tuple[str, int, int]]:
+    """(value, ts, seq) of what `take` hands on, in the operator's order."""
+    records = sorted_by_operator(jvm, memory.take(key, watermark))
+    return [(field(r, "value"), field(r, "ts"), field(r, "seq")) for r in records]
+
+
+def sorted_by_operator(jvm: Any, records: Any) -> list[Any]:
+    """`records` sorted as BatchedVersions.ready sorts them: HeldInput.ORDER, a stable sort."""
+    items = jvm.java.util.ArrayList(records)
+    jvm.java.util.Collections.sort(items, jvm.io.modstream.flink.HeldInput.ORDER)
+    return list(items)
+
+
+def field(record: Any, name: str) -> Any:
+    """A HeldInput.Record's field (py4j reads fields by name only)."""
+    return get_field(record, name)
+
+
+def readied(jvm: Any, memory: Any, watermark: int) -> list[str]:
+    keys = jvm.java.util.LinkedHashSet()
+    memory.readied(watermark, keys)
+    return list(keys)
+
+
+def test_a_watermark_readies_the_keys_at_or_before_it_and_leaves_later_input_held(
+    jvm: Any,
+) -> None:
+    memory = held(
+        jvm,
+        [
+            ("v2", "t", "b-20", 20, 0),
+            ("v1", "t", "a-10", 10, 0),
+            ("v1", "t", "a-30", 30, 0),
+            ("v3", "t", "c-10", 10, 0),
+        ],
+    )
+    assert readied(jvm, memory, 20) == ["v1", "v3", "v2"]  # by ts, then first arrival
+    assert readied(jvm, memory, 20) == []  # readied once
+    assert taken(jvm, memory, "v1", 20) == [("a-10", 10, 0)]
+    assert memory.size() == 3
+    assert readied(jvm, memory, 29) == []
+    assert readied(jvm, memory, 30) == ["v1"]
+    assert taken(jvm, memory, "v1", 30) == [("a-30", 30, 0)]
+    assert taken(jvm, memory, "v1", 30) == []
+
+
+def test_a_keys_records_leave_by_ts_then_seq_then_arrival(jvm: Any) -> None:
+    memory = held(
+        jvm,
+        [
+            ("v1", "t", "second-at-5", 5, 0),
+            ("v1", "t", "seq-2", 5, 2),
+            ("v1", "t", "at-4", 4, 0),
+            ("v1", "t", "third-at-5", 5, 0),
+            ("v1", "t", "seq-1", 5, 1),
+        ],
+    )
+    order = [field(r, "value") for r in sorted_by_operator(jvm, memory.take("v1", 5))]
+    assert order == ["at-4", "second-at-5", "third-at-5", "seq-1", "seq-2"]
+    assert (memory.size(), memory.chars()) == (0, 0)
+
+
+def test_a_checkpoint_restores_each_key_group_where_it_is_owned_in_arrival_order(jvm: Any) -> None:
+    flink = jvm.io.modstream.flink
+    records = [(f"v{n % 7}", "t", f"value-{n}", 100 + n % 3, 0) for n in range(40)]
+    memory = held(jvm, records)
+    groups = memory.snapshot(MAX_PARALLELISM)
+    by_key = {key: flink.HeldInput.keyGroup(key, MAX_PARALLELISM) for key, *_ in records}
+    assert set(groups.keySet()) == set(by_key.values())
+    # Rescaled to two subtasks: the first owns key groups 0-63, the second 64-127.
+    halves = [jvm.io.modstream.flink.HeldInput(), jvm.io.modstream.flink.HeldInput()]
+    for group in groups.keySet():
+        halves[0 if group < MAX_PARALLELISM // 2 else 1].restore(groups.get(group))
+    assert sum(half.size() for half in halves) == len(records)
+    for key, group in by_key.items():
+        owner = halves[0 if group < MAX_PARALLELISM // 2 else 1]
+        other = halves[1 if group < MAX_PARALLELISM // 2 else 0]
+        expected = [value for k, _, value, _, _ in records if k == key]
+        assert [field(r, "value") for r in owner.take(key, 1_000)] == expected  # arrival order
+        assert list(other.take(key, 1_000)) == []
+    assert readied(jvm, halves[0], 1_000) == [] and readied(jvm, halves[1], 1_000) == []
+
+
+def test_a_snapshot_of_another_format_is_refused(jvm: Any) -> None:
+    memory = held(jvm, [("v1", "t", "x", 1, 0)])
+    (snapshot,) = (bytearray(group) for group in memory.snapshot(MAX_PARALLELISM).values())
+    assert snapshot[1] == 1  # [FORMAT, ...]: fixarray of 2, then the format, 1
+    snapshot[1] = 2
+    with pytest.raises(Py4JJavaError, match="held input of an unknown format: 2"):
+        jvm.io.modstream.flink.HeldInput().restore(bytes(snapshot))
