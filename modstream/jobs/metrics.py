@@ -241,6 +241,12 @@ EXTENSION_METRICS: dict[str, Metric] = {
     "versions_batched": Metric(
         "counter", (), "moderation", "versions handed to Python by the batched keyed operator"
     ),
+    "held_input_spills": Metric(
+        "counter",
+        (),
+        "moderation",
+        "times the batched keyed operator moved the input it held in memory to keyed state",
+    ),
 }
 
 

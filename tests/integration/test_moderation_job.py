@@ -147,7 +147,10 @@ def test_a_leveled_rocksdb_checkpoint_restores_under_the_jobs_rocksdb_options(
     ("first_options", "restored_options"),
     [
         ((), ("--parallelism", "2", "--pre-key-parallelism", "1")),
-        (("--held-input-max-chars", "1"), ()),
+        # A bound of a few records: memory fills and spills again and again, so a key's input
+        # is in keyed state and in memory at once, and a key readied by one watermark is often
+        # spilled before the next call (a call every 1 s).
+        (("--held-input-max-chars", "4000", "--batch-interval-ms", "1000"), ()),
     ],
     ids=["restored-rescaled", "spilled-to-keyed-state"],
 )
@@ -165,8 +168,8 @@ def test_input_held_at_a_checkpoint_is_decided_once_after_a_restore(
     each checkpoint as raw keyed state (HeldInput.java). The newest upload waits for the
     watermark when a checkpoint is taken and the job is stopped, so it is in no state but that;
     the job restored at two keyed subtasks (each takes the key groups it owns), or after a run
-    that moved everything it held to keyed state at once (a bound of one character), decides it
-    and every version once."""
+    whose bound moved what it held to keyed state every few records, decides it and every
+    version once."""
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     topics = moderation_deployment.topics
     first = generate(seed=5, versions=30, extras=False, malformed=False)

@@ -92,6 +92,7 @@ def test_a_checkpoint_restores_each_key_group_where_it_is_owned_in_arrival_order
     memory = held(jvm, records)
     groups = memory.snapshot(MAX_PARALLELISM)
     by_key = {key: flink.HeldInput.keyGroup(key, MAX_PARALLELISM) for key, *_ in records}
+    assert by_key == {key: flink_key_group(jvm, key) for key in by_key}
     assert set(groups.keySet()) == set(by_key.values())
     # Rescaled to two subtasks: the first owns key groups 0-63, the second 64-127.
     halves = [jvm.io.modstream.flink.HeldInput(), jvm.io.modstream.flink.HeldInput()]
@@ -105,6 +106,17 @@ def test_a_checkpoint_restores_each_key_group_where_it_is_owned_in_arrival_order
         assert [field(r, "value") for r in owner.take(key, 1_000)] == expected  # arrival order
         assert list(other.take(key, 1_000)) == []
     assert readied(jvm, halves[0], 1_000) == [] and readied(jvm, halves[1], 1_000) == []
+
+
+def flink_key_group(jvm: Any, key: str) -> int:
+    """The key group Flink gives a decoded row keyed on `key`: the job's key selector (FieldKey
+    on the row's key field), then Flink's own assignment."""
+    row = jvm.org.apache.flink.types.Row.withPositions(2)
+    row.setField(0, "keyed")
+    row.setField(1, key)
+    selected = jvm.io.modstream.flink.FieldKey.selector(1).getKey(row)
+    assignment = jvm.org.apache.flink.runtime.state.KeyGroupRangeAssignment
+    return int(assignment.assignToKeyGroup(selected, MAX_PARALLELISM))
 
 
 def test_a_snapshot_of_another_format_is_refused(jvm: Any) -> None:

@@ -25,6 +25,8 @@ import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.typeutils.RowTypeInfo;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.runtime.checkpoint.CheckpointType;
+import org.apache.flink.runtime.state.AbstractKeyedStateBackend;
 import org.apache.flink.runtime.state.KeyGroupStatePartitionStreamProvider;
 import org.apache.flink.runtime.state.KeyedStateCheckpointOutputStream;
 import org.apache.flink.runtime.state.StateInitializationContext;
@@ -124,10 +126,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private final byte[] pickledConfig;
     private final EmbeddedPython python;
     private final long flushIntervalMs;
-    // Held input kept in memory (HeldInput) up to this many characters (keys, topics, values:
-    // about as many bytes, twice that for text beyond Latin-1); past it, all of it moves to
-    // keyed state (spill), as a watermark held back by a slow partition would otherwise grow the
-    // heap without bound.
+    // Held input kept in memory (HeldInput) up to this many characters (keys, topics, values,
+    // and HeldInput.RECORD_CHARS per record for its objects: about as many bytes, up to twice
+    // that for text beyond Latin-1); past it, all of it moves to keyed state (spill), as a
+    // watermark held back by a slow partition would otherwise grow the heap without bound.
     private final long maxHeldChars;
     private final String handlerModule;
     private final String handlerClass;
@@ -241,6 +243,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
                 "version_bytes", PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO));
         broadcast = getOperatorStateBackend().getBroadcastState(BROADCAST);
         timers = getInternalTimerService("batched-versions", LongSerializer.INSTANCE, this);
+        refuseLegacyTimers();
         openRestored();
         pendingKeys = new HashSet<>();
         inputKeys = new LinkedHashSet<>();
@@ -365,6 +368,19 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         return null;
     }
 
+    /** Held input is raw keyed state, which Flink's heap timers on RocksDB would also write
+     * (`state.backend.rocksdb.timer-service.factory: HEAP`): refused at start, not at the
+     * first checkpoint. */
+    private void refuseLegacyTimers() {
+        if (getKeyedStateBackend() instanceof AbstractKeyedStateBackend
+                && ((AbstractKeyedStateBackend<?>) getKeyedStateBackend())
+                        .requiresLegacySynchronousTimerSnapshots(CheckpointType.CHECKPOINT)) {
+            throw new IllegalStateException("BatchedVersions keeps its held input as raw keyed"
+                    + " state, which heap timers on RocksDB also need: run RocksDB's timers"
+                    + " (state.backend.rocksdb.timer-service.factory: ROCKSDB, the default)");
+        }
+    }
+
     private void openPython() throws Exception {
         python.open(getRuntimeContext(),
                 getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
@@ -411,12 +427,18 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
      * Everything held in memory into keyed state (`pending`, a timer at each ts), as all input
      * was held before {@link HeldInput}: it then waits on disk, and what arrives after it
      * waits in memory again. All of it, so that a key's input in `pending` always arrived
-     * before its input in memory ({@link #ready} keeps arrival order across the two).
+     * before its input in memory ({@link #ready} keeps arrival order across the two). A key
+     * a watermark already readied (waiting for the next call) reads `pending` at that call,
+     * not a watermark later when its timers fire: its input is decided with the timers and
+     * the later input of the same call, and before the watermark is forwarded.
      */
     private void spill() throws Exception {
         Object current = getCurrentKey();
         int records = heldInput.size();
         for (Map.Entry<String, List<HeldInput.Record>> entry : heldInput.drain().entrySet()) {
+            if (inputKeys.contains(entry.getKey())) {
+                pendingKeys.add(entry.getKey());
+            }
             setCurrentKey(Row.of(entry.getKey()));
             for (HeldInput.Record record : entry.getValue()) {
                 String[] held = pending.get(record.ts);
@@ -572,7 +594,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             setCurrentKey(Row.of(key));
             List<Object[]> records = ready(key);
             if (records.isEmpty()) {
-                continue; // readied, then spilled before this call: it comes again on its timers
+                continue; // a spilled input's timer, its input taken at the call it was readied
             }
             stored.put(key, storedValue(key));
             tasks.add(new Object[] {0L, key, records});

@@ -43,10 +43,14 @@ public final class HeldInput {
         }
 
         long chars() {
-            return (topic == null ? 0 : topic.length()) + (value == null ? 0 : value.length());
+            return RECORD_CHARS + (topic == null ? 0 : topic.length())
+                    + (value == null ? 0 : value.length());
         }
     }
 
+    /** What a record's objects (the record, its list and index entries, two string headers)
+     * count for in {@link #chars}, beside its characters: about their bytes on the heap. */
+    public static final long RECORD_CHARS = 128L;
     /** The snapshot's format (its first field). */
     public static final long FORMAT = 1L;
     /** By ts, then seq; a stable sort keeps arrival for the rest. */
@@ -108,7 +112,8 @@ public final class HeldInput {
         return size;
     }
 
-    /** Characters held (keys, topics and values): what the spill bound counts. */
+    /** Characters held (keys, topics and values) and {@link #RECORD_CHARS} per record: what the
+     * spill bound counts. */
     public long chars() {
         return chars;
     }
