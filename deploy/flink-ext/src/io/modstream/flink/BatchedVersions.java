@@ -336,16 +336,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             return;
         }
         pyflinkBuffer.remove(ts);
-        String[] before = pending.get(ts);
-        int size = before == null ? 0 : before.length;
-        String[] grown = new String[size + 3];
-        if (before != null) {
-            System.arraycopy(before, 0, grown, 0, size);
-        }
-        grown[size] = RESTORED_BUFFER;
-        grown[size + 1] = held;
-        grown[size + 2] = "0";
-        pending.put(ts, grown);
+        EventTimeOrder.hold(pending, ts, RESTORED_BUFFER, held, 0L);
         inputKeys.add(key);
         pendingKeys.add(key);
     }
@@ -441,17 +432,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             }
             setCurrentKey(Row.of(entry.getKey()));
             for (HeldInput.Record record : entry.getValue()) {
-                String[] held = pending.get(record.ts);
-                int size = held == null ? 0 : held.length;
-                String[] grown = new String[size + 3];
-                if (held != null) {
-                    System.arraycopy(held, 0, grown, 0, size);
-                }
-                grown[size] = record.topic;
-                grown[size + 1] = record.value;
-                grown[size + 2] = String.valueOf(record.seq);
-                pending.put(record.ts, grown);
-                if (held == null) {
+                if (EventTimeOrder.hold(pending, record.ts, record.topic, record.value, record.seq)) {
                     timers.registerEventTimeTimer(INPUT, record.ts);
                 }
             }

@@ -67,19 +67,28 @@ public final class EventTimeOrder extends KeyedProcessFunction<Row, Row, Row> {
     public void processElement(Row row, Context ctx, Collector<Row> out) throws Exception {
         long ts = (Long) row.getField(TS);
         Object seq = row.getField(SEQ);
+        if (hold(pending, ts, (String) row.getField(TOPIC), (String) row.getField(VALUE),
+                seq == null ? 0L : (Long) seq)) {
+            ctx.timerService().registerEventTimeTimer(ts);
+        }
+    }
+
+    /** One record appended to the current key's input held at {@code ts} in {@code pending}
+     * ({@code [topic, value, seq, ...]} in arrival order, the layout BatchedVersions keeps too);
+     * true when it is the first at that ts (a timer is due there). */
+    static boolean hold(MapState<Long, String[]> pending, long ts, String topic, String value,
+            long seq) throws Exception {
         String[] held = pending.get(ts);
         int size = held == null ? 0 : held.length;
         String[] grown = new String[size + 3];
         if (held != null) {
             System.arraycopy(held, 0, grown, 0, size);
         }
-        grown[size] = (String) row.getField(TOPIC);
-        grown[size + 1] = (String) row.getField(VALUE);
-        grown[size + 2] = String.valueOf(seq == null ? 0L : (Long) seq);
+        grown[size] = topic;
+        grown[size + 1] = value;
+        grown[size + 2] = String.valueOf(seq);
         pending.put(ts, grown);
-        if (held == null) {
-            ctx.timerService().registerEventTimeTimer(ts);
-        }
+        return held == null;
     }
 
     @Override
