@@ -131,8 +131,10 @@ def peak_rss_kib(pids: Iterable[int], proc: Path = PROC) -> int:
 
 
 class CpuSampler(threading.Thread):
-    """The CPU seconds of fixed processes every `every_s`, stamped in ms (`at(ms)` reads back
-    the last sample at or before a time), and beside them (`jit_samples`) the seconds their JIT
+    """The CPU seconds of a variant's processes every `every_s`, stamped in ms (`at(ms)` reads
+    back the last sample at or before a time): `pids`, and with `session` every process of that
+    session found at each sample too (a job's Python worker processes, modstream/jobs/worker.py,
+    start after it says it runs). Beside them (`jit_samples`) the seconds their JIT
     compiler threads spent since the first sample. HotSpot starts and stops compiler threads as
     it needs them, so each thread's growth between two samples is added up: a thread that ends
     takes only its time after its last sample with it (counted as the process's, not JIT)."""
@@ -143,9 +145,12 @@ class CpuSampler(threading.Thread):
         every_s: float = 0.5,
         clock: Callable[[], int] | None = None,
         proc: Path = PROC,
+        session: int | None = None,
     ) -> None:
         super().__init__(daemon=True)
+        self.given = list(pids)
         self.pids = list(pids)
+        self.session = session
         self.every_s = every_s
         self.clock = clock or (lambda: int(time.time() * 1000))
         self.proc = proc
@@ -157,6 +162,11 @@ class CpuSampler(threading.Thread):
         self._ticks = os.sysconf("SC_CLK_TCK")
 
     def sample(self) -> float:
+        if self.session is not None:  # those given, and the session's alive now
+            given = set(self.given)
+            self.pids = self.given + [
+                pid for pid in session_pids(self.session, self.proc) if pid not in given
+            ]
         cpu = cpu_seconds(self.pids, self.proc, self._ticks)
         threads = jit_ticks(self.pids, self.proc)
         if self._jit_seen is not None:  # the first sample is the baseline: start-up's JIT

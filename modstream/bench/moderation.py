@@ -25,8 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer
-
 from modstream.bench.measure import latency_summary
 from modstream.core import kafkaio
 from modstream.core.config import PROJECT_ROOT, Settings
@@ -45,34 +43,74 @@ def now_ms() -> int:
 
 
 class ActionWatcher(threading.Thread):
-    """Reads committed actions as they appear and notes when each became visible."""
+    """Reads committed actions as they appear and notes when each became visible.
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    It shares the machine with the variant it measures, so it is kept cheap: confluent-kafka
+    (librdkafka) reads the records, each partition assigned from its start (no group to join),
+    and `wait_for` looks a content id up in `first` instead of scanning every action seen. On
+    the 2-core machine the kafka-python reader and that scan took 21 to 32% of a core while the
+    job's backlog ran, machine time a job that fills both cores pays for and a one-thread peer
+    does not (docs/BENCHMARKS.md, "The harness's own CPU")."""
+
+    def __init__(self, bootstrap: str, topic: str, *, poll_s: float = 0.1) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
         super().__init__(daemon=True)
-        self.consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=bootstrap,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            group_id=None,
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": f"bench-watcher-{uuid.uuid4().hex[:8]}",  # never joined: assigned
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "enable.partition.eof": False,
+            }
         )
+        partitions = self._partitions(topic)
+        self.consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        self.poll_s = poll_s
         self.seen: list[tuple[int, dict[str, Any]]] = []
         # Each seen action's record timestamp, in the order of `seen`: when its writer produced
         # it (the producers stamp the time of writing), before its transaction committed (the
         # latency phase splits the two).
         self.written: list[int] = []
+        self.first: dict[str, int] = {}  # content id -> when its first action became visible
         self.stop = threading.Event()
         self.error: Exception | None = None
+
+    def _partitions(self, topic: str, timeout_s: float = 30.0) -> list[int]:
+        """The topic's partitions, once the broker knows them all (just created: a moment)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found = self.consumer.list_topics(topic, timeout=10).topics.get(topic)
+            if found is not None and found.error is None and found.partitions:
+                return sorted(found.partitions)
+            if time.monotonic() > deadline:
+                self.consumer.close()
+                raise RuntimeError(f"bench: no partitions of {topic} to read")
+            time.sleep(0.2)
 
     def run(self) -> None:
         try:
             while not self.stop.is_set():
-                for batch in self.consumer.poll(timeout_ms=100).values():
-                    arrived = now_ms()
-                    self.seen.extend((arrived, json.loads(r.value)) for r in batch)
-                    self.written.extend(r.timestamp for r in batch)
-        except Exception as error:  # e.g. a codec kafka-python lacks: the wait ends at once
+                # Wait for one record, then take what else is there without waiting: each
+                # arrival stamped as soon as it is read (consume() with a timeout would wait
+                # out the whole timeout unless it filled its count).
+                first = self.consumer.poll(self.poll_s)
+                if first is None:
+                    continue
+                messages = [first, *self.consumer.consume(num_messages=10_000, timeout=0)]
+                arrived = now_ms()
+                for message in messages:
+                    error = message.error()
+                    if error is not None:
+                        if error.fatal():
+                            raise RuntimeError(str(error))
+                        continue  # a broker restarting: librdkafka retries
+                    action = json.loads(message.value())
+                    self.seen.append((arrived, action))
+                    self.written.append(message.timestamp()[1])
+                    self.first.setdefault(str(action.get("content_id")), arrived)
+        except Exception as error:  # the wait ends at once (check)
             self.error = error
         finally:
             self.consumer.close()
@@ -89,9 +127,9 @@ class ActionWatcher(threading.Thread):
         says what should write it has gone."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            for arrived, action in list(self.seen):
-                if action["content_id"] == content_id:
-                    return arrived
+            arrived = self.first.get(content_id)
+            if arrived is not None:
+                return arrived
             self.check()
             if not alive():
                 raise RuntimeError(f"its writer ended before the action for {content_id}")

@@ -89,7 +89,7 @@ def run_backlog(
     watcher: ActionWatcher,
     ready: Ready,
     events: int,
-    end_id: str,
+    end_ids: list[str],
     metrics_port: int | None,
     timeout_s: float,
     started: int,
@@ -100,7 +100,7 @@ def run_backlog(
     alive = lambda: process.poll() is None  # noqa: E731
     ready_at = ready.wait(timeout_s, alive)
     pids = [process.pid] if variant.is_peer else measure.session_pids(process.pid)
-    sampler = measure.CpuSampler(pids)
+    sampler = measure.CpuSampler(pids, session=None if variant.is_peer else process.pid)
     sampler.sample()
     sampler.start()
     broker = Kafka(Settings.from_env()).pid()
@@ -110,7 +110,11 @@ def run_backlog(
     if variant.per_input:
         done = wait_count(watcher, events, timeout_s, process)
     else:
-        done = watcher.wait_for(end_id, timeout_s=timeout_s, alive=alive)
+        deadline = time.monotonic() + timeout_s  # one for every marker
+        done = max(
+            watcher.wait_for(end, timeout_s=max(deadline - time.monotonic(), 0.1), alive=alive)
+            for end in end_ids
+        )
     sampler.stop.set()
     sampler.join()
     sampler.sample()
@@ -128,7 +132,7 @@ def run_backlog(
         cpu=sampler,
         broker_cpu=None if broker_ready is None else (broker_ready, broker_done or 0.0),
         python_calls=None if calls is None else sum(calls.values()),
-        peak_rss_kib=measure.peak_rss_kib(pids),
+        peak_rss_kib=measure.peak_rss_kib(sampler.pids),
         python_calls_by_operator=calls,
     )
 
@@ -158,7 +162,7 @@ def run_variant(
     variant: Variant,
     bootstrap: str,
     lines: list[dict[str, Any]],
-    end_id: str,
+    end_ids: list[str],
     partitions: int,
     timeout_s: float,
 ) -> tuple[Window, Running]:
@@ -179,7 +183,7 @@ def run_variant(
     offsets = OffsetSampler(bootstrap, prefix, inputs, partitions)
     try:
         window = run_backlog(
-            variant, process, watcher, ready, len(lines), end_id, port, timeout_s, started, offsets
+            variant, process, watcher, ready, len(lines), end_ids, port, timeout_s, started, offsets
         )
     except BaseException:
         offsets.stop.set()

@@ -267,3 +267,22 @@ def test_every_variant_has_a_key_in_the_json_line() -> None:
 
     line = measure.summary_line({}, {v.name: v.key for v in VARIANTS.values()}, {}, None)
     assert set(measure.REQUIRED_KEYS) <= set(line)
+
+
+def test_the_sampler_adds_the_sessions_processes_that_start_after_it(tmp_path: Path) -> None:
+    proc = fake_proc(tmp_path, {4243: STAT})  # 250 ticks, session 4242
+    clock = iter([1_000, 2_000])
+    sampler = measure.CpuSampler([4243], clock=lambda: next(clock), proc=proc, session=4242)
+    sampler._ticks = 100
+    assert sampler.sample() == pytest.approx(2.5)
+    # A Python worker the JVM started since (same session: 4242), and a stranger's process.
+    worker = STAT.replace("4243 (", "4260 (").replace(" 150 50 30 20 ", " 70 10 0 0 ")
+    stranger = STAT.replace("4243 (", "77 (").replace(" 4242 4242 4242 ", " 1 1 1 ")
+    for pid, stat in {4260: worker, 77: stranger}.items():
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "stat").write_text(stat)
+    assert sampler.sample() == pytest.approx(3.3)
+    assert sampler.pids == [4243, 4260]
+    fixed = measure.CpuSampler([4243], clock=lambda: 0, proc=proc)
+    fixed._ticks = 100
+    assert fixed.sample() == pytest.approx(2.5)  # without a session: the pids given only
