@@ -68,7 +68,8 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
         python.open(getRuntimeContext(),
                 getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
         handler = python.instantiate("_modstream_decode_", this, MODULE, CLASS, pickledConfig,
-                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                getContainingTask().getCancelables());
     }
 
     /** One Python call per batch: [[topic, key, value, ts, lane, seq], ...] in, [rows, metric

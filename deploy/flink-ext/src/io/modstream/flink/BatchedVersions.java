@@ -376,7 +376,8 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         python.open(getRuntimeContext(),
                 getContainingTask().getEnvironment().getTaskManagerInfo().getTmpDirectories());
         handler = python.instantiate("_modstream_batched_", this, handlerModule, handlerClass,
-                pickledConfig, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+                pickledConfig, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                getContainingTask().getCancelables());
         // After a restore: what Python keeps of the policy and the banks, from broadcast state.
         MsgPack.Writer entries = new MsgPack.Writer();
         List<Map.Entry<String, String>> kept = new ArrayList<>();
