@@ -106,7 +106,9 @@ class ActionWatcher(threading.Thread):
                         if error.fatal():
                             raise RuntimeError(str(error))
                         continue  # a broker restarting: librdkafka retries
-                    action = json.loads(message.value())
+                    action = json.loads(message.value() or b"null")
+                    if not isinstance(action, dict):
+                        raise ValueError(f"not a JSON object at offset {message.offset()}")
                     self.seen.append((arrived, action))
                     self.written.append(message.timestamp()[1])
                     self.first.setdefault(str(action.get("content_id")), arrived)
