@@ -44,10 +44,9 @@ def workers(job: JobProcess) -> dict[int, str]:
     return found
 
 
-def flink_log(stack: Settings, job: JobProcess) -> str:
-    """The job's Flink log (its JVM's: task failures and restarts)."""
-    logs = sorted((stack.run_dir / "flink" / "logs").glob(f"flink-*-{job.process.pid}-*.log"))
-    return "".join(log.read_text(errors="replace") for log in logs)
+def flink_log(log_dir: Path) -> str:
+    """The job's Flink logs (its JVM's: task failures and restarts)."""
+    return "".join(log.read_text(errors="replace") for log in sorted(log_dir.glob("*.log")))
 
 
 def backlog(versions: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -105,8 +104,17 @@ def test_a_killed_worker_restarts_the_job_and_every_version_is_decided_once(
     monkeypatch.setenv("MODSTREAM_POLICY_KEY", "it-policy-key")
     uploads, rest = backlog(400)
     deployment = new_moderation_deployment(kafka, stack, tmp_path / "killed")
+    # The JVM's log where this test reads it: FLINK_LOG_DIR and FLINK_IDENT_STRING are kept
+    # when already set (modstream/jobs/runtime.py), and an earlier test in this pytest process
+    # may have set them.
+    log_dir = tmp_path / "flink-logs"
+    env = {"FLINK_LOG_DIR": str(log_dir), "FLINK_IDENT_STRING": "killed-worker"}
     job: JobProcess = start_job(
-        "moderation", *deployment.args, "--drained-after-ms", "3000", *WORKERS, session=True
+        "moderation",
+        *deployment.args,
+        *("--drained-after-ms", "3000", *WORKERS),
+        env=env,
+        session=True,
     )
     job.wait_running()
     topic = deployment.topics["moderation.decisions"]
@@ -121,7 +129,7 @@ def test_a_killed_worker_restarts_the_job_and_every_version_is_decided_once(
     after = [pid for pid, name in workers(job).items() if name.startswith(VERSION_WORKER)]
     assert job.alive()
     assert after and victim not in after  # a new worker serves the restarted task
-    assert "the Python worker process failed in " in flink_log(stack, job)
+    assert "the Python worker process failed in " in flink_log(log_dir)
     revisions = [(d["content_id"], d["decision_revision"]) for d in decided]
     assert len(revisions) == len(set(revisions))  # none twice across the restart
     assert {d["content_id"] for d in decided} >= {line["value"]["content_id"] for line in uploads}
