@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from modstream.bench.measure import session_pids
 from modstream.core.config import Settings
 from modstream.demo import workload
 from modstream.testing.backlogs import answered_backlog, comparable, settled
@@ -30,17 +31,13 @@ def workers(job: JobProcess) -> dict[int, str]:
     """The job's worker processes (its session: the job is started in one of its own): pid ->
     the handler their argument names."""
     found = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in session_pids(job.process.pid):
         try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        session = int(stat[stat.rindex(")") + 2 :].split()[3])
-        if session == job.process.pid and b"modstream.jobs.worker" in argv[:3]:
-            found[int(entry.name)] = argv[argv.index(b"modstream.jobs.worker") + 1].decode()
+        if b"modstream.jobs.worker" in argv[:3]:
+            found[pid] = argv[argv.index(b"modstream.jobs.worker") + 1].decode()
     return found
 
 

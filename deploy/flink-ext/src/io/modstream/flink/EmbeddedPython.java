@@ -53,9 +53,9 @@ import pemja.core.PythonInterpreter;
  * <p>With {@code modstream.python.worker-process: true} in the job's configuration, the handler
  * runs in a Python process of its own ({@link Worker}, modstream/jobs/worker.py) instead of the
  * TaskManager's one embedded interpreter: the same Python, modules and working directory (the
- * job's Python environment as PyFlink prepares it), the same calls, their payloads over a pipe. Each operator
- * then has an interpreter lock of its own, where embedded they all take turns at one
- * (docs/BENCHMARKS.md, "A Python process per operator").
+ * job's Python environment as PyFlink prepares it), the same calls, their payloads over a
+ * pipe. Each operator then has an interpreter lock of its own, where embedded they all take
+ * turns at one (docs/BENCHMARKS.md, "A Python process per operator").
  */
 public final class EmbeddedPython implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -220,8 +220,8 @@ public final class EmbeddedPython implements Serializable {
 
     /**
      * A handler in a Python process of its own (modstream/jobs/worker.py): started with the
-     * embedded interpreter's executable, {@code sys.path} and environment, in the job's working
-     * directory; frames of a 4-byte length and bytes over its standard input and output. In:
+     * job's Python executable, paths and environment, in the job's working directory; frames
+     * of a 4-byte length and bytes over its standard input and output. In:
      * the handler to make ({@code module}, {@code cls}, the pickled config, the subtask), then
      * per call the method's name and the payload. Out: per call a status byte (0: the answer
      * follows, 1: Python's traceback follows) and the bytes. Its standard error is the
@@ -235,8 +235,10 @@ public final class EmbeddedPython implements Serializable {
 
         private Worker(Process process) {
             this.process = process;
-            this.in = new DataOutputStream(new BufferedOutputStream(process.getOutputStream(), 1 << 16));
-            this.out = new DataInputStream(new BufferedInputStream(process.getInputStream(), 1 << 16));
+            this.in = new DataOutputStream(
+                    new BufferedOutputStream(process.getOutputStream(), 1 << 16));
+            this.out = new DataInputStream(
+                    new BufferedInputStream(process.getInputStream(), 1 << 16));
         }
 
         static Worker start(EmbeddedPythonEnvironment environment, String workingDirectory,
