@@ -10,12 +10,12 @@ the job and its tools.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import msgspec
 
+from modstream.core.ids import SHA256
 from modstream.core.limits import Limits
 from modstream.policy.store import Resolution
 
@@ -336,7 +336,7 @@ def event_digest(event_id: str) -> str:
     """What a version keeps of an input's event id (`events`, `human_ids`): 16 hex digits (64
     bits) of its sha256. Among the inputs of one version an accidental collision is about
     n^2 / 2^65 likely (2^-45 for a thousand inputs); making one on purpose is a second preimage."""
-    return hashlib.sha256(event_id.encode("utf-8")).hexdigest()[:DIGEST_CHARS]
+    return str(SHA256(event_id.encode("utf-8")).hexdigest())[:DIGEST_CHARS]
 
 
 def new_state(content_id: str, content_version: int) -> State:

@@ -26,7 +26,6 @@ input whose `ts` is at or after its own `ts`, whatever order records arrive in.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -35,6 +34,7 @@ from typing import Any, Final
 
 from modstream.contract import SchemaError, dead_letter, parse
 from modstream.contract.policy import PolicyControl, PolicyVersion
+from modstream.core.ids import SHA256
 from modstream.core.values import Value
 from modstream.policy.evaluate import CompiledPolicy, PolicyError, load_policy
 from modstream.trust import two_person
@@ -51,7 +51,7 @@ from modstream.trust.signing import (
 
 def canary_bucket(content_id: str) -> int:
     """A stable bucket 0..9999 for a content id: canary_percent 5 takes buckets 0..499."""
-    digest = hashlib.sha256(content_id.encode("utf-8")).digest()
+    digest: bytes = SHA256(content_id.encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big") % 10_000
 
 

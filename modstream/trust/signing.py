@@ -115,9 +115,39 @@ def _reads_back(fast: bytes, body: Mapping[str, Any]) -> bool:
 
 def sign(record: Mapping[str, Any], key: bytes) -> str:
     """`hmac-sha256:<hex>` over `canonical_json(record)`."""
-    # `hmac.digest` is OpenSSL's one-shot HMAC in one C call; `hmac.new(...).hexdigest()` runs
-    # the hmac module's Python class: about 30,000 instructions more per signature.
-    return SIGNATURE_PREFIX + hmac.digest(key, canonical_json(record), "sha256").hex()
+    return SIGNATURE_PREFIX + hmac_sha256_hex(key, canonical_json(record))
+
+
+def hmac_sha256_hex(key: bytes, message: bytes) -> str:
+    """HMAC-SHA256 (RFC 2104) of `message` under `key`, in hex: `hmac.digest(key, message,
+    "sha256").hex()`. The key's two padded blocks are hashed once per key and kept
+    (`_pads`); each message then costs two copies of those hashes, its own bytes and one block.
+    OpenSSL's one-shot `hmac.digest` sets up its MAC context at every call: about 29,600
+    instructions for a detector result's bytes against 17,100 (callgrind; `hmac.new` then
+    `copy`, the hmac module's Python class, 22,500)."""
+    pads = _PADS.get(key)
+    if pads is None:
+        pads = _pads(key)
+    inner, outer = pads[0].copy(), pads[1].copy()
+    inner.update(message)
+    outer.update(inner.digest())
+    return str(outer.hexdigest())
+
+
+_BLOCK = 64  # SHA-256's block in bytes
+_PADS: dict[bytes, tuple[Any, Any]] = {}  # key -> (inner, outer) hashes of its padded blocks
+_PADS_KEPT = 256  # more keys than a keyring holds; past it the kept pads start again
+
+
+def _pads(key: bytes) -> tuple[Any, Any]:
+    """The key's inner and outer hashes (a key longer than a block is its digest first)."""
+    block = (hashlib.sha256(key).digest() if len(key) > _BLOCK else key).ljust(_BLOCK, b"\0")
+    inner = hashlib.sha256(bytes([byte ^ 0x36 for byte in block]))
+    outer = hashlib.sha256(bytes([byte ^ 0x5C for byte in block]))
+    if len(_PADS) >= _PADS_KEPT:
+        _PADS.clear()
+    _PADS[key] = (inner, outer)
+    return inner, outer
 
 
 def verify(record: Mapping[str, Any], key: bytes) -> bool:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from modstream.core.ids import SHA256, sha256_hex
 from modstream.testing.records import (
     SECRET_TEXT,
     T0,
@@ -23,6 +24,7 @@ from modstream.testing.records import (
     review_grant,
     review_lease,
 )
+from modstream.trust import signing
 from modstream.trust.signing import (
     AUTHORITY_TOPICS,
     Keyring,
@@ -32,6 +34,7 @@ from modstream.trust.signing import (
     canonical_json,
     check,
     derive_key,
+    hmac_sha256_hex,
     sign,
     signed,
     valid_approvals,
@@ -380,3 +383,21 @@ def test_canonical_json_refuses_values_of_no_json_type() -> None:
     for value in (datetime.datetime(2026, 1, 1), b"raw", {1, 2}):
         with pytest.raises(TypeError):
             canonical_json({"at": value})
+
+
+@given(key=st.binary(max_size=200), message=st.binary(max_size=600))
+def test_hmac_from_kept_pads_is_the_standard_hmac(key: bytes, message: bytes) -> None:
+    """The padded key's hashes are kept per key (`_PADS`); a key longer than SHA-256's block
+    (64 bytes) is hashed first, as RFC 2104 says: every length gives hmac's own answer, the
+    first time and from the kept pads."""
+    expected = hmac.digest(key, message, "sha256").hex()
+    assert hmac_sha256_hex(key, message) == expected
+    assert hmac_sha256_hex(key, message) == expected  # the second time from the kept pads
+    assert key in signing._PADS
+
+
+def test_ids_hash_as_hashlib_does() -> None:
+    """`modstream.core.ids.SHA256` (CPython's own SHA-256 where present) digests as hashlib's."""
+    for data in (b"", b"decision|c-1|2|3", "é".encode() * 100):
+        assert SHA256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    assert sha256_hex("decision", "c-1", 2, 3) == hashlib.sha256(b"decision|c-1|2|3").hexdigest()
