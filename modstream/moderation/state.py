@@ -83,6 +83,14 @@ REVIEW_RETENTION_MS = 400 * 86_400_000
 LIVE_WINDOW_MS = 30_000
 EVIDENCE_GRACE_MS = 5_000
 TOMBSTONE_TTL_MS = 86_400_000
+# How long, in event time, a review read before its reviewer's lease of the task waits for that
+# lease (modstream/moderation/rules/reviews.py), from its `ts` or, read late, from the operator's
+# event time then: the two come from different topics, and human input never holds event time,
+# so a lease stamped before its review may still be read after it. Past the wait the review is
+# refused (`conflict`) as it was at once before; at most WAITING_REVIEWS_KEPT wait per version,
+# a review beyond them is refused at once.
+LEASE_WAIT_MS = 60_000
+WAITING_REVIEWS_KEPT = 16
 ORPHAN_TTL_MS = 86_400_000
 DEFAULT_LIMITS = Limits()
 
@@ -208,6 +216,21 @@ class SecondReviewWait(msgspec.Struct, array_like=True):
     sampled: bool
 
 
+class WaitingReview(msgspec.Struct, array_like=True):
+    """A review read before its reviewer's lease of its task (rules/reviews.py): the record as
+    admitted (JSON, read again when the lease comes or written to the DLQ when the wait ends),
+    its task and reviewer, its `ts`, the event time its wait ends at, its event id's digest
+    (kept in `events` while it waits) and the refusal it gets if no lease comes."""
+
+    raw: str
+    task_id: str
+    reviewer_id: str
+    ts: int
+    until: int
+    digest: str
+    refusal: str
+
+
 class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     """One content version's state: full, a tombstone (`deleted`: `timers.compact_tombstone`)
     or a retired record (`retired`: `rules.retention.retire`), each every field at its default but
@@ -266,6 +289,11 @@ class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     second: SecondReviewWait | None = None
     escalation_task: str | None = None
     escalation_timer: int | None = None
+    # Reviews read before the lease they need, in the order read, each waiting until its `until`
+    # (rules/reviews.py; after schema 5, defaults so a state stored before loads), and the one
+    # timer armed for the first wait to end.
+    waiting_reviews: list[WaitingReview] = []
+    review_wait_timer: int | None = None
 
 
 State = VersionState
@@ -303,6 +331,10 @@ class Context:
     # The reviewers' grants as of now (modstream/review/access.py); None where the deployment
     # turned the check off (MODSTREAM_INSECURE_UNGRANTED_REVIEWS) or a test leaves it out.
     grants: ReviewGrants | None = None
+    # The operator's event time when a review is applied (its watermark), which a review read
+    # late, behind it, waits LEASE_WAIT_MS from (rules/reviews.py); None: the input's own `ts`
+    # is the event time (tests, the bench's peers).
+    event_time: int | None = None
 
 
 class StepResult(msgspec.Struct):
@@ -317,6 +349,9 @@ class StepResult(msgspec.Struct):
     # Second reviews compared (modstream/review/second_review.py): counted by the job's metrics,
     # never written to Kafka (the review.tasks and review.decisions records show the same).
     agreements: list[Agreement] = msgspec.field(default_factory=list)
+    # Dead letters of an input other than the one applied (topic, class, message, raw, ts): a
+    # review that waited for its lease, refused when its wait ends or when the lease came.
+    letters_of: list[tuple[str, str, str, str, int]] = msgspec.field(default_factory=list)
 
 
 @dataclass(frozen=True)

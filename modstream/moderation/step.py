@@ -154,7 +154,8 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
 
 
 def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
-    """A deadline, a provisional expiry, an escalation or a state TTL fired at event time `ts`:
+    """A deadline, a provisional expiry, an escalation, the end of a review's wait for its lease
+    or a state TTL fired at event time `ts`:
     the deadline and expiry first, so a TTL reached in the same jump of event time never drops
     them (rules/retention.py holds the TTL while one still waits)."""
     if state is None:
@@ -167,6 +168,7 @@ def on_timer(state: State | None, ts: int, ctx: Context) -> StepResult:
         escalated, rearmed = escalation.fire(state, ts, ctx)
         result.outputs += escalated
         result.timers += rearmed
+    reviews.fire_waiting(state, ts, result)
     return retention.fire(state, ts, ctx, result)
 
 

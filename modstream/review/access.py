@@ -107,6 +107,18 @@ def review_refusal(
     return None
 
 
+def awaits_lease(state: State, review: Any, ts: int) -> bool:
+    """Whether a review refused for want of its reviewer's lease may wait for one
+    (modstream/moderation/rules/reviews.py): a lease read after it but stamped at or before it
+    applies it, as replay, which reads both in `ts` order, does. Not a review naming no task
+    of this version (it needs no lease), nor one whose task another reviewer holds at its
+    `ts` (that reviewer's lease refuses any other until it ends)."""
+    if review.task_id not in state.tasks:
+        return False
+    held = state.leases.get(review.task_id)
+    return held is None or held.reviewer_id == review.reviewer_id or held.expires_ts < ts
+
+
 def _queue_of(
     state: State, task_id: str, grants: ReviewGrants, reviewer_id: str, ts: int
 ) -> str | None:

@@ -82,6 +82,9 @@ class Version:
         self.outputs += result.outputs
         self.timers |= set(result.timers)
         self.dead_letters += result.dead_letters
+        self.dead_letters += [
+            (error_class, message) for _, error_class, message, _, _ in result.letters_of
+        ]
         return result
 
     def send(self, topic: str, record: dict[str, Any]) -> StepResult:

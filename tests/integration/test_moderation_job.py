@@ -415,3 +415,77 @@ def test_one_violation_decided_again_and_again_is_one_strike_and_an_appeal_rever
     notices = kafka.values(topics["user.notifications"])
     blocked = [n for n in notices if n["outcome"] == "BLOCK" and n["content_id"] == "s-1"]
     assert blocked and blocked[0]["reason_code"] == "harassment"
+
+
+def test_a_review_read_before_its_lease_waits_for_it_on_the_live_job(
+    kafka: Kafka,
+    start_job: Any,
+    moderation_deployment: ModerationDeployment,
+) -> None:
+    """The fault campaign's one discrepancy (docs/BENCHMARKS.md, stop 48): a console sends the
+    lease, then the review, on two topics; read the other way round, after event time passed
+    both, the review was refused (`conflict`) live and applied in replay. Here the review is
+    sent first and read alone; it waits (nothing in the DLQ) until the lease, stamped before
+    it, is read, then decides the appeal as in `ts` order."""
+    from modstream.testing.records import evidence, upload
+
+    topics, args = moderation_deployment.topics, moderation_deployment.args
+    text = {"modality": "text", "mime_type": "text/plain", "surface": "comment"}
+    abusive = {"detector": "offensive_text", "model_version": "m1", "scores": {"offensive": 0.99}}
+    lines = [
+        {"topic": "content.versions", "value": upload("w-1", at=T0, author_id="author-w", **text)},
+        {"topic": "detector.results", "value": evidence("w-1", at=T0 + 100, **abusive)},
+        {"topic": "moderation.appeals", "value": {
+            "event_id": "ap-w", "appeal_id": "aw", "content_id": "w-1", "content_version": 1,
+            "decision_revision": 2, "user_id": "author-w", "ts": T0 + 10_000,
+        }},
+        tick(T0 + 120_000),
+    ]  # fmt: skip
+    lease = {
+        "event_id": "ls-w", "task_id": "appeal-aw", "queue": "appeals", "content_id": "w-1",
+        "content_version": 1, "reviewer_id": "r1", "ts": T0 + 15_000, "expires_ts": T0 + 915_000,
+    }  # fmt: skip
+    review = {
+        "event_id": "rv-w", "task_id": "appeal-aw", "content_id": "w-1", "content_version": 1,
+        "reviewer_id": "r1", "outcome": "ALLOW", "reason": "not harassment", "ts": T0 + 20_000,
+    }  # fmt: skip
+    job: JobProcess = start_job("moderation", *args)
+    job.wait_running()
+    produce_lines(kafka, topics, lines)
+    kafka.wait_for(
+        topics["review.tasks"], lambda v: any(t["task_id"] == "appeal-aw" for t in v), timeout_s=120
+    )
+    # Read alone, long after event time passed it: it waits for its lease, no letter. Behind
+    # it on the same partition (keyed by content id), a review by a reviewer with no grant is
+    # refused at once: its letter says the job has read the first.
+    marker = {**review, "event_id": "rv-marker", "reviewer_id": "r-ungranted", "ts": T0 + 21_000}
+    produce_lines(
+        kafka,
+        topics,
+        [
+            {"topic": "review.decisions", "value": review},
+            {"topic": "review.decisions", "value": marker},
+            tick(T0 + 130_000),  # event time moves on: the job reads on
+        ],
+    )
+    kafka.wait_for(
+        topics["moderation.dlq"], lambda v: any("rv-marker" in r["raw"] for r in v), timeout_s=60
+    )
+    assert [d["trigger"] for d in decisions_of(kafka, topics, "w-1")][-1] != "appeal"
+    assert not [r for r in kafka.values(topics["moderation.dlq"]) if "rv-w" in r["raw"]]
+    produce_lines(kafka, topics, [{"topic": "review.leases", "value": lease}, tick(T0 + 140_000)])
+    decided = kafka.wait_for(
+        topics["moderation.decisions"],
+        lambda v: any(d["content_id"] == "w-1" and d["trigger"] == "appeal" for d in v),
+        timeout_s=60,
+    )
+    appeal = [d for d in decided if d["content_id"] == "w-1" and d["trigger"] == "appeal"]
+    assert [(d["outcome"], d["ts"]) for d in appeal] == [("ALLOW", T0 + 20_000)]
+    letters = [r for r in kafka.values(topics["moderation.dlq"]) if r.get("key") == "w-1"]
+    assert [(r["error_class"], "rv-marker" in r["raw"]) for r in letters] == [("signature", True)]
+
+
+def decisions_of(kafka: Kafka, topics: dict[str, str], content_id: str) -> list[dict[str, Any]]:
+    return [
+        d for d in kafka.values(topics["moderation.decisions"]) if d["content_id"] == content_id
+    ]

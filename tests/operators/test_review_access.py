@@ -4,9 +4,10 @@ a review applies only under a grant of its task's queue and a lease of its task.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
-from modstream.moderation.state import Lease
+from modstream.moderation.state import LEASE_WAIT_MS, WAITING_REVIEWS_KEPT, Lease
 from modstream.moderation.step import Context, on_timer
 from modstream.review.access import ReviewGrants, issued_queue, state_entry
 from modstream.testing.records import T0
@@ -87,11 +88,96 @@ def test_a_review_without_a_grant_goes_to_the_dlq_changes_nothing_and_applies_on
 
 def test_a_review_without_the_lease_or_after_it_ended_is_a_conflict() -> None:
     version = appealed(checked(grants(("r1", ["appeals"], T0), ("r2", ["appeals"], T0))))
-    version.send("review.decisions", allow("r1", T0 + 300))  # no lease at all
-    version.send("review.leases", lease("r1", T0 + 400))
-    version.send("review.decisions", allow("r2", T0 + 500))  # r1 holds it
-    version.send("review.decisions", allow("r1", T0 + 400 + LEASE_MS + 1))  # r1's ended
+    version.send("review.decisions", allow("r1", T0 + 300))  # no lease at all: it waits
+    version.send("review.leases", lease("r1", T0 + 400))  # stamped after it: not its lease
+    version.send("review.decisions", allow("r2", T0 + 500))  # r1 holds it: refused at once
+    ended = T0 + 400 + LEASE_MS + 1
+    version.send("review.decisions", allow("r1", ended))  # r1's ended: it waits for a renewal
+    assert [error_class for error_class, _ in version.dead_letters] == ["conflict"]
+    assert "holds no lease of it" in version.dead_letters[0][1]
+    assert version.state is not None and len(version.state.waiting_reviews) == 2
+    version.fire_until(ended + LEASE_WAIT_MS)  # no lease came for either within the wait
     assert [error_class for error_class, _ in version.dead_letters] == ["conflict"] * 3
+    assert all(
+        "within 60000 ms of event time" in message for _, message in version.dead_letters[1:]
+    )
+    assert version.last["outcome"] == "BLOCK"
+    assert version.state.waiting_reviews == [] and version.state.review_wait_timer is None
+
+
+def test_a_review_read_before_its_lease_waits_for_it_and_decides_as_in_ts_order() -> None:
+    """A console sends the lease, then the review; read from two topics, the review may come
+    first (human input never holds event time). It waits for the lease and then decides as
+    the two read in `ts` order do (replay): same decisions, same letters (none)."""
+    table = grants(("r1", ["appeals"], T0))
+    in_order, swapped = appealed(checked(table)), appealed(checked(table))
+    in_order.send("review.leases", lease("r1", T0 + 200))
+    in_order.send("review.decisions", allow("r1", T0 + 201))
+    swapped.send("review.decisions", allow("r1", T0 + 201))
+    assert swapped.last["outcome"] == "BLOCK" and swapped.dead_letters == []  # waiting
+    assert swapped.state is not None and swapped.state.review_wait_timer == T0 + 201 + LEASE_WAIT_MS
+    swapped.send("review.decisions", allow("r1", T0 + 201))  # a duplicate while it waits
+    swapped.send("review.leases", lease("r1", T0 + 200))
+    assert swapped.dead_letters == [] and in_order.dead_letters == []
+    assert swapped.decisions == in_order.decisions
+    assert (swapped.last["trigger"], swapped.last["outcome"]) == ("appeal", "ALLOW")
+    assert swapped.state is not None and in_order.state is not None
+    assert swapped.state.human == in_order.state.human
+    assert swapped.state.human_ids == in_order.state.human_ids
+    assert swapped.state.ttl == in_order.state.ttl and swapped.state.waiting_reviews == []
+    swapped.fire_until(T0 + 201 + LEASE_WAIT_MS)  # the wait's timer finds nothing waiting
+    assert swapped.dead_letters == [] and swapped.decisions == in_order.decisions
+
+
+def test_a_review_whose_lease_never_comes_is_refused_when_its_wait_ends() -> None:
+    """Refused (`conflict`) with its own record once LEASE_WAIT_MS of event time passed, and
+    forgotten: sent again under a lease (`dlq replay`), it applies."""
+    version = appealed(checked(grants(("r1", ["appeals"], T0))))
+    result = version.send("review.decisions", allow("r1", T0 + 300))
+    assert result.timers == [T0 + 300 + LEASE_WAIT_MS] and version.dead_letters == []
+    version.fire_until(T0 + 300 + LEASE_WAIT_MS - 1)
+    assert version.dead_letters == []
+    fired = version.fire(T0 + 300 + LEASE_WAIT_MS)
+    [(topic, error_class, message, raw, ts)] = fired.letters_of
+    assert (topic, error_class, ts) == ("review.decisions", "conflict", T0 + 300)
+    assert "reviewer r1 holds no lease of it at ts" in message
+    assert json.loads(raw)["event_id"] == allow("r1", T0 + 300)["event_id"]
+    assert version.last["outcome"] == "BLOCK"
+    version.send("review.leases", lease("r1", T0 + 250))
+    version.send("review.decisions", allow("r1", T0 + 300))  # the same record, sent again
+    assert (version.last["trigger"], version.last["outcome"]) == ("appeal", "ALLOW")
+
+
+def test_a_review_read_late_waits_from_the_event_time_it_was_read_at() -> None:
+    """Read when the operator's event time is far past its `ts` (human input never holds event
+    time), a review waits LEASE_WAIT_MS from then: counted from its `ts`, the wait would be over
+    before the lease read next could end it."""
+    table = grants(("r1", ["appeals"], T0))
+    version = appealed(checked(table))
+    read_at = T0 + 500_000
+    version.ctx = dataclasses.replace(version.ctx, event_time=read_at)
+    result = version.send("review.decisions", allow("r1", T0 + 300))
+    assert result.timers == [read_at + LEASE_WAIT_MS]
+    version.fire_until(read_at + LEASE_WAIT_MS - 1)
+    assert version.dead_letters == []
+    version.send("review.leases", lease("r1", T0 + 250))
+    assert (version.last["trigger"], version.last["outcome"], version.last["ts"]) == (
+        "appeal",
+        "ALLOW",
+        T0 + 300,
+    )
+    assert version.dead_letters == []
+
+
+def test_at_most_so_many_reviews_wait_and_a_lease_applies_only_its_own() -> None:
+    version = appealed(checked(grants(("r1", ["appeals"], T0), ("r2", ["appeals"], T0))))
+    for index in range(WAITING_REVIEWS_KEPT + 1):
+        version.send("review.decisions", allow("r2", T0 + 300 + index))
+    assert [error_class for error_class, _ in version.dead_letters] == ["conflict"]
+    assert version.state is not None
+    assert len(version.state.waiting_reviews) == WAITING_REVIEWS_KEPT
+    version.send("review.leases", lease("r1", T0 + 200))  # another reviewer's lease
+    assert len(version.state.waiting_reviews) == WAITING_REVIEWS_KEPT
     assert version.last["outcome"] == "BLOCK"
 
 

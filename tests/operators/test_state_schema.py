@@ -112,6 +112,8 @@ def test_a_pre_issue_12_tombstone_loses_the_content_and_still_ignores_late_input
         "deleted": True,
         "ttl": PRE_ISSUE_12_TOMBSTONE["ttl"],
         "ttl_timer": PRE_ISSUE_12_TOMBSTONE["ttl_timer"],
+        "waiting_reviews": [],
+        "review_wait_timer": None,
     }
     fresh = new_state("c-1", 1)
     changed = {n for n in fresh.__struct_fields__ if getattr(migrated, n) != getattr(fresh, n)}

@@ -207,6 +207,7 @@ class BatchedModerate:
         ts, seq], ...]] or [TIMER, key, ts], in the order Flink made them ready."""
         watermark, stored, tasks = _UNPACK(payload)
         self.watermark = watermark
+        self.moderate.watermark = watermark
         self.versions.values = {key: restored(value) for key, value in stored}
         self.timer_changes = {}
         self.due_now = []

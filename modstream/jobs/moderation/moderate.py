@@ -76,6 +76,8 @@ class Moderate(PolicyAware):
         # counted by the metrics, never written.
         self.agreements: list[Agreement] = []
         self.results_read: list[tuple[str, int]] = []  # (detector, inference_ms) per result read
+        # The watermark of the current call, where the engine hands it over (`_event_time`).
+        self.watermark: int | None = None
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -280,6 +282,7 @@ class Moderate(PolicyAware):
                 (topic, content_id, error_class, message, raw, ts)
                 for error_class, message in result.dead_letters
             ]
+            letters += _letters_of(result, content_id)
         if state is not None and _TIMER not in set_aside:
             try:
                 context = self._context(
@@ -288,6 +291,7 @@ class Moderate(PolicyAware):
                 result = moderation.on_timer(state, timestamp, context)
             except HANDLER_FAILURES as error:
                 raise _InputFailed(_TIMER, error) from None
+            letters += _letters_of(result, state.content_id)
             state = result.state
             outputs += result.outputs
             timers += result.timers
@@ -322,9 +326,27 @@ class Moderate(PolicyAware):
                     bool(weights.get("_modstream_new_reporter")),
                 ),
             )
+        if topic == "review.decisions":
+            # How far event time is when it is read: a review read late waits for its lease
+            # from there (modstream/moderation/rules/reviews.py).
+            now = self._event_time()
+            if now is not None:
+                context = dataclasses.replace(context, event_time=now)
         if topic == "detector.results":
             self.results_read.append((str(parsed.detector), int(parsed.inference_ms or 0)))
         return moderation.step(state, topic, parsed, ts, context), parsed.content_id
+
+    def _event_time(self) -> int | None:
+        """The operator's event time: the watermark of the call (`watermark`, which
+        BatchedModerate sets; a live job's event time follows the processing clock once its
+        input is drained), else the newest `ts` this operator fired at, without a call into
+        Java (the PyFlink engine); None when neither is known (the bench's peers)."""
+        reported = getattr(self, "reported", None)
+        newest = reported.event_time if reported is not None else None
+        watermark = self.watermark
+        if watermark is None:
+            return newest
+        return watermark if newest is None else max(watermark, newest)
 
     def _context(
         self,
@@ -414,6 +436,17 @@ def storing(due: list[int] | None, state: str | bytes | None) -> bytes | None:
     if isinstance(state, str):
         state = state.encode()
     return _PACK([None if due is None else sorted(due), state])
+
+
+def _letters_of(
+    result: moderation.StepResult, content_id: str
+) -> list[tuple[str, str | None, str, str, str, int]]:
+    """The letters a step or timer made for an input other than the one it applied (a review
+    that waited for its lease: modstream/moderation/rules/reviews.py), with that input's record."""
+    return [
+        (topic, content_id, error_class, message, raw, ts)
+        for topic, error_class, message, raw, ts in result.letters_of
+    ]
 
 
 def _hashes(content: Content | None) -> dict[str, Any]:

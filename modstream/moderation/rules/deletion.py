@@ -42,7 +42,7 @@ def on_delete(state: State, record: Any, ts: int, ctx: Context, result: StepResu
 # hashes, evidence, scores, a reviewer's reason) survives the delete.
 TOMBSTONE_KEEPS = (
     "content_id", "content_version", "events", "decision_revision", "last_decision", "appeal_id",
-    "deleted", "ttl", "ttl_timer",
+    "deleted", "ttl", "ttl_timer", "waiting_reviews", "review_wait_timer",
 )  # fmt: skip
 
 

@@ -100,6 +100,7 @@ RETIRED_KEEPS = (
     "content_id", "content_version", "content", "evidence", "report_weight", "human", "human_ids",
     "appeal_id", "decision_revision", "last_decision", "tasks", "open_tasks",
     "provisional_expired", "leases", "task_queues", "second", "escalation_task",
+    "waiting_reviews", "review_wait_timer",
 )  # fmt: skip
 
 
