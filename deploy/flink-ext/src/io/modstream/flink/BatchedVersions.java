@@ -126,6 +126,9 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
     private final byte[] pickledConfig;
     private final EmbeddedPython python;
     private final long flushIntervalMs;
+    /** The least delay of a call for input read behind the last watermark (ms): a live job's
+     * watermark interval, so records read in one burst are decided in one call. */
+    static final long LATE_CALL_MS = 50;
     // Held input kept in memory (HeldInput) up to this many characters (keys, topics, values,
     // and HeldInput.RECORD_CHARS per record for its objects: about as many bytes, up to twice
     // that for text beyond Latin-1); past it, all of it moves to keyed state (spill), as a
@@ -407,11 +410,47 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         Row row = element.getValue();
         recordsIn.inc();
         Object seq = row.getField(SEQ);
+        long ts = (Long) row.getField(TS);
         heldInput.add((String) ((Row) getCurrentKey()).getField(0), new HeldInput.Record(
-                (String) row.getField(TOPIC), (String) row.getField(VALUE), (Long) row.getField(TS),
+                (String) row.getField(TOPIC), (String) row.getField(VALUE), ts,
                 seq == null ? 0L : (Long) seq));
         if (heldInput.chars() > maxHeldChars) {
             spill();
+        }
+        if (ts <= watermark) {
+            // Behind the last watermark (human input, which never holds event time, read
+            // late): the next watermark may be long in coming (a stream that is behind and
+            // drained holds event time at its newest record), so it is decided by a call
+            // LATE_CALL_MS or flushIntervalMs from now, whichever is longer, or by the next
+            // watermark's if that comes first; never at once, so late records read together
+            // are still decided together, in ts order, as a watermark would have readied them.
+            heldInput.readied(watermark, inputKeys);
+            if (readied()) {
+                long now = getProcessingTimeService().getCurrentProcessingTime();
+                scheduleCall(now + Math.max(flushIntervalMs, LATE_CALL_MS));
+            }
+        }
+    }
+
+    /** A call now, or at most {@code flushIntervalMs} after the last one. */
+    private void scheduleCall() throws Exception {
+        long now = getProcessingTimeService().getCurrentProcessingTime();
+        long due = lastCallMs == Long.MIN_VALUE ? now : lastCallMs + flushIntervalMs;
+        if (flushIntervalMs <= 0 || now >= due) {
+            callAndForward();
+        } else {
+            scheduleCall(due);
+        }
+    }
+
+    /** A call at {@code due} unless one is scheduled already (it then comes sooner or later). */
+    private void scheduleCall(long due) {
+        if (!callScheduled) {
+            callScheduled = true;
+            getProcessingTimeService().registerTimer(due, at -> {
+                callScheduled = false;
+                callAndForward();
+            });
         }
     }
 
@@ -483,16 +522,10 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             return;
         }
         held = mark;
-        long now = getProcessingTimeService().getCurrentProcessingTime();
-        long due = lastCallMs == Long.MIN_VALUE ? now : lastCallMs + flushIntervalMs;
-        if (mark.getTimestamp() == Long.MAX_VALUE || flushIntervalMs <= 0 || now >= due) {
+        if (mark.getTimestamp() == Long.MAX_VALUE) {
             callAndForward();
-        } else if (!callScheduled) {
-            callScheduled = true;
-            getProcessingTimeService().registerTimer(due, at -> {
-                callScheduled = false;
-                callAndForward();
-            });
+        } else {
+            scheduleCall();
         }
     }
 
