@@ -296,6 +296,12 @@ class OperatorMetrics:
         if metric is not None:
             metric.inc(count)
 
+    def add(self, name: str, values: tuple[str, ...], count: int = 1) -> None:
+        """`inc` with the label values given in the metric's own label order
+        (`METRICS[name].labels`), as text: what the per-firing counters call, since the batched
+        operator's `RecordedMetrics` sums them by that tuple without a keyword dict per update."""
+        self.inc(name, count, **dict(zip(METRICS[name].labels, values, strict=True)))
+
     @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
         """Counter increments made within are summed per series and made once each at the end:

@@ -47,14 +47,14 @@ def _known_names() -> set[str]:
 
 
 def _registered_in_code() -> set[str]:
-    """Metric names the jobs pass to inc / observe / set."""
+    """Metric names the jobs pass to inc / observe / set / add."""
     found: set[str] = set()
     for path in (ROOT / "modstream" / "jobs").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)
                 and isinstance(node.func, ast.Attribute)
-                and node.func.attr in ("inc", "observe", "set")
+                and node.func.attr in ("inc", "observe", "set", "add")
                 and node.args
                 and isinstance(node.args[0], ast.Constant)
                 and isinstance(node.args[0].value, str)
@@ -66,6 +66,48 @@ def _registered_in_code() -> set[str]:
 
 def test_every_metric_in_the_table_is_registered_by_a_job_and_no_other() -> None:
     assert _registered_in_code() == set(METRICS)
+
+
+def test_every_positional_update_gives_as_many_label_values_as_its_metric_has_labels() -> None:
+    """`add(name, (value, ...))` names no label: a tuple of the wrong length would count under
+    the wrong labels, so each call's tuple is held to its metric's labels here."""
+    calls = 0
+    for path in (ROOT / "modstream" / "jobs").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "add"
+                and len(node.args) >= 2
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in METRICS
+            ):
+                values = node.args[1]
+                name = node.args[0].value
+                if isinstance(values, ast.Tuple):
+                    assert len(values.elts) == len(METRICS[name].labels), (path, name)
+                    calls += 1
+    assert calls >= 4  # the moderation operator's per-decision counters
+
+
+def test_recorded_metrics_positional_and_keyword_updates_are_one_series() -> None:
+    """`add` with the label values in the metric's order and `inc` with them by name count
+    the same series, and reach Java labelled alike; a tuple of the wrong length is refused."""
+    recorded = RecordedMetrics("moderate")
+    recorded.add("decisions", ("ALLOW", "fast_gate"))
+    recorded.inc("decisions", trigger="fast_gate", outcome="ALLOW")
+    recorded.add("review_tasks", ("urgent",), 3)
+    assert recorded.drain() == [
+        ["counter", "decisions", ["outcome", "ALLOW", "trigger", "fast_gate"], 2],
+        ["counter", "review_tasks", ["queue", "urgent"], 3],
+    ]
+    recorded.add("decisions", ("ALLOW",))
+    with pytest.raises(ValueError):
+        recorded.drain()
+    plain = metrics.OperatorMetrics(None, "none")
+    with pytest.raises(ValueError):
+        plain.add("decisions", ("ALLOW",))
+    plain.add("decisions", ("ALLOW", "fast_gate"))  # reports nowhere, but is accepted
 
 
 def test_every_extension_metric_is_registered_by_the_java_extension() -> None:

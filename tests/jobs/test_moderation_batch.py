@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import yaml
+from pyflink.common import Row
 
 from modstream.jobs.moderation.batch import BatchedModerate, restored
 from modstream.jobs.moderation.config import ModerationConfig
@@ -168,3 +169,27 @@ def test_versions_split_over_several_calls_decide_as_in_one() -> None:
     assert sorted(split) == sorted(whole) and len(_decisions(whole)) >= 40
     assert sides[0].values == sides[1].values and sides[0].timers == sides[1].timers
     assert sides[0].calls > sides[1].calls == 2
+
+
+def test_a_failed_input_goes_to_the_dlq_and_is_counted_as_the_pyflink_adapter_does_it() -> None:
+    """An admitted record whose step fails (a detector result that is not JSON: only a bug
+    upstream could send one) comes back as the same `permanent` DLQ row the PyFlink adapter
+    writes, counted under `dlq`, and the version's other input is applied."""
+    broken = list(decoded("detector.results", evidence(at=T0 + 1)))
+    broken[3] = "{not json"
+    stepwise, _, ctx = moderate(_policy())
+    ctx.key = broken[1]  # the version's key, as Flink's context gives it
+    stepwise.process_element(decoded("content.versions", _text_upload()), ctx)
+    stepwise.process_element(Row(*broken), ctx)
+    expected = [tuple(row) for row in stepwise.on_timer(T0 + 1, ctx)]
+
+    java = java_side(_policy())
+    java.element(decoded("content.versions", _text_upload()))
+    java.element(Row(*broken))
+    got = java.watermark(T0 + 1)
+    assert got == expected
+    [letter] = [json.loads(value) for topic, _, value in got if topic == "moderation.dlq"]
+    assert letter["error_class"] == "permanent" and letter["source_topic"] == "detector.results"
+    assert [trigger for trigger, _, _ in _decisions(got)] == ["fast_gate"]
+    counted = [m for m in java.metrics if m[0] == "counter" and m[1] == "dlq"]
+    assert counted == [["counter", "dlq", ["error_class", "permanent"], 1]]

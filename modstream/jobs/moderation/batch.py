@@ -42,14 +42,20 @@ class RecordedMetrics(OperatorMetrics):
 
     def __init__(self, operator: str) -> None:
         super().__init__(None, operator)
+        # (name, label values in the metric's order) -> the call's sum, or the last value.
         self.counts: dict[tuple[str, tuple[str, ...]], int] = {}
         self.values: dict[tuple[str, tuple[str, ...]], int] = {}
         self.samples: list[list[Any]] = []
-        self.shown: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}
-        # (name, *labels.items()) as a call passed them -> (name, [label, value, ...]): a
-        # metric's labels are looked up, stringified and redacted once, not at each update
-        # (docs/BENCHMARKS.md, "the step as the job runs it").
+        self.shown: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        # (name, *labels.items()) as a keyword call passed them -> (name, label values): a
+        # metric's labels are looked up and stringified once, not at each update (docs/
+        # BENCHMARKS.md, "the step as the job runs it").
         self.keys: dict[tuple[Any, ...], tuple[str, tuple[str, ...]]] = {}
+
+    def add(self, name: str, values: tuple[str, ...], count: int = 1) -> None:
+        """Summed by (name, values) as given: named and redacted once per series, at `drain`."""
+        key = (name, values)
+        self.counts[key] = self.counts.get(key, 0) + count
 
     def inc(self, name: str, count: int = 1, **labels: str) -> None:
         key = self._key(name, labels)
@@ -65,30 +71,31 @@ class RecordedMetrics(OperatorMetrics):
         self.values[self._key(name, labels)] = int(value)
 
     def observe(self, name: str, value: float, **labels: str) -> None:
-        self.samples.append(["histogram", name, list(self._key(name, labels)[1]), int(value)])
+        self.samples.append(["histogram", name, self._shown(self._key(name, labels)), int(value)])
 
     def _key(self, name: str, labels: dict[str, str]) -> tuple[str, tuple[str, ...]]:
         called = (name, *labels.items())
         key = self.keys.get(called)
         if key is None:
-            key = self.keys[called] = (name, self._labels(name, labels))
+            spec = METRICS[name]
+            key = self.keys[called] = (name, tuple(str(labels[label]) for label in spec.labels))
         return key
 
-    def _labels(self, name: str, labels: dict[str, str]) -> tuple[str, ...]:
+    def _shown(self, key: tuple[str, tuple[str, ...]]) -> list[str]:
         """[label, value, ...] as Flink's groups name them, each value redacted once (as
         OperatorMetrics registers each metric once)."""
-        spec = METRICS[name]
-        values = tuple(str(labels[label]) for label in spec.labels)
-        known = self.shown.get((name, values))
+        known = self.shown.get(key)
         if known is None:
+            name, values = key
+            labels = METRICS[name].labels
             shown = redaction.current().value(values)
-            known = tuple(item for pair in zip(spec.labels, shown, strict=True) for item in pair)
-            self.shown[(name, values)] = known
+            known = [item for pair in zip(labels, shown, strict=True) for item in pair]
+            self.shown[key] = known
         return known
 
     def drain(self) -> list[list[Any]]:
-        updates = [["counter", name, list(labels), n] for (name, labels), n in self.counts.items()]
-        updates += [["gauge", name, list(labels), v] for (name, labels), v in self.values.items()]
+        updates = [["counter", key[0], self._shown(key), n] for key, n in self.counts.items()]
+        updates += [["gauge", key[0], self._shown(key), v] for key, v in self.values.items()]
         updates += self.samples
         self.counts, self.values, self.samples = {}, {}, []
         return updates
@@ -200,7 +207,7 @@ class BatchedModerate:
         """One policy.rules or hash.bank record [topic, value, ts]."""
         topic, raw, ts = _UNPACK(payload)
         rows = list(self.moderate.process_broadcast_element((None, None, topic, raw, ts), self.ctx))
-        return self._answer(_unbatched(rows))
+        return self._answer(list(_unbatched(rows)))
 
     def fire(self, payload: bytes) -> bytes:
         """[watermark, [[key, stored], ...], tasks]: a task is [BATCH, key, [[topic, value,
@@ -221,14 +228,14 @@ class BatchedModerate:
                     [entry[2] for entry in task],
                     [entry[3] for entry in task],
                 )
-                rows += self.moderate.process_element(batch, self.ctx)
+                rows += self.moderate.element_rows(batch, self.ctx)
             else:
                 self._due(int(task), key)
         while self.due_now:
             timestamp, _, key = heapq.heappop(self.due_now)
             self.versions.key = key
-            rows += self.moderate.on_timer(timestamp, self.ctx)
-        return self._answer(_unbatched(rows))
+            rows += self.moderate.timer_rows(timestamp, self.ctx)
+        return self._answer(rows)
 
     def timer_set(self, timestamp: int, register: bool) -> None:
         """A timer set at or before the watermark fires in this call (as Flink would, within
@@ -244,13 +251,15 @@ class BatchedModerate:
         self.order += 1
         heapq.heappush(self.due_now, (timestamp, self.order, key))
 
-    def _answer(self, rows: Iterable[tuple[str, str | None, str]]) -> bytes:
+    def _answer(self, rows: list[Any]) -> bytes:
+        """[states, timers, rows, metric updates, broadcast puts]: a row is a (topic, key,
+        value) tuple, which MessagePack writes as the array Java reads."""
         states = [[key, _as_bytes(value)] for key, value in self.versions.values.items()]
         timers = [[key, ts, register] for (key, ts), register in self.timer_changes.items()]
         puts, self.broadcast_state.puts = self.broadcast_state.puts, []
         self.versions.values = {}
         self.timer_changes = {}
-        return _PACK([states, timers, [list(row) for row in rows], self.metrics.drain(), puts])
+        return _PACK([states, timers, rows, self.metrics.drain(), puts])
 
 
 def restored(value: bytes | None) -> str | bytes | None:

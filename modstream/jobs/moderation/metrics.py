@@ -40,6 +40,7 @@ INCOMPLETE_STATES = frozenset({"received", "validating", "scanning", "classifyin
 STUCK_AFTER_MS = 300_000
 # The pending gauges are computed again at most this often (a pass over the index).
 REFRESH_MS = 1_000
+_WORKFLOW = str(WORKFLOW_VERSION)
 
 
 class ModerationMetrics:
@@ -73,12 +74,19 @@ class ModerationMetrics:
             self.event_time = fired_at
         self._overdue(key, state)
         content = state.content if state is not None else None
+        # Whether an output may count for quality (`quality.counted` decides): a notification,
+        # a task, or a human decision. Most firings have none, and `counted` is not compiled.
+        may_count = False
         for topic, _key, record in outputs:
             if topic == "moderation.decisions":
                 self._decision(key, content, record)
+                may_count = may_count or record.get("trigger") in quality.HUMAN_TRIGGERS
             elif topic == "review.tasks":
-                self.metrics.inc("review_tasks", queue=str(record.get("queue")))
-        if outputs:
+                self.metrics.add("review_tasks", (str(record.get("queue")),))
+                may_count = True
+            elif topic == "user.notifications":
+                may_count = True
+        if may_count:
             slice_of = functools.partial(quality_slice, state)  # read only when one counts
             for name, labels in quality.counted(outputs, slice_of, earlier):
                 self.metrics.inc(name, 1, **labels)
@@ -109,20 +117,22 @@ class ModerationMetrics:
     def read_results(self, results: list[tuple[str, int]]) -> None:
         """Count the detector results a firing read, (detector, inference_ms) each, under the
         job's workflow version: what cost per decision divides (docs/OPERATIONS.md)."""
+        metrics = self.metrics
         for detector, inference_ms in results:
-            labels = {"workflow_version": str(WORKFLOW_VERSION), "detector": detector}
-            self.metrics.inc("workflow_detector_results", 1, **labels)
+            values = (_WORKFLOW, detector)  # the two metrics' labels, in METRICS' order
+            metrics.add("workflow_detector_results", values)
             if inference_ms:
-                self.metrics.inc("workflow_inference_ms", inference_ms, **labels)
+                metrics.add("workflow_inference_ms", values, inference_ms)
 
     def _decision(self, key: str, content: Content | None, record: dict[str, Any]) -> None:
         trigger = str(record.get("trigger"))
-        self.metrics.inc("decisions", outcome=str(record.get("outcome")), trigger=trigger)
-        self.metrics.inc(
+        metrics = self.metrics
+        # Label values in each metric's own order (METRICS: outcome, trigger; policy_version,
+        # workflow_version, trigger).
+        metrics.add("decisions", (str(record.get("outcome")), trigger))
+        metrics.add(
             "workflow_decisions",
-            policy_version=str(record.get("policy_version")),
-            workflow_version=str(record.get("workflow_version")),
-            trigger=trigger,
+            (str(record.get("policy_version")), str(record.get("workflow_version")), trigger),
         )
         upload_ts = int((content.ts if content else None) or record.get("ts") or 0)
         if record.get("trigger") == "fast_gate":
@@ -130,7 +140,7 @@ class ModerationMetrics:
         completeness = record.get("completeness") or {}
         if record.get("trigger") == "deadline":
             for detector in completeness.get("unknown") or ():
-                self.metrics.inc("unknown_evidence", detector=str(detector))
+                metrics.add("unknown_evidence", (str(detector),))
         complete = completeness.get("received", 0) >= completeness.get("required", 0)
         if record.get("state") in INCOMPLETE_STATES and not complete:
             self.pending.setdefault(key, self.clock())

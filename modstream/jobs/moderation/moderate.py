@@ -95,17 +95,25 @@ class Moderate(PolicyAware):
 
     def process_element(self, value: Row, ctx: Any) -> Iterator[Row]:
         """A batch Row(topics, values, stamps, seqs) from EventTimeOrder. Out: one Row(topics,
-        keys, values) of everything it caused (Unbatch.java splits it). The input of a version
-        stored before issue 14 (its timers known to Flink only) waits in `buffer` for a Flink
-        timer at its ts, as all input once did."""
+        keys, values) of everything it caused (Unbatch.java splits it)."""
+        yield from _batch(self.element_rows(value, ctx))
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+        yield from _batch(self.timer_rows(timestamp, ctx))
+
+    def element_rows(self, value: Any, ctx: Any) -> list[Any]:
+        """A batch (topics, values, stamps, seqs) applied: the (topic, key, value) rows it
+        caused, its DLQ rows counted. The input of a version stored before issue 14 (its timers
+        known to Flink only) waits in `buffer` for a Flink timer at its ts, as all input once
+        did. BatchedModerate calls this directly: no Row is made to be taken apart again."""
         due, raw_state = self._stored()
         groups = _by_timestamp(value[0], value[1], value[2], value[3])
+        rows: list[Any] = []
         if due is None:
             for timestamp, entries in groups:
                 self._hold(timestamp, entries, ctx)
-            return
+            return rows
         key = str(ctx.get_current_key())
-        rows: list[Any] = []
         for timestamp, entries in groups:
             while due and due[0] < timestamp:
                 raw_state = self._fire(_pop(due, ctx), [], raw_state, key, ctx, rows, due)
@@ -114,11 +122,13 @@ class Moderate(PolicyAware):
             inputs = self._inputs([(topic, raw) for topic, raw, _ in entries], timestamp)
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
         self._keep(due, raw_state)
-        yield from self._batch(rows)
+        self._count_letters(rows)
+        return rows
 
-    def on_timer(self, timestamp: int, ctx: Any) -> Iterator[Row]:
+    def timer_rows(self, timestamp: int, ctx: Any) -> list[Any]:
+        """The version's timer at `timestamp` fired: the rows it caused, as `element_rows`."""
         due, raw_state = self._stored()
-        entries = self._drain(timestamp)  # input stored before issue 14 (see process_element)
+        entries = self._drain(timestamp)  # input stored before issue 14 (see element_rows)
         rows: list[Any] = []
         if due is None or timestamp in due or entries:
             if due is not None:
@@ -128,11 +138,15 @@ class Moderate(PolicyAware):
             key = str(ctx.get_current_key())
             raw_state = self._fire(timestamp, inputs, raw_state, key, ctx, rows, due)
             self._keep(due, raw_state)
-        yield from self._batch(rows)
+        self._count_letters(rows)
+        return rows
 
     def _batch(self, rows: list[Any]) -> Iterator[Row]:
-        metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
+        self._count_letters(rows)
         return _batch(rows)
+
+    def _count_letters(self, rows: list[Any]) -> None:
+        metrics.letters(self.metrics, rows, self.config.physical("moderation.dlq"))
 
     def _stored(self) -> tuple[list[int] | None, str | bytes | None]:
         """The key's stored value: one read, two for a key without a packed value (a new
@@ -185,7 +199,7 @@ class Moderate(PolicyAware):
         try:
             run, set_aside = self.apply(raw_state, inputs, timestamp, store, banks)
         except state_schema.StateTooNew as too_new:
-            rows += schema_letters(self.config, too_new, content_id, inputs, timestamp)
+            rows += map(tuple, schema_letters(self.config, too_new, content_id, inputs, timestamp))
             return raw_state
         state, outputs, timers, letters = run
         earlier = functools.partial(in_force, raw_state)  # read only when a count needs it
@@ -202,25 +216,26 @@ class Moderate(PolicyAware):
         for index, error in sorted(set_aside.items()):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
             topic, raw, ts = inputs[index] if index != _TIMER else (TIMERS, "", timestamp)
-            rows.append(failure_letter(self.config, topic, content_id, raw, ts, error))
+            rows.append(tuple(failure_letter(self.config, topic, content_id, raw, ts, error)))
         return None if state is None else state_schema.dump_version(state)
 
     def _rows(
         self, outputs: list[moderation.Output], letters: list[Any], timestamp: int
-    ) -> Iterator[tuple[str, str | None, str]]:
+    ) -> list[tuple[str, str | None, str]]:
         """(topic, key, value) per output and letter: plain tuples (a pyflink `Row` costs a
         Python `__init__` and `__setattr__`s each); `_batch` makes the one Row that crosses."""
+        physical = self.config.physical
+        rows: list[tuple[str, str | None, str]] = []
         for topic, key, output in outputs:
             if topic == moderation.SANCTIONS:
                 # On the main output under a reserved topic (no side outputs here): routed to
                 # the sanctions operator by a Java filter, with the time it was emitted.
-                output = {**output, "at": timestamp}
+                rows.append((topic, key, jsonio.dumps({**output, "at": timestamp})))
             else:
-                topic = self.config.physical(topic)
-            yield topic, key, jsonio.dumps(output)
+                rows.append((physical(topic), key, jsonio.dumps(output)))
         for topic, content_id, error_class, message, raw, ts in letters:
             letter = dead_letter(
-                self.config.physical(topic),
+                physical(topic),
                 content_id,
                 raw,
                 message,
@@ -228,7 +243,8 @@ class Moderate(PolicyAware):
                 error_class=error_class,
                 operator="moderation",
             )
-            yield self.config.physical("moderation.dlq"), content_id, letter.model_dump_json()
+            rows.append((physical("moderation.dlq"), content_id, letter.model_dump_json()))
+        return rows
 
     def apply(
         self,
