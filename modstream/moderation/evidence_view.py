@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from modstream.core.values import Value
-from modstream.moderation.state import Evidence, State, uploaded
+from modstream.moderation.state import DetectorTally, Evidence, State, uploaded
 from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
 from modstream.scanning.plan import segment as _segment
@@ -29,8 +29,12 @@ def read_evidence(
     content = uploaded(state)
     segments = content.segments
     required = policy.required_detectors(content.modality) if policy else ()
-    answered, failed, scores, results = _results(state, required, segments)
-    absent = {detector for detector, got in answered.items() if len(got) < segments}
+    tally = state.tally
+    if tally is not None and sum(kept.results for kept in tally.values()) == len(state.evidence):
+        answered, failed, scores, results = _tallied(state, tally, required, segments)
+    else:  # not kept, or not of these results (the state was edited around the rule): walk them
+        answered, failed, scores, results = _results(state, required, segments)
+    absent = {detector for detector, got in answered.items() if got < segments}
     missing = absent - scan_plan.unasked(state) if absent else absent
     # Passed: reached by `ts`, or already decided (an input stamped before the deadline but
     # applied after it, as a report batch at its window's end is, does not reopen scanning).
@@ -54,21 +58,92 @@ def read_evidence(
     )
     completeness = {
         "required": len(answered) * segments if segments > 0 else 0,
-        "received": sum(map(len, answered.values())),
+        "received": sum(answered.values()),
         "unknown": sorted(unknown),
     }
     return view, completeness, results, expired
 
+
+# How the key of a result without a segment ends when it was stored before issue 12 (since,
+# `detector|model_version|0`: rules/evidence.py).
+PRE_ISSUE_12_KEY = "|None"
 
 Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> best; broken
 # A score's number types (`policy.is_score`): a tuple, as `int | float` builds a union per call.
 _NUMBER = (int, float)
 
 
+def _tallied(
+    state: State, tally: dict[str, DetectorTally], required: tuple[str, ...], segments: int
+) -> tuple[dict[str, int], set[str], Scores, list[Evidence]]:
+    """What `_results` reads, from the tally kept as the results were stored (`add_to_tally`):
+    the same figures, without walking the results (only their order, for the provenance)."""
+    answered = {detector: _answered(tally.get(detector), segments) for detector in required}
+    failed = {detector for detector, kept in tally.items() if kept.failed}
+    broken = {detector for detector, kept in tally.items() if kept.broken}
+    best = {
+        (detector, label): value
+        for detector, kept in tally.items()
+        for label, value in kept.best.items()
+    }
+    evidence = state.evidence
+    ordered = list(map(evidence.__getitem__, sorted(evidence))) if evidence else []
+    return answered, failed, (best, broken), ordered
+
+
+def _answered(kept: DetectorTally | None, segments: int) -> int:
+    """How many of the version's `segments` a detector's results answered: all of them for a
+    result of the whole content (-1; for a single segment that is segment 0 too), else those in
+    range, each once (the tally holds each id once)."""
+    if kept is None:
+        return 0
+    ids = kept.segments
+    if -1 in ids:
+        return max(segments, 0)
+    return sum(1 for segment in ids if 0 <= segment < segments)
+
+
+def tally_of(evidence: dict[str, Evidence]) -> dict[str, DetectorTally] | None:
+    """The tally of results already stored (a state stored before the tally was kept), or None
+    where a key is from before issue 12 (`detector|model|None`): only such keys can hold two
+    results of one (detector, segment, model version), which `_overwritten` reads, so those
+    states are read result by result for good."""
+    tally: dict[str, DetectorTally] = {}
+    for key, entry in evidence.items():
+        if key.endswith(PRE_ISSUE_12_KEY):
+            return None
+        add_to_tally(tally, entry)
+    return tally
+
+
+def add_to_tally(tally: dict[str, DetectorTally], entry: Evidence) -> None:
+    """One stored result added to its detector's tally, as `_results` and `_best` read it."""
+    kept = tally.get(entry.detector)
+    if kept is None:
+        kept = tally[entry.detector] = DetectorTally()
+    kept.results += 1
+    segment = -1 if entry.segment_id is None else entry.segment_id
+    if segment not in kept.segments:
+        kept.segments.append(segment)
+    if entry.status != "ok":
+        kept.failed = True
+        return
+    scores = entry.scores
+    if not scores:
+        return
+    best = kept.best
+    for label, value in scores.items():
+        score = _score(value)
+        if score < 0.0:
+            kept.broken = True
+        elif score > best.get(label, -1.0):
+            best[label] = score
+
+
 def _results(
     state: State, required: tuple[str, ...], segments: int
-) -> tuple[dict[str, set[int]], set[str], Scores, list[Evidence]]:
-    """The stored detector results in evidence-key order, in one pass: the segments of each
+) -> tuple[dict[str, int], set[str], Scores, list[Evidence]]:
+    """The stored detector results in evidence-key order, in one pass: how many segments of each
     required detector they answer (in range), the detectors that failed, the best score of each
     (detector, label) over segments and model versions with the detectors whose scores are not
     numbers in [0, 1] (`EvidenceView.from_segments`'s reading), and the results read, in that
@@ -82,7 +157,7 @@ def _results(
     kept = 0  # `ok` results: more than `taken` holds when two share a slot
     evidence = state.evidence
     if not evidence:  # the fast gate's read: nothing stored yet
-        return answered, set(), ({}, set()), []
+        return dict.fromkeys(required, 0), set(), ({}, set()), []
     ordered = list(map(evidence.__getitem__, sorted(evidence)))
     # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
     single = segments == 1
@@ -106,30 +181,36 @@ def _results(
         if result.scores:
             scored.append((detector, result.scores))
     scores_read = _overwritten(state) if len(taken) < kept else _best(scored)
-    return answered, failed, scores_read, ordered
+    counted = {detector: len(got) for detector, got in answered.items()}
+    return counted, failed, scores_read, ordered
 
 
 def _best(scored: list[tuple[str, dict[str, Any]]]) -> Scores:
     """The results' scores, in order, into the best per (detector, label); a value that is not
-    a number in [0, 1] (`policy.is_score`, inlined: the range excludes NaN and inf) breaks its
-    detector. A plain float, what a detector sends, is told apart by its type alone."""
+    a number in [0, 1] breaks its detector."""
     best: dict[tuple[str, str], float] = {}
     broken: set[str] = set()
     for detector, scores in scored:
         for label, value in scores.items():
-            if type(value) is float:
-                if not 0.0 <= value <= 1.0:
-                    broken.add(detector)
-                    continue
-            elif isinstance(value, _NUMBER) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
-                value = float(value)  # after the range: a huge int is no float
-            else:
+            score = _score(value)
+            if score < 0.0:
                 broken.add(detector)
                 continue
             key = (detector, label)
-            if value > best.get(key, -1.0):
-                best[key] = value
+            if score > best.get(key, -1.0):
+                best[key] = score
     return best, broken
+
+
+def _score(value: Any) -> float:
+    """A stored score as a float in [0, 1], or -1.0 where it is none (`policy.is_score`,
+    inlined: the range excludes NaN and inf). A plain float, what a detector sends, is told
+    apart by its type alone."""
+    if type(value) is float:
+        return value if 0.0 <= value <= 1.0 else -1.0
+    if isinstance(value, _NUMBER) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
+        return float(value)  # after the range: a huge int is no float
+    return -1.0
 
 
 def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:

@@ -142,6 +142,22 @@ class Evidence(msgspec.Struct, array_like=True):
     finding_ms: int | None = None
 
 
+class DetectorTally(msgspec.Struct, array_like=True):
+    """What one detector's stored results add up to, kept as each is stored
+    (rules/evidence.py), so that reading the evidence (modstream/moderation/evidence_view.py)
+    never walks every result again: how many results it counts (the read checks the sum against
+    the results stored), the segment ids they answered, in the order they came (-1: a result
+    with no `segment_id`, the whole content), whether one of them was not `ok`, whether one of
+    the `ok` ones had a score that is not a number in [0, 1], and the best valid score per
+    label over segments and model versions."""
+
+    results: int = 0
+    segments: list[int] = []
+    failed: bool = False
+    broken: bool = False
+    best: dict[str, float] = {}
+
+
 class LastDecision(msgspec.Struct, array_like=True):
     """The latest decision revision as the Content Service applies it, and what an appeal of it
     shows its reviewer (`reasons`, `evidence_refs`: None in a tombstone and before issue 12)."""
@@ -294,6 +310,11 @@ class VersionState(msgspec.Struct, array_like=True, kw_only=True):
     # timer armed for the first wait to end.
     waiting_reviews: list[WaitingReview] = []
     review_wait_timer: int | None = None
+    # The evidence tallied per detector as it is stored (`DetectorTally`; after schema 5, a
+    # default so a state stored before loads). None: not kept (a state stored before it until its
+    # next result, a retired record, or results under keys from before issue 12): the evidence
+    # is then read result by result, as before.
+    tally: dict[str, DetectorTally] | None = None
 
 
 State = VersionState
@@ -405,11 +426,22 @@ def from_document(document: dict[str, Any]) -> State:
     }
     if state.second is not None:
         state.second = _typed(SecondReviewWait, document["second"])
+    state.waiting_reviews = [_typed(WaitingReview, held) for held in state.waiting_reviews or ()]
+    if state.tally is not None:
+        state.tally = {key: _tallied(kept) for key, kept in state.tally.items()}
     state.events = dict(state.events or {})
     state.reporters = dict(state.reporters or {})
     for name in ("human_ids", "tasks", "open_tasks", "unasked", "backfilled"):
         setattr(state, name, list(getattr(state, name) or ()))
     return state
+
+
+def _tallied(document: Any) -> DetectorTally:
+    """A detector's tally from its named document (a dict when read from JSON text)."""
+    kept = _typed(DetectorTally, document)
+    kept.segments = list(kept.segments)
+    kept.best = dict(kept.best)
+    return kept
 
 
 def to_document(state: State) -> dict[str, Any]:

@@ -49,7 +49,7 @@ from modstream.moderation.rules.provisional import (
     arm_expiry,
 )
 from modstream.moderation.rules.reports import BRIGADE_WINDOW_MS
-from modstream.moderation.rules.retention import RETIRED_KEEPS, arm_ttl
+from modstream.moderation.rules.retention import RETIRED_KEEPS, keep_after_input
 from modstream.moderation.state import (
     ALL_TOPICS,
     BROADCAST_TOPICS,
@@ -146,10 +146,9 @@ def step(state: State | None, topic: str, record: Any, ts: int, ctx: Context) ->
         return result  # late input for a deleted version is ignored
     if HANDLERS[topic](state, record, ts, ctx, result):
         human_input.remember(state, topic, record)
-        ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
         result.timers += arm_expiry(state)
         result.timers += escalation.arm(state, ctx.resolution.decide)
-        result.timers += arm_ttl(state, ts, ttl)
+        result.timers += keep_after_input(state, ts, ctx)
     return result
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from modstream.contract.detector import first_finding_ms
 from modstream.moderation.decide import decide
+from modstream.moderation.evidence_view import PRE_ISSUE_12_KEY, add_to_tally, tally_of
 from modstream.moderation.rules import deadline
 from modstream.moderation.state import Context, Evidence, Output, State, StepResult
 from modstream.scanning import plan as scan_plan
@@ -71,8 +72,14 @@ def on_detector_result(
 
 
 def _take_evidence(state: State, key: str, entry: Evidence, ts: int, ctx: Context) -> list[Output]:
-    """Store one detector result, plan what it unlocks (cost order), and decide."""
+    """Store one detector result (and tally it: `evidence_view.add_to_tally`), plan what it
+    unlocks (cost order), and decide."""
     state.evidence[key] = entry
+    tally = state.tally
+    if tally is not None and not key.endswith(PRE_ISSUE_12_KEY):
+        add_to_tally(tally, entry)
+    else:  # a state stored before the tally: made once from what it holds (or None, for good)
+        state.tally = tally_of(state.evidence)
     asked = scan_plan.on_evidence(state, ctx.resolution.decide, ts, entry.detector)
     if asked and ctx.clock_ms is not None:
         state.asked_at = ctx.clock_ms  # the models, asked after their gate (cost order)

@@ -50,6 +50,7 @@ def on_upsert(state: State, record: Any, ts: int, ctx: Context, result: StepResu
     state.asked_at = ctx.clock_ms  # when the detectors are asked (None in replay)
     result.timers += deadline.arm_deadline(state, ctx.resolution.decide)
     early, state.evidence = state.evidence, {}
+    state.tally = {}  # the early evidence is tallied again as it is joined (`join_early`)
     result.outputs += decide(state, ctx, ts, "fast_gate", fast_gate=True)
     planned = scan_plan.on_upsert(state, record, ctx.resolution.decide, ts, ctx.hash_matches)
     result.outputs += evidence.unanswered(state, planned, early)

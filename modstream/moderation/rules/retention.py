@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from modstream.moderation.state import Context, State, StepResult, new_state
+from modstream.moderation.state import ORPHAN_TTL_MS, Context, State, StepResult, new_state
 
 
 def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> list[int]:
@@ -40,6 +40,15 @@ def arm_ttl(state: State, ts: int, ttl_ms: int, *, replace: bool = False) -> lis
         state.ttl_timer = state.ttl
         return [state.ttl]
     return []
+
+
+def keep_after_input(state: State, ts: int, ctx: Context) -> list[int]:
+    """The state kept after an input applied at `ts`: `ctx.state_ttl_ms` once the version has
+    its upload, ORPHAN_TTL_MS while it has none (evidence or human input whose upsert never
+    came). What `step` arms after every applied input, and rules/reviews.py after a review
+    that waited for its lease."""
+    ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
+    return arm_ttl(state, ts, ttl)
 
 
 def ttl_waits(state: State, ts: int) -> list[int]:

@@ -38,10 +38,9 @@ import msgspec
 
 from modstream.contract.registry import parse_own
 from modstream.moderation.rules import human_input
-from modstream.moderation.rules.retention import arm_ttl
+from modstream.moderation.rules.retention import keep_after_input
 from modstream.moderation.state import (
     LEASE_WAIT_MS,
-    ORPHAN_TTL_MS,
     WAITING_REVIEWS_KEPT,
     Context,
     State,
@@ -145,8 +144,7 @@ def _leased(state: State, lease: Any, ctx: Context, result: StepResult) -> bool:
         before = len(result.dead_letters)
         if on_review(state, review, waiting.ts, ctx, result):
             human_input.remember(state, REVIEWS, review)
-            ttl = ORPHAN_TTL_MS if state.content is None else ctx.state_ttl_ms
-            result.timers += arm_ttl(state, waiting.ts, ttl)
+            result.timers += keep_after_input(state, waiting.ts, ctx)
             applied = True
         for error_class, message in result.dead_letters[before:]:
             result.letters_of.append((REVIEWS, error_class, message, waiting.raw, waiting.ts))
