@@ -86,9 +86,12 @@ def _tallied(
         for detector, kept in tally.items()
         for label, value in kept.best.items()
     }
-    evidence = state.evidence
-    ordered = list(map(evidence.__getitem__, sorted(evidence))) if evidence else []
-    return answered, failed, (best, broken), ordered
+    return answered, failed, (best, broken), _in_key_order(state.evidence)
+
+
+def _in_key_order(evidence: dict[str, Evidence]) -> list[Evidence]:
+    """The stored results in evidence-key order: the order a decision cites them in."""
+    return list(map(evidence.__getitem__, sorted(evidence)))
 
 
 def _answered(kept: DetectorTally | None, segments: int) -> int:
@@ -158,7 +161,7 @@ def _results(
     evidence = state.evidence
     if not evidence:  # the fast gate's read: nothing stored yet
         return dict.fromkeys(required, 0), set(), ({}, set()), []
-    ordered = list(map(evidence.__getitem__, sorted(evidence)))
+    ordered = _in_key_order(evidence)
     # `scan_plan.segment`, inlined: a single-segment version reads segment None as 0.
     single = segments == 1
     span = range(segments)

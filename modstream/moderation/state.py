@@ -428,7 +428,7 @@ def from_document(document: dict[str, Any]) -> State:
         state.second = _typed(SecondReviewWait, document["second"])
     state.waiting_reviews = [_typed(WaitingReview, held) for held in state.waiting_reviews or ()]
     if state.tally is not None:
-        state.tally = {key: _tallied(kept) for key, kept in state.tally.items()}
+        state.tally = {key: _typed_tally(kept) for key, kept in state.tally.items()}
     state.events = dict(state.events or {})
     state.reporters = dict(state.reporters or {})
     for name in ("human_ids", "tasks", "open_tasks", "unasked", "backfilled"):
@@ -436,7 +436,7 @@ def from_document(document: dict[str, Any]) -> State:
     return state
 
 
-def _tallied(document: Any) -> DetectorTally:
+def _typed_tally(document: Any) -> DetectorTally:
     """A detector's tally from its named document (a dict when read from JSON text)."""
     kept = _typed(DetectorTally, document)
     kept.segments = list(kept.segments)

@@ -26,7 +26,7 @@ from typing import Any
 
 from modstream.contract import parse
 from modstream.moderation import state_schema
-from modstream.moderation.state import VersionState
+from modstream.moderation.state import Content, VersionState
 from modstream.moderation.step import Context, Output, StepResult, on_timer, step
 from modstream.policy.store import PolicyStore
 from modstream.testing.policies import global_document
@@ -146,6 +146,22 @@ def appeal(appeal_id: str = "a-1", at: int = T0 + 25 * ONE_SECOND) -> dict[str, 
         "user_id": "author-1",
         "ts": at,
     }
+
+
+def content(upload_ts: int, modality: str = "text", **fields: Any) -> Content:
+    """A version's uploaded `Content` at `upload_ts` (a text comment by default) for a test
+    that builds a state by hand; `fields` override any other fact."""
+    facts: dict[str, Any] = {
+        "author_id": "author-1",
+        "surface": "comment",
+        "region": "DE",
+        "audience": "all",
+        "account_risk": 0.2,
+        "size_bytes": 52,
+        "mime_type": "text/plain",
+        **fields,
+    }
+    return Content(ts=upload_ts, modality=modality, **facts)
 
 
 def image(**fields: Any) -> dict[str, Any]:

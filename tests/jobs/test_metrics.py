@@ -25,12 +25,18 @@ from modstream.jobs.metrics import (
     prometheus_name,
 )
 from modstream.jobs.moderation.batch import RecordedMetrics
-from modstream.jobs.moderation.metrics import REFRESH_MS, STUCK_AFTER_MS, ModerationMetrics
+from modstream.jobs.moderation.metrics import (
+    REFRESH_MS,
+    STUCK_AFTER_MS,
+    ModerationMetrics,
+    may_count_for_quality,
+)
 from modstream.jobs.scan.metrics import ScanMetrics, detector_of
-from modstream.moderation.state import Agreement, Content, VersionState
+from modstream.moderation.state import OUTPUT_TOPICS, SANCTIONS, Agreement, VersionState
 from modstream.review import quality
 from modstream.scanning.batch import Handled
 from modstream.testing.flink import FakeMetricsContext as FakeContext
+from modstream.testing.versions import content
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATIONS = ROOT / "docs" / "OPERATIONS.md"
@@ -245,18 +251,8 @@ def _decision(outcome: str, trigger: str, state: str, ts: int, **completeness: A
 
 def version(upload_ts: int, modality: str = "text", **fields: Any) -> VersionState:
     """A version's state uploaded at `upload_ts`, as the metrics read it."""
-    content = Content(
-        ts=upload_ts,
-        author_id="author-1",
-        modality=modality,
-        surface="comment",
-        region="DE",
-        audience="all",
-        account_risk=0.2,
-        size_bytes=52,
-        mime_type="text/plain",
-    )
-    return VersionState(content_id="c1", content_version=1, content=content, **fields)
+    uploaded = content(upload_ts, modality)
+    return VersionState(content_id="c1", content_version=1, content=uploaded, **fields)
 
 
 def _gauge(made: dict[str, Any], name: str) -> int:
@@ -481,3 +477,29 @@ def test_recorded_metrics_inside_deferred_still_record_each_update() -> None:
         recorded.inc("decisions", trigger="fast_gate", outcome="ALLOW")
         recorded.inc("decisions", trigger="fast_gate", outcome="ALLOW")
     assert list(recorded.counts.values()) == [2]
+
+
+def test_every_output_quality_counts_is_one_the_firing_hands_to_it() -> None:
+    """`decided` calls `quality.counted` only when `may_count_for_quality` says an output may
+    count: every output of every topic that `counted` counts, whatever its trigger, kind or
+    appeal, passes that filter, and most decisions (the model's) do not."""
+    slice_of = lambda: quality.Slice(surface="comment", region="DE", model_version="none")  # noqa: E731
+    earlier = lambda: quality.InForce(outcome="ALLOW", human=False)  # noqa: E731
+    counted = 0
+    for topic in (*OUTPUT_TOPICS, SANCTIONS):
+        for trigger in ("fast_gate", "evidence", "deadline", "review", "appeal", None):
+            for kind in ("review", "appeal", None):
+                for appeal_allowed in (True, False, None):
+                    record = {
+                        "trigger": trigger,
+                        "kind": kind,
+                        "appeal_allowed": appeal_allowed,
+                        "outcome": "BLOCK",
+                        "policy_version": 3,
+                        "decision_revision": 2,
+                    }
+                    if quality.counted([(topic, "c1", record)], slice_of, earlier):
+                        counted += 1
+                        assert may_count_for_quality(topic, record), (topic, record)
+    assert counted >= 3  # notifications, appeal tasks, human decisions
+    assert not may_count_for_quality("moderation.decisions", {"trigger": "evidence"})

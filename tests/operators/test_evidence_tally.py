@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from modstream.moderation import state_schema
 from modstream.moderation.evidence_view import add_to_tally, read_evidence, tally_of
-from modstream.moderation.state import Content, Evidence, VersionState, new_state
+from modstream.moderation.state import Evidence, VersionState, new_state
 from modstream.testing.records import T0
-from modstream.testing.versions import CTX, Version, image, image_evidence
+from modstream.testing.versions import CTX, Version, content, image, image_evidence
 
 POLICY = CTX.resolution.decide
 DETECTORS = ("nsfw_image", "media_check", "offensive_text")
@@ -36,18 +36,7 @@ RESULT = st.tuples(
 
 def _state(segments: int, modality: str) -> VersionState:
     state = new_state("c-1", 1)
-    state.content = Content(
-        ts=T0,
-        author_id="a",
-        modality=modality,
-        surface="comment",
-        region="DE",
-        audience="all",
-        account_risk=0.2,
-        size_bytes=1,
-        mime_type="video/mp4",
-        segments=segments,
-    )
+    state.content = content(T0, modality, mime_type="video/mp4", segments=segments)
     state.tally = {}
     return state
 

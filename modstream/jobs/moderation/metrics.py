@@ -74,18 +74,13 @@ class ModerationMetrics:
             self.event_time = fired_at
         self._overdue(key, state)
         content = state.content if state is not None else None
-        # Whether an output may count for quality (`quality.counted` decides): a notification,
-        # a task, or a human decision. Most firings have none, and `counted` is not compiled.
         may_count = False
         for topic, _key, record in outputs:
             if topic == "moderation.decisions":
                 self._decision(key, content, record)
-                may_count = may_count or record.get("trigger") in quality.HUMAN_TRIGGERS
             elif topic == "review.tasks":
                 self.metrics.add("review_tasks", (str(record.get("queue")),))
-                may_count = True
-            elif topic == "user.notifications":
-                may_count = True
+            may_count = may_count or may_count_for_quality(topic, record)
         if may_count:
             slice_of = functools.partial(quality_slice, state)  # read only when one counts
             for name, labels in quality.counted(outputs, slice_of, earlier):
@@ -177,6 +172,15 @@ class ModerationMetrics:
         behind = 0 if event is None or self.event_time is None else self.event_time - event
         self.metrics.set("overdue_oldest_event_ms", max(0, behind))
         self.metrics.set("overdue_oldest_processing_ms", max(0, now - seen))
+
+
+def may_count_for_quality(topic: str, record: dict[str, Any]) -> bool:
+    """Whether an output may be one `quality.counted` counts (a notification, a task, or a
+    human decision): most firings have none, and `counted` is not compiled, so `decided` calls
+    it only when one may. A superset of what it counts; a test holds it to `counted`."""
+    if topic == "moderation.decisions":
+        return record.get("trigger") in quality.HUMAN_TRIGGERS
+    return topic == "user.notifications" or topic == "review.tasks"
 
 
 def quality_slice(state: VersionState | None) -> quality.Slice:
