@@ -186,7 +186,7 @@ class Engine:
         if state is None:
             self.states.pop(key, None)
         else:
-            self.states[key] = state_schema.dump_version(state)
+            self.states[key] = self.moderate.decoded.dump(state)
         for timer in set(timers):
             self._arm(timer, key)
         for topic, out_key, value in self.moderate._rows(outputs, letters, ts):

@@ -60,6 +60,12 @@ METRICS: dict[str, Metric] = {
         "event time from an upsert to the decision that completed its evidence",
     ),
     "review_tasks": Metric("counter", ("queue",), "moderation", "review tasks opened"),
+    "state_cache_reads": Metric(
+        "counter",
+        ("result",),
+        "moderation",
+        "version states read: hit (kept decoded since stored), miss (decoded from the bytes)",
+    ),
     "oldest_pending_age_ms": Metric(
         "gauge", (), "moderation", "how long the oldest incomplete version has waited"
     ),

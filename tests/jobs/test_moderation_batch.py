@@ -9,6 +9,7 @@ import json
 import pickle
 from typing import Any
 
+import cloudpickle
 import msgspec
 import yaml
 from pyflink.common import Row
@@ -193,3 +194,33 @@ def test_a_failed_input_goes_to_the_dlq_and_is_counted_as_the_pyflink_adapter_do
     assert [trigger for trigger, _, _ in _decisions(got)] == ["fast_gate"]
     counted = [m for m in java.metrics if m[0] == "counter" and m[1] == "dlq"]
     assert counted == [["counter", "dlq", ["error_class", "permanent"], 1]]
+
+
+def test_a_version_read_again_is_counted_a_state_cache_hit_and_after_a_restore_a_miss() -> None:
+    """`state_cache_reads`: the state stored by the first call is kept decoded for the second
+    (hit); a new Python side (a restore) decodes the stored bytes (miss) and decides the same."""
+    sides = [java_side(_policy()) for _ in range(2)]
+    for side in sides:
+        side.element(decoded("content.versions", _text_upload()))
+        side.watermark(T0)
+    restored_side = sides[1]
+    restored_side.python = BatchedModerate(cloudpickle.dumps(_policy()), 0)
+    restored_side.python.restore(
+        msgspec.msgpack.encode(list(restored_side.broadcast_state.items()))
+    )
+    rows = []
+    for side in sides:
+        side.element(decoded("detector.results", evidence(at=T0 + 1000)))
+        rows.append(side.watermark(T0 + 1000))
+    assert rows[0] == rows[1] and len(_decisions(rows[0])) == 1
+    assert sides[0].values == sides[1].values
+
+    def reads(side: JavaKeyed) -> dict[str, int]:
+        counted: dict[str, int] = {}
+        for kind, name, labels, count in side.metrics:
+            if kind == "counter" and name == "state_cache_reads":
+                counted[labels[1]] = counted.get(labels[1], 0) + count
+        return counted
+
+    assert reads(sides[0]) == {"hit": 1}
+    assert reads(sides[1]) == {"miss": 1}

@@ -235,6 +235,11 @@ class BatchedModerate:
             timestamp, _, key = heapq.heappop(self.due_now)
             self.versions.key = key
             rows += self.moderate.timer_rows(timestamp, self.ctx)
+        hits, misses = self.moderate.decoded.counted()
+        if hits:
+            self.metrics.add("state_cache_reads", ("hit",), hits)
+        if misses:
+            self.metrics.add("state_cache_reads", ("miss",), misses)
         return self._answer(rows)
 
     def timer_set(self, timestamp: int, register: bool) -> None:

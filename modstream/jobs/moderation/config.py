@@ -44,6 +44,9 @@ REPORT_SHARDS = 8
 # DLQ_ROUTE.
 DECODE_BATCH = 256
 DECODE_WAIT_MS = 10
+# --state-cache-versions: the decoded version states a keyed operator instance keeps (see
+# ModerationConfig.state_cache_versions; docs/BENCHMARKS.md, issue 26 stop 50).
+STATE_CACHE_VERSIONS = 8192
 DLQ_ROUTE = "dlq"
 # The batched engine's retro join input: an upload or bank record once per hash key it belongs
 # to, as Row(HASH_ROUTE, hash key, "upload" | "bank", payload JSON, ts, seq, ""), emitted by
@@ -80,6 +83,7 @@ OPTION_FIELDS = (
     "engine",
     "batch_interval_ms",
     "held_input_max_chars",
+    "state_cache_versions",
     "pre_key_parallelism",
 )
 POLICY_KEY_VARIABLE = "MODSTREAM_POLICY_KEY"
@@ -141,6 +145,10 @@ class ModerationConfig(runtime.TopicNames):
     # The batched engine restoring a savepoint of the PyFlink engine that holds input in its
     # event-time order (RestoredOrder.java hands it on): set by `main` from the savepoint.
     restores_pyflink_order: bool = False
+    # The version states each keyed operator instance keeps decoded after storing them, so a
+    # version's next firing does not decode its state again (state_schema.DecodedStates; the
+    # stored bytes stay the truth). 0: decode at every firing.
+    state_cache_versions: int = STATE_CACHE_VERSIONS
 
     def clock(self) -> int:
         """The processing clock, in ms since the epoch."""

@@ -62,7 +62,12 @@ from modstream.jobs.moderation.java import (
 from modstream.jobs.moderation.moderate import Moderate
 from modstream.jobs.moderation.reports import ReportCombine, ReportGate
 from modstream.jobs.moderation.sanctions import Sanctions
-from modstream.jobs.options import empty_state_option, job_parser, positive_int
+from modstream.jobs.options import (
+    empty_state_option,
+    job_parser,
+    non_negative_int,
+    positive_int,
+)
 from modstream.moderation import state_schema
 from modstream.moderation import step as moderation
 from modstream.moderation.admission import TIME_HOLDING_TOPICS
@@ -246,6 +251,13 @@ def operator_options(parser: argparse.ArgumentParser) -> None:
         default=ModerationConfig.held_input_max_chars,
         help="--engine batched: input waiting for the watermark is held in memory up to this many"
         " characters per keyed operator subtask, then moved to keyed state (RocksDB)",
+    )
+    parser.add_argument(
+        "--state-cache-versions",
+        type=non_negative_int,
+        default=ModerationConfig.state_cache_versions,
+        help="the version states each moderate subtask keeps decoded after storing them, so a"
+        " version's next firing need not decode its state (about 6 KB each; 0: none kept)",
     )
     parser.add_argument(
         "--pre-key-parallelism",

@@ -78,6 +78,8 @@ class Moderate(PolicyAware):
         self.results_read: list[tuple[str, int]] = []  # (detector, inference_ms) per result read
         # The watermark of the current call, where the engine hands it over (`_event_time`).
         self.watermark: int | None = None
+        # The states this instance stored last, decoded (state_schema.DecodedStates).
+        self.decoded = state_schema.DecodedStates(config.state_cache_versions)
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -217,7 +219,7 @@ class Moderate(PolicyAware):
             # The timer's own work (deadlines, expiry, TTL) failing is reported the same way.
             topic, raw, ts = inputs[index] if index != _TIMER else (TIMERS, "", timestamp)
             rows.append(tuple(failure_letter(self.config, topic, content_id, raw, ts, error)))
-        return None if state is None else state_schema.dump_version(state)
+        return None if state is None else self.decoded.dump(state)
 
     def _rows(
         self, outputs: list[moderation.Output], letters: list[Any], timestamp: int
@@ -278,7 +280,7 @@ class Moderate(PolicyAware):
         banks: HashBanks,
     ) -> tuple[Any, list[moderation.Output], list[int], list[Any]]:
         """Apply `inputs` (but those set aside) and the timer to the stored state."""
-        state = state_schema.load_version(raw_state)
+        state = self.decoded.load(raw_state)
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str | None, str, str, str, int]] = []
         timers: list[int] = []
