@@ -31,5 +31,9 @@ SHA256: Final = _plain_sha256()
 
 
 def sha256_hex(*parts: object) -> str:
-    """The hex SHA-256 of `parts` as text joined with `|`."""
-    return str(SHA256("|".join(map(str, parts)).encode("utf-8")).hexdigest())
+    """The hex SHA-256 of `parts` as text joined with `|`. The parts are made text in a list
+    (compiled: a `str` part is taken as it is) rather than by `map(str, ...)`, which the join
+    must first turn into a sequence through Python's iterator protocol: about 0.4 µs of an
+    id's 1.0 (issue 26)."""
+    text = "|".join([part if isinstance(part, str) else str(part) for part in parts])
+    return str(SHA256(text.encode("utf-8")).hexdigest())

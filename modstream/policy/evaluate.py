@@ -32,7 +32,7 @@ from modstream.policy.document import (
     validate_document,
     warnings,
 )
-from modstream.policy.expr import EvalContext
+from modstream.policy.expr import EvalContext, Evaluator
 
 SEVERITY_RANK: dict[str, int] = {
     outcome: len(OUTCOME_SEVERITY) - i for i, outcome in enumerate(OUTCOME_SEVERITY)
@@ -53,6 +53,11 @@ class ReviewAsk(Value):
         self.queue: Final = queue
         self.priority: Final = priority
         self.rule_id: Final = rule_id
+
+
+# What a rule's match adds to an evaluation: its condition, id, outcome, reason, restriction and
+# review ask (CompiledPolicy._matches).
+RuleMatch = tuple[Evaluator, str, str, str | None, str | None, ReviewAsk | None]
 
 
 class EvidenceView(Value):
@@ -233,6 +238,33 @@ class CompiledPolicy:
             modality: (req.scanning or document.scanning, req.unknown or document.unknown)
             for modality, req in document.detectors.items()
         }
+        self._default_floors = (document.scanning, document.unknown)
+        # Per modality: (max_bytes, mime_types), None where the policy sets no limit.
+        self._limits: dict[str, tuple[int | None, frozenset[str] | None]] = {
+            modality: (
+                limit.max_bytes,
+                None if limit.mime_types is None else frozenset(limit.mime_types),
+            )
+            for modality, limit in document.limits.items()
+        }
+        # Per rule, in rule order, what a match adds: read on every evaluation, so held here as
+        # a tuple rather than read from the rule's document model (an attribute of a pydantic
+        # model costs a Python-level lookup each; issue 26).
+        self._matches: list[RuleMatch] = [
+            (
+                compiled.condition.evaluate,
+                compiled.rule.id,
+                compiled.rule.outcome,
+                compiled.rule.reason,
+                compiled.rule.restriction,
+                None
+                if compiled.rule.review is None
+                else ReviewAsk(
+                    compiled.rule.review.queue, compiled.rule.review.priority, compiled.rule.id
+                ),
+            )
+            for compiled in rules
+        ]
         self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
         self.rules_by_id = {compiled.rule.id: compiled for compiled in rules}
         # The rule reasons a reviewer's `reason` may name (modstream/moderation/verdict.py).
@@ -253,20 +285,21 @@ class CompiledPolicy:
 
     def floors(self, modality: str) -> tuple[OutcomeBySurface, OutcomeBySurface]:
         """The (`scanning`, `unknown`) floors of `modality`."""
-        return self._floors.get(modality, (self.document.scanning, self.document.unknown))
+        return self._floors.get(modality, self._default_floors)
 
     def is_high_risk(self, surface: str) -> bool:
         return surface in self._high_risk
 
     def limit_failures(self, facts: ContentFacts) -> tuple[str, ...]:
         """Reason codes for the deterministic checks this content fails (empty when it passes)."""
-        limit = self.document.limits.get(facts.modality)  # type: ignore[call-overload]
+        limit = self._limits.get(facts.modality)
         if limit is None:
             return ()
+        max_bytes, mime_types = limit
         failures = []
-        if limit.max_bytes is not None and facts.size_bytes > limit.max_bytes:
+        if max_bytes is not None and facts.size_bytes > max_bytes:
             failures.append("limit_size")
-        if limit.mime_types is not None and facts.mime_type not in limit.mime_types:
+        if mime_types is not None and facts.mime_type not in mime_types:
             failures.append("limit_mime_type")
         return tuple(failures)
 
@@ -366,24 +399,24 @@ class CompiledPolicy:
         the version PENDING (`rule_error`) instead of being skipped silently."""
         outcomes, reasons, matched = tally.outcomes, tally.reasons, tally.matched
         errored = False
+        rule_matches = self._matches
         for index in self.candidates(context):
-            compiled = self.rules[index]
+            condition, rule_id, outcome, reason, restriction, review = rule_matches[index]
             try:
-                hit = bool(compiled.condition.evaluate(context))
+                hit = bool(condition(context))
             except Exception:
                 errored = True
                 continue
             if not hit:
                 continue
-            rule = compiled.rule
-            matched.append(rule.id)
-            outcomes.append(rule.outcome)
-            if rule.reason and rule.reason not in reasons:
-                reasons.append(rule.reason)
-            if rule.restriction and tally.restriction is None:
-                tally.restriction = rule.restriction
-            if rule.review is not None:
-                tally.review.append(ReviewAsk(rule.review.queue, rule.review.priority, rule.id))
+            matched.append(rule_id)
+            outcomes.append(outcome)
+            if reason and reason not in reasons:
+                reasons.append(reason)
+            if restriction and tally.restriction is None:
+                tally.restriction = restriction
+            if review is not None:
+                tally.review.append(review)
         if errored:
             outcomes.append("PENDING")
             reasons.append("rule_error")
