@@ -60,6 +60,7 @@ COMPILED: Final = (
     "modstream.moderation.records",
     "modstream.moderation.state_schema",
     "modstream.moderation.step",
+    "modstream.moderation.tally",
     "modstream.moderation.verdict",
     "modstream.moderation.rules.appeals",
     "modstream.moderation.rules.deadline",

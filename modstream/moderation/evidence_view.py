@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from modstream.core.values import Value
 from modstream.moderation.state import DetectorTally, Evidence, State, uploaded
+from modstream.moderation.tally import answered_segments, counted_tally, score_of
 from modstream.policy.evaluate import CompiledPolicy, EvidenceView, Verdict
 from modstream.scanning import plan as scan_plan
 from modstream.scanning.plan import segment as _segment
@@ -29,8 +30,8 @@ def read_evidence(
     content = uploaded(state)
     segments = content.segments
     required = policy.required_detectors(content.modality) if policy else ()
-    tally = state.tally
-    if tally is not None and sum(kept.results for kept in tally.values()) == len(state.evidence):
+    tally = counted_tally(state)
+    if tally is not None:
         answered, failed, scores, results = _tallied(state, tally, required, segments)
     else:  # not kept, or not of these results (the state was edited around the rule): walk them
         answered, failed, scores, results = _results(state, required, segments)
@@ -64,21 +65,15 @@ def read_evidence(
     return view, completeness, results, expired
 
 
-# How the key of a result without a segment ends when it was stored before issue 12 (since,
-# `detector|model_version|0`: rules/evidence.py).
-PRE_ISSUE_12_KEY = "|None"
-
 Scores = tuple[dict[tuple[str, str], float], set[str]]  # (detector, label) -> best; broken
-# A score's number types (`policy.is_score`): a tuple, as `int | float` builds a union per call.
-_NUMBER = (int, float)
 
 
 def _tallied(
     state: State, tally: dict[str, DetectorTally], required: tuple[str, ...], segments: int
 ) -> tuple[dict[str, int], set[str], Scores, list[Evidence]]:
-    """What `_results` reads, from the tally kept as the results were stored (`add_to_tally`):
+    """What `_results` reads, from the tally kept as the results were stored (`tally.add_to_tally`):
     the same figures, without walking the results (only their order, for the provenance)."""
-    answered = {detector: _answered(tally.get(detector), segments) for detector in required}
+    answered = {detector: answered_segments(tally.get(detector), segments) for detector in required}
     failed = {detector for detector, kept in tally.items() if kept.failed}
     broken = {detector for detector, kept in tally.items() if kept.broken}
     best = {
@@ -92,55 +87,6 @@ def _tallied(
 def _in_key_order(evidence: dict[str, Evidence]) -> list[Evidence]:
     """The stored results in evidence-key order: the order a decision cites them in."""
     return list(map(evidence.__getitem__, sorted(evidence)))
-
-
-def _answered(kept: DetectorTally | None, segments: int) -> int:
-    """How many of the version's `segments` a detector's results answered: all of them for a
-    result of the whole content (-1; for a single segment that is segment 0 too), else those in
-    range, each once (the tally holds each id once)."""
-    if kept is None:
-        return 0
-    ids = kept.segments
-    if -1 in ids:
-        return max(segments, 0)
-    return sum(1 for segment in ids if 0 <= segment < segments)
-
-
-def tally_of(evidence: dict[str, Evidence]) -> dict[str, DetectorTally] | None:
-    """The tally of results already stored (a state stored before the tally was kept), or None
-    where a key is from before issue 12 (`detector|model|None`): only such keys can hold two
-    results of one (detector, segment, model version), which `_overwritten` reads, so those
-    states are read result by result for good."""
-    tally: dict[str, DetectorTally] = {}
-    for key, entry in evidence.items():
-        if key.endswith(PRE_ISSUE_12_KEY):
-            return None
-        add_to_tally(tally, entry)
-    return tally
-
-
-def add_to_tally(tally: dict[str, DetectorTally], entry: Evidence) -> None:
-    """One stored result added to its detector's tally, as `_results` and `_best` read it."""
-    kept = tally.get(entry.detector)
-    if kept is None:
-        kept = tally[entry.detector] = DetectorTally()
-    kept.results += 1
-    segment = -1 if entry.segment_id is None else entry.segment_id
-    if segment not in kept.segments:
-        kept.segments.append(segment)
-    if entry.status != "ok":
-        kept.failed = True
-        return
-    scores = entry.scores
-    if not scores:
-        return
-    best = kept.best
-    for label, value in scores.items():
-        score = _score(value)
-        if score < 0.0:
-            kept.broken = True
-        elif score > best.get(label, -1.0):
-            best[label] = score
 
 
 def _results(
@@ -195,7 +141,7 @@ def _best(scored: list[tuple[str, dict[str, Any]]]) -> Scores:
     broken: set[str] = set()
     for detector, scores in scored:
         for label, value in scores.items():
-            score = _score(value)
+            score = score_of(value)
             if score < 0.0:
                 broken.add(detector)
                 continue
@@ -203,17 +149,6 @@ def _best(scored: list[tuple[str, dict[str, Any]]]) -> Scores:
             if score > best.get(key, -1.0):
                 best[key] = score
     return best, broken
-
-
-def _score(value: Any) -> float:
-    """A stored score as a float in [0, 1], or -1.0 where it is none (`policy.is_score`,
-    inlined: the range excludes NaN and inf). A plain float, what a detector sends, is told
-    apart by its type alone."""
-    if type(value) is float:
-        return value if 0.0 <= value <= 1.0 else -1.0
-    if isinstance(value, _NUMBER) and not isinstance(value, bool) and 0.0 <= value <= 1.0:
-        return float(value)  # after the range: a huge int is no float
-    return -1.0
 
 
 def provenance_of(results: list[Evidence]) -> list[dict[str, Any]]:

@@ -30,6 +30,7 @@ from typing import Any
 from modstream.core.ids import sha256_hex as sha256_hex
 from modstream.moderation import language
 from modstream.moderation.state import Evidence, Output, State, uploaded
+from modstream.moderation.tally import answered_segments, counted_tally
 from modstream.policy.evaluate import SEVERITY_RANK, CompiledPolicy, ContentFacts, EvidenceView
 
 # A rule reading a gate detector that matches with this outcome or worse fails the gate.
@@ -230,6 +231,9 @@ def _gate_status(state: State, policy: CompiledPolicy, gates: list[str]) -> str:
     one's, as in `EvidenceView.from_segments`)."""
     evidence = state.evidence
     segments = uploaded(state).segments
+    settled = _gates_tallied(state, gates, segments)
+    if settled is not None:
+        return settled
     answered: dict[str, set[int | None]] = {detector: set() for detector in gates}
     keys = []
     for key, result in evidence.items():
@@ -256,6 +260,22 @@ def _gate_status(state: State, policy: CompiledPolicy, gates: list[str]) -> str:
     if view.unknown & gating:
         return "failed"
     return _gate_rule_fails(state, policy, view, gating)
+
+
+def _gates_tallied(state: State, gates: list[str], segments: int) -> str | None:
+    """What the walk of `_gate_status` returns before it reads scores, from the tally kept as
+    the results were stored (modstream/moderation/tally.py): `failed` when a gate detector's
+    result failed, `waiting` while one has not answered every segment; None once all answered
+    (their scores are read then, once), or where the tally does not count every result. A
+    video's gate is asked after each of its results: this keeps that ask from walking them."""
+    tally = counted_tally(state)
+    if tally is None:
+        return None
+    if any(detector in tally and tally[detector].failed for detector in gates):
+        return "failed"
+    if any(answered_segments(tally.get(detector), segments) < segments for detector in gates):
+        return "waiting"
+    return None
 
 
 def _gate_rule_fails(

@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modstream.moderation import state_schema
-from modstream.moderation.evidence_view import add_to_tally, read_evidence, tally_of
+from modstream.moderation.evidence_view import read_evidence
 from modstream.moderation.state import Evidence, VersionState, new_state
+from modstream.moderation.tally import add_to_tally, tally_of
+from modstream.scanning import plan as scan_plan
 from modstream.testing.records import T0
 from modstream.testing.versions import CTX, Version, content, image, image_evidence
 
@@ -91,6 +93,26 @@ def test_a_read_from_the_tally_is_the_read_of_every_result(
         _same_read(read_evidence(state, POLICY, ts), read_evidence(_walked(state), POLICY, ts))
     # Made at once from what is stored (a state stored before the tally), it is the same tally.
     assert tally_of(state.evidence) == state.tally
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    results=st.lists(RESULT, max_size=24),
+    segments=st.sampled_from([0, 1, 3]),
+    modality=st.sampled_from(["image", "video"]),
+)
+def test_the_gate_read_from_the_tally_is_the_gate_read_from_every_result(
+    results: list[tuple[Any, ...]], segments: int, modality: str
+) -> None:
+    """modstream/scanning/plan.py `gate_status`: `failed` and `waiting` come from the tally, and
+    the gate's scores are read from the results once every gate detector answered; the walk
+    of every result says the same after each result (the shipped policy gates image and video
+    on `media_check`)."""
+    assert POLICY is not None and scan_plan.gate(POLICY, modality) == ["media_check"]
+    state = _state(segments, modality)
+    for result in results:
+        _store(state, result)
+        assert scan_plan.gate_status(state, POLICY) == scan_plan.gate_status(_walked(state), POLICY)
 
 
 def test_the_tally_counts_segments_failures_and_broken_scores_as_the_walk_reads_them() -> None:

@@ -34,9 +34,9 @@ from typing import Any
 
 from modstream.contract.detector import first_finding_ms
 from modstream.moderation.decide import decide
-from modstream.moderation.evidence_view import PRE_ISSUE_12_KEY, add_to_tally, tally_of
 from modstream.moderation.rules import deadline
 from modstream.moderation.state import Context, Evidence, Output, State, StepResult
+from modstream.moderation.tally import PRE_ISSUE_12_KEY, add_to_tally, tally_of
 from modstream.scanning import plan as scan_plan
 from modstream.scanning.plan import segment as _segment
 
@@ -72,7 +72,7 @@ def on_detector_result(
 
 
 def _take_evidence(state: State, key: str, entry: Evidence, ts: int, ctx: Context) -> list[Output]:
-    """Store one detector result (and tally it: `evidence_view.add_to_tally`), plan what it
+    """Store one detector result (and tally it: `tally.add_to_tally`), plan what it
     unlocks (cost order), and decide."""
     state.evidence[key] = entry
     tally = state.tally
