@@ -111,8 +111,21 @@ class _Policy:
         position = bisect_right(self.snapshots, ts, key=_snapshot_ts)
         return self.snapshots[position - 1] if position else None
 
+    def span(self, ts: int) -> tuple[int, int]:
+        """The event times [start, end) around `ts` that `at` answers alike: from the snapshot
+        in force at `ts` (or the earliest time) to the next one (or the latest time)."""
+        position = bisect_right(self.snapshots, ts, key=_snapshot_ts)
+        start = self.snapshots[position - 1].ts if position else _EARLIEST
+        end = self.snapshots[position].ts if position < len(self.snapshots) else _LATEST
+        return start, end
+
     def latest(self) -> Snapshot | None:
         return self.snapshots[-1] if self.snapshots else None
+
+
+# Bounds of event time (a signed 64-bit `ts`, as Flink's timestamps) for `_Policy.span`.
+_EARLIEST = -(2**63)
+_LATEST = 2**63
 
 
 def _snapshot_ts(snapshot: Snapshot) -> int:
@@ -170,9 +183,24 @@ class PolicyStore:
         self._policies: dict[str, _Policy] = {}
         self._event_ids: set[str] = set()
         self._sequence = 0
+        # The last resolution that does not depend on the content id (no canary), with what it
+        # holds for: (records accepted then, policy id, from ts, until ts). Each input and
+        # timer of the moderation job asks (`resolve`), nearly all within one policy snapshot.
+        self._held: tuple[int, str, int, int, Resolution] | None = None
 
     # What the moderation job asks.
     def resolve(self, policy_id: str, ts: int, content_id: str) -> Resolution:
+        """The policy that decides `content_id` at event time `ts` and those it is compared
+        with in shadow. Kept between calls for the span of event time it holds for (no record
+        accepted since, no canary: a canary splits by content id, so that is resolved anew)."""
+        held = self._held
+        if (
+            held is not None
+            and held[0] == self._sequence
+            and held[2] <= ts < held[3]
+            and held[1] == policy_id
+        ):
+            return held[4]
         policy = self._policies.get(policy_id)
         snapshot = policy.at(ts) if policy else None
         if policy is None or snapshot is None:
@@ -188,7 +216,11 @@ class PolicyStore:
                 shadows.append(canary)
         if snapshot.shadow is not None:
             shadows.append(policy.versions[snapshot.shadow])
-        return Resolution(decide, tuple(shadows), snapshot.paused)
+        resolution = Resolution(decide, tuple(shadows), snapshot.paused)
+        if snapshot.canary is None:
+            start, end = policy.span(ts)
+            self._held = (self._sequence, policy_id, start, end, resolution)
+        return resolution
 
     def snapshot(self, policy_id: str, ts: int | None = None) -> Snapshot | None:
         policy = self._policies.get(policy_id)

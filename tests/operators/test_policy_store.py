@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from modstream.contract import SchemaError
@@ -325,3 +325,51 @@ def test_a_rebuilt_store_keeps_checking_approvals() -> None:
     later = version_record(global_document(3), ts=ONE_MINUTE_LATER, approvals=[])
     assert _rejection(rebuilt, later).error_class == "policy"
     assert rebuilt.apply(version_record(global_document(3), ts=ONE_MINUTE_LATER), KEY)
+
+
+def _resolved(store: PolicyStore, ts: int, content_id: str) -> tuple[Any, ...]:
+    resolution = store.resolve("global", ts, content_id)
+    decide = resolution.decide.version if resolution.decide is not None else None
+    return decide, tuple(p.version for p in resolution.shadows), resolution.paused
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    steps=st.lists(
+        st.one_of(
+            st.tuples(
+                st.just("record"),
+                st.integers(0, 60),
+                st.sampled_from(["active", "shadow", "canary", "pause", "resume"]),
+            ),
+            st.tuples(st.just("ask"), st.integers(-10, 80), st.sampled_from(["c-1", "c-2", "c-3"])),
+        ),
+        max_size=30,
+    )
+)
+def test_a_resolution_kept_between_calls_is_what_a_store_built_anew_resolves(
+    steps: list[tuple[Any, ...]],
+) -> None:
+    """`resolve` keeps its last answer for the event times it holds for: asked at any time,
+    before or after any record, it answers as a store that never kept one."""
+    store = PolicyStore(TEST_KEYRING)
+    accepted: list[dict[str, Any]] = []
+    version = 1
+    for kind, at, what in steps:
+        if kind == "record":
+            if what in ("pause", "resume"):
+                command = "pause_publication" if what == "pause" else "resume_publication"
+                record = control(command, ts=T0 + at)
+            else:
+                percent = {"canary_percent": 50.0} if what == "canary" else {}
+                mode = "active" if what == "active" else what
+                record = version_record(global_document(version), ts=T0 + at, mode=mode, **percent)
+            try:
+                store.apply(record, KEY)
+            except Rejected:
+                continue
+            accepted.append(record)
+            version += 1
+            continue
+        anew = store_with(*accepted)
+        assert _resolved(store, T0 + at, what) == _resolved(anew, T0 + at, what)

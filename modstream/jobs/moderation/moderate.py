@@ -80,6 +80,7 @@ class Moderate(PolicyAware):
         self.watermark: int | None = None
         # The states this instance stored last, decoded (state_schema.DecodedStates).
         self.decoded = state_schema.DecodedStates(config.state_cache_versions)
+        self._clock_ms: int | None = None  # the processing clock of the current firing (`_run`)
 
     def open(self, runtime_context: RuntimeContext) -> None:
         super().open(runtime_context)  # `buffer`: input held before issue 14, drained on timers
@@ -280,6 +281,8 @@ class Moderate(PolicyAware):
         banks: HashBanks,
     ) -> tuple[Any, list[moderation.Output], list[int], list[Any]]:
         """Apply `inputs` (but those set aside) and the timer to the stored state."""
+        # The processing clock as of this firing, read once: its inputs and timer share it.
+        self._clock_ms = self.config.clock() if self.config.wall_clock else None
         state = self.decoded.load(raw_state)
         outputs: list[moderation.Output] = []
         letters: list[tuple[str, str | None, str, str, str, int]] = []
@@ -407,7 +410,7 @@ class Moderate(PolicyAware):
                 ts,
                 resolution.decide.document.phash_max_distance,
             )
-        clock_ms = self.config.clock() if self.config.wall_clock else None
+        clock_ms = self._clock_ms
         made_of = (resolution.decide, resolution.shadows, resolution.paused, matches, clock_ms)
         if self._made is not None and self._made[0] == made_of:
             return self._made[1]  # the same policies, matches and clock: the same Context
