@@ -101,9 +101,10 @@ def sanction_input(
     state: State, decision: dict[str, Any], policy: CompiledPolicy | None
 ) -> list[Output]:
     """The decision for the author's sanctions operator, when it can add or reverse a strike."""
-    strikes = policy.document.strikes if policy is not None else None
-    reasons = set(strikes.reasons) if strikes is not None else set()
-    offense = decision["outcome"] in VIOLATING_OUTCOMES and bool(reasons & set(decision["reasons"]))
+    reasons = policy.strike_reasons if policy is not None else frozenset()
+    offense = decision["outcome"] in VIOLATING_OUTCOMES and not reasons.isdisjoint(
+        decision["reasons"]
+    )
     overturn = decision["trigger"] in HUMAN_TRIGGERS
     if decision["state"] == "deleted" or not (offense or overturn):
         return []
@@ -113,7 +114,7 @@ def sanction_input(
             uploaded(state).author_id,
             {
                 "decision": decision,
-                "strikes": strikes.model_dump(mode="json") if strikes is not None else None,
+                "strikes": policy.strikes_json if policy is not None else None,
             },
         )
     ]
