@@ -207,6 +207,7 @@ def index_entry(state: State, decision: dict[str, Any]) -> Output:
         "human": state.human is not None,
         "upload_ts": content.ts if content else None,
         "ts": decision["ts"],
-        "language": language.of_evidence(state.evidence) if content else None,
+        # The decision's own: read from the same evidence in the same step (`decision_record`).
+        "language": decision["language"] if content else None,
     }
     return ("moderation.index", index_key(state.content_id, state.content_version), record)

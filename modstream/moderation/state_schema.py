@@ -322,6 +322,11 @@ class DecodedStates:
     def __len__(self) -> int:
         return len(self._kept)
 
+    def __reduce__(self) -> tuple[Any, tuple[int]]:
+        """Pickled (PyFlink ships its functions pickled) as its capacity alone: a copy keeps
+        no state, so it starts empty."""
+        return DecodedStates, (self.capacity,)
+
     def load(self, raw: str | bytes | None) -> VersionState | None:
         """`load_version(raw)`, from the states kept where `raw` is one's stored bytes."""
         if not raw:

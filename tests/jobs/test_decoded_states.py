@@ -8,6 +8,7 @@ import dataclasses
 import json
 from typing import Any
 
+import cloudpickle
 import pytest
 import yaml
 
@@ -127,3 +128,13 @@ def test_the_kept_states_change_no_output_and_no_stored_byte(extras: bool) -> No
     assert len(kept_out) > len(records) // 2
     assert kept_out == none_out
     assert kept.states == none.states and kept.refused == none.refused
+
+
+def test_a_pickled_moderate_function_keeps_its_cache_size_and_none_of_its_states() -> None:
+    """PyFlink ships `Moderate` pickled to each TaskManager: the copy has an empty cache."""
+    policy = yaml.safe_load(GLOBAL_YAML.read_text())
+    adapter = Moderate(ModerationConfig(trusted_policy=policy, state_cache_versions=5))
+    adapter.decoded.dump(_state())
+    copied = cloudpickle.loads(cloudpickle.dumps(adapter))
+    assert copied.decoded.capacity == 5 and len(copied.decoded) == 0
+    assert len(adapter.decoded) == 1
