@@ -76,7 +76,7 @@ def notification(
 ) -> Output:
     """What the author is told about a visible change: the policy's notice for the first
     reason that has one (never evidence, scores or rule text), and whether an appeal is open."""
-    notices = policy.document.notices if policy is not None else {}
+    notices = policy.notices if policy is not None else {}
     reason = next((r for r in verdict.reasons if r in notices), None)
     reason_code = reason or (verdict.reasons[0] if verdict.reasons else verdict.outcome.lower())
     message = notices[reason] if reason else DEFAULT_NOTICES[verdict.outcome]

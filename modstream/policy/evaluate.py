@@ -247,6 +247,18 @@ class CompiledPolicy:
             for modality, req in document.detectors.items()
         }
         self._default_floors = (document.scanning, document.unknown)
+        # Read on every evaluation: the document's fields held as plain attributes, not read
+        # through its pydantic model each time (issue 26).
+        self.hash_banks = document.hash_banks
+        self.notices: dict[str, str] = dict(document.notices)
+        self.default_outcome: str = document.default
+        self.provisional_ttl_ms: int | None = document.provisional_ttl_ms
+        reports = document.reports
+        self._report_review: tuple[float, ReviewAsk] | None = (
+            None
+            if reports is None
+            else (reports.review_threshold, ReviewAsk(reports.queue, reports.priority, "reports"))
+        )
         # What a decision's sanctions entry carries (modstream/moderation/records.py): the reasons
         # that are strikes and the strike rules as JSON, made once (a pydantic dump each time
         # cost about 8,000 instructions a decision). Read only: shared by every entry.
@@ -362,9 +374,9 @@ class CompiledPolicy:
             self._tally_banks(context.hash_matches, tally)
         self._tally_rules(context, tally)
         self._tally_floor(facts, evidence.outstanding, context, tally)
-        reports = self.document.reports
-        if reports is not None and facts.report_count >= reports.review_threshold:
-            tally.review.append(ReviewAsk(reports.queue, reports.priority, "reports"))
+        report_review = self._report_review
+        if report_review is not None and facts.report_count >= report_review[0]:
+            tally.review.append(report_review[1])
         outcome = most_severe(tally.outcomes) or "PENDING"
         restriction = tally.restriction if outcome == "RESTRICT" else None
         return self._finish(
@@ -387,7 +399,7 @@ class CompiledPolicy:
             scores, broken = dict(evidence.scores), set()
         else:
             scores, broken = _clean_scores(evidence.scores)
-        known_banks = self.document.hash_banks
+        known_banks = self.hash_banks
         return EvalContext(
             modality=facts.modality,
             surface=facts.surface,
@@ -406,7 +418,7 @@ class CompiledPolicy:
     def _tally_banks(self, banks: Iterable[str], tally: _Tally) -> None:
         """Each matched bank's outcome and reason, in bank-name order."""
         for bank in sorted(banks):
-            bank_rule = self.document.hash_banks[bank]
+            bank_rule = self.hash_banks[bank]
             tally.outcomes.append(bank_rule.outcome)
             tally.reasons.append(bank_rule.reason)
             tally.matched.append(f"hash_bank:{bank}")
@@ -444,7 +456,6 @@ class CompiledPolicy:
     ) -> None:
         """The floor while evidence is outstanding or unknown (a hash-bank match decides
         without waiting for detectors); the policy's default when nothing else spoke."""
-        document = self.document
         scanning, unknown = self.floors(facts.modality)
         floor: OutcomeBySurface | None = None
         if context.hash_matches:
@@ -459,7 +470,7 @@ class CompiledPolicy:
             if not tally.matched:
                 tally.reasons.append(reason)
         if not tally.outcomes:
-            tally.outcomes.append(document.default)
+            tally.outcomes.append(self.default_outcome)
 
     def fast_gate(
         self,
@@ -475,9 +486,9 @@ class CompiledPolicy:
         if human_outcome is not None:
             outcome, reason = human_outcome
             return self._finish(outcome, None, (reason or "human_review",), (), (), ts, paused)
-        banks = sorted(bank for bank in hash_matches if bank in self.document.hash_banks)
+        banks = sorted(bank for bank in hash_matches if bank in self.hash_banks)
         if banks:
-            rules = [self.document.hash_banks[bank] for bank in banks]
+            rules = [self.hash_banks[bank] for bank in banks]
             outcome = most_severe(rule.outcome for rule in rules) or "BLOCK"
             restriction = next(
                 (r.restriction for r in rules if r.outcome == outcome and r.restriction), None
@@ -513,7 +524,7 @@ class CompiledPolicy:
         if paused and SEVERITY_RANK[outcome] < SEVERITY_RANK["PENDING"]:
             outcome, restriction = "PENDING", None
             reasons = (*reasons, "publication_paused")
-        ttl = self.document.provisional_ttl_ms
+        ttl = self.provisional_ttl_ms
         expires = ts + ttl if outcome == "PROVISIONAL_ALLOW" and ttl is not None else None
         return Verdict(outcome, restriction, reasons, matched, review, expires, limit_failed)
 

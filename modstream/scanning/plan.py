@@ -87,7 +87,7 @@ def bank_blocked(policy: CompiledPolicy | None, hash_matches: Iterable[str]) -> 
     versions are scanned."""
     if policy is None:
         return False
-    banks = policy.document.hash_banks
+    banks = policy.hash_banks
     return any(bank in banks and banks[bank].outcome == "BLOCK" for bank in hash_matches)
 
 
