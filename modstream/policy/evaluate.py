@@ -227,6 +227,38 @@ class _Tally:
         self.restriction: str | None = None
 
 
+def _limits(document: PolicyDocument) -> dict[str, tuple[int | None, frozenset[str] | None]]:
+    """Per modality: (max_bytes, mime_types), None where the policy sets no limit."""
+    return {
+        modality: (
+            limit.max_bytes,
+            None if limit.mime_types is None else frozenset(limit.mime_types),
+        )
+        for modality, limit in document.limits.items()
+    }
+
+
+def _rule_matches(rules: list[CompiledRule]) -> list[RuleMatch]:
+    """Per rule, in rule order, what a match adds: read on every evaluation, so held as a
+    tuple rather than read from the rule's document model (an attribute of a pydantic model
+    costs a Python-level lookup each; issue 26)."""
+    return [
+        (
+            compiled.condition.evaluate,
+            compiled.rule.id,
+            compiled.rule.outcome,
+            compiled.rule.reason,
+            compiled.rule.restriction,
+            None
+            if compiled.rule.review is None
+            else ReviewAsk(
+                compiled.rule.review.queue, compiled.rule.review.priority, compiled.rule.id
+            ),
+        )
+        for compiled in rules
+    ]
+
+
 class CompiledPolicy:
     """One policy version, compiled once: rules indexed by the cheap conditions they need."""
 
@@ -269,32 +301,8 @@ class CompiledPolicy:
         self.strikes_json: dict[str, Any] | None = (
             strikes.model_dump(mode="json") if strikes is not None else None
         )
-        # Per modality: (max_bytes, mime_types), None where the policy sets no limit.
-        self._limits: dict[str, tuple[int | None, frozenset[str] | None]] = {
-            modality: (
-                limit.max_bytes,
-                None if limit.mime_types is None else frozenset(limit.mime_types),
-            )
-            for modality, limit in document.limits.items()
-        }
-        # Per rule, in rule order, what a match adds: read on every evaluation, so held here as
-        # a tuple rather than read from the rule's document model (an attribute of a pydantic
-        # model costs a Python-level lookup each; issue 26).
-        self._matches: list[RuleMatch] = [
-            (
-                compiled.condition.evaluate,
-                compiled.rule.id,
-                compiled.rule.outcome,
-                compiled.rule.reason,
-                compiled.rule.restriction,
-                None
-                if compiled.rule.review is None
-                else ReviewAsk(
-                    compiled.rule.review.queue, compiled.rule.review.priority, compiled.rule.id
-                ),
-            )
-            for compiled in rules
-        ]
+        self._limits = _limits(document)
+        self._matches = _rule_matches(rules)
         self._always, self._by_modality, self._by_bank, self._by_score = index_rules(rules)
         self.rules_by_id = {compiled.rule.id: compiled for compiled in rules}
         # The rule reasons a reviewer's `reason` may name (modstream/moderation/verdict.py).
