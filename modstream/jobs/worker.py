@@ -18,7 +18,10 @@ import os
 import struct
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any, BinaryIO
+
+from modstream.jobs import collector
 
 _LENGTH = struct.Struct(">i")
 _STATUS = struct.Struct(">Bi")
@@ -42,8 +45,9 @@ def write_answer(stream: BinaryIO, status: int, body: bytes) -> None:
     stream.flush()
 
 
-def serve(source: BinaryIO, sink: BinaryIO) -> int:
-    """Make the handler, then answer calls until the input ends; the exit status."""
+def serve(source: BinaryIO, sink: BinaryIO, made_hook: Callable[[], None] = lambda: None) -> int:
+    """Make the handler (then call `made_hook`), then answer calls until the input ends; the
+    exit status."""
     head = [read_frame(source) for _ in range(4)]
     if any(part is None for part in head):
         return 0  # closed before it started
@@ -55,6 +59,7 @@ def serve(source: BinaryIO, sink: BinaryIO) -> int:
     except Exception:
         write_answer(sink, 1, traceback.format_exc().encode())
         return 1
+    made_hook()
     write_answer(sink, 0, b"")
     while True:
         method = read_frame(source)
@@ -78,7 +83,7 @@ def main() -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     source = os.fdopen(os.dup(0), "rb", buffering=1 << 16)
-    return serve(source, sink)
+    return serve(source, sink, collector.settle)  # as the embedded interpreter does
 
 
 if __name__ == "__main__":

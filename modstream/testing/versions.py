@@ -148,20 +148,19 @@ def appeal(appeal_id: str = "a-1", at: int = T0 + 25 * ONE_SECOND) -> dict[str, 
     }
 
 
+# The upload's facts a `Content` keeps, taken from `records.upload` so the two cannot drift apart.
+_UPLOAD_FACTS = (
+    "author_id", "surface", "region", "audience", "account_risk", "size_bytes", "mime_type",
+)  # fmt: skip
+
+
 def content(upload_ts: int, modality: str = "text", **fields: Any) -> Content:
-    """A version's uploaded `Content` at `upload_ts` (a text comment by default) for a test
-    that builds a state by hand; `fields` override any other fact."""
-    facts: dict[str, Any] = {
-        "author_id": "author-1",
-        "surface": "comment",
-        "region": "DE",
-        "audience": "all",
-        "account_risk": 0.2,
-        "size_bytes": 52,
-        "mime_type": "text/plain",
-        **fields,
-    }
-    return Content(ts=upload_ts, modality=modality, **facts)
+    """A version's uploaded `Content` at `upload_ts` (`records.upload`'s text comment by
+    default, without its hashes) for a test that builds a state by hand; `fields` override any
+    other fact."""
+    record = upload(at=upload_ts)
+    facts = {name: record[name] for name in _UPLOAD_FACTS}
+    return Content(ts=upload_ts, modality=modality, **{**facts, **fields})
 
 
 def image(**fields: Any) -> dict[str, Any]:

@@ -126,3 +126,46 @@ def test_a_snapshot_of_another_format_is_refused(jvm: Any) -> None:
     snapshot[1] = 2
     with pytest.raises(Py4JJavaError, match="held input of an unknown format: 2"):
         jvm.io.modstream.flink.HeldInput().restore(bytes(snapshot))
+
+
+# Strings about each MessagePack head's bounds (fixstr below 32 bytes, str8, str16, str32), in
+# ASCII and not (two-byte, three-byte and four-byte UTF-8, a surrogate pair in Java).
+EDGE_STRINGS = [
+    "",
+    "a" * 31,
+    "a" * 32,
+    "b" * 255,
+    "b" * 256,
+    "c" * 65_535,
+    "c" * 65_536,
+    "é",
+    "é" * 16,
+    "日本" * 50,
+    "x" * 254 + "é",
+    "🙂 emoji",
+    '{"text":"naïve \\u00e9"}',
+]
+EDGE_INTEGERS = [
+    0, 1, 127, 128, -1, -32, -33, 255, 65_536, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63),
+]  # fmt: skip
+
+
+def test_a_snapshot_is_messagepack_that_msgspec_reads_back_at_every_size_and_character(
+    jvm: Any,
+) -> None:
+    """MsgPack.Writer (the payloads to Python and the checkpoints) against msgspec's reader: every
+    string and integer at the bounds of its head comes back as it went in."""
+    import msgspec
+
+    records = [
+        (f"k{n}", EDGE_STRINGS[n % len(EDGE_STRINGS)], EDGE_STRINGS[-1 - n % len(EDGE_STRINGS)],
+         EDGE_INTEGERS[n % len(EDGE_INTEGERS)], EDGE_INTEGERS[-1 - n % len(EDGE_INTEGERS)])
+        for n in range(len(EDGE_STRINGS) * len(EDGE_INTEGERS))
+    ]  # fmt: skip
+    memory = held(jvm, records)
+    read: list[tuple[str, str, str, int, int]] = []
+    for group in memory.snapshot(MAX_PARALLELISM).values():
+        held_format, rows = msgspec.msgpack.decode(bytes(group))
+        assert held_format == 1
+        read += [tuple(row) for row in rows]
+    assert sorted(read) == sorted(records)

@@ -6,13 +6,14 @@ exercised with the job in tests/integration/test_python_workers.py."""
 
 from __future__ import annotations
 
+import gc
 import io
 import struct
 import subprocess
 import sys
 
 from modstream.core.config import PROJECT_ROOT
-from modstream.jobs import worker
+from modstream.jobs import collector, worker
 
 
 class Echo:
@@ -27,6 +28,10 @@ class Echo:
 
     def boom(self, payload: bytes) -> bytes:
         raise ValueError(f"refused {payload!r}")
+
+    def collector(self, _payload: bytes) -> bytes:
+        """The interpreter's collector as the handler sees it: thresholds, frozen objects."""
+        return repr((gc.get_threshold(), gc.get_freeze_count() > 0)).encode()
 
 
 def frames(*parts: bytes) -> bytes:
@@ -87,3 +92,19 @@ def test_the_process_keeps_its_output_for_frames_and_prints_to_stderr() -> None:
     assert done.returncode == 0
     assert answers(done.stdout) == [(0, b""), (0, b"cfg/3:p")]
     assert b"a handler's print goes to stderr" in done.stderr
+
+
+def test_the_process_settles_its_collector_once_the_handler_is_made() -> None:
+    """The worker process runs its collector as the embedded interpreter does
+    (modstream/jobs/collector.py): what the handler's making left frozen, the thresholds set."""
+    done = subprocess.run(
+        [sys.executable, "-m", "modstream.jobs.worker"],
+        input=frames(*START, b"collector", b""),
+        capture_output=True,
+        cwd=PROJECT_ROOT,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert answers(done.stdout) == [(0, b""), (0, repr((collector.THRESHOLDS, True)).encode())]
+    assert gc.get_threshold() != collector.THRESHOLDS  # this process: Python's defaults

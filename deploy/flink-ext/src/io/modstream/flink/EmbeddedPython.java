@@ -63,6 +63,10 @@ public final class EmbeddedPython implements Serializable {
     public static final ConfigOption<Boolean> WORKER_PROCESS =
             ConfigOptions.key("modstream.python.worker-process").booleanType().defaultValue(false)
                     .withDescription("Run each batched operator's Python in a process of its own");
+    /** Run in the interpreter once a handler is made: its garbage collector frozen and set
+     * (modstream/jobs/collector.py), as the worker process does. */
+    static final String SETTLE =
+            "import modstream.jobs.collector as _modstream_collector\n_modstream_collector.settle()";
     private final Configuration pythonConfig;
     private final boolean workerProcess;
 
@@ -129,7 +133,8 @@ public final class EmbeddedPython implements Serializable {
         String name = prefix + subtask + "_" + System.identityHashCode(owner);
         interpreter.set(name + "_config", pickledConfig);
         interpreter.exec("import " + module + " as " + name + "_module\n"
-                + name + " = " + name + "_module." + cls + "(" + name + "_config, " + subtask + ")");
+                + name + " = " + name + "_module." + cls + "(" + name + "_config, " + subtask + ")\n"
+                + SETTLE);
         return name;
     }
 
