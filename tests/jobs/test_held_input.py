@@ -163,9 +163,19 @@ def test_a_snapshot_is_messagepack_that_msgspec_reads_back_at_every_size_and_cha
         for n in range(len(EDGE_STRINGS) * len(EDGE_INTEGERS))
     ]  # fmt: skip
     memory = held(jvm, records)
+    before = memory.chars()
+    first = {int(group): bytes(data) for group, data in memory.snapshot(MAX_PARALLELISM).items()}
     read: list[tuple[str, str, str, int, int]] = []
-    for group in memory.snapshot(MAX_PARALLELISM).values():
-        held_format, rows = msgspec.msgpack.decode(bytes(group))
+    for group in first.values():
+        held_format, rows = msgspec.msgpack.decode(group)
         assert held_format == 1
         read += [tuple(row) for row in rows]
     assert sorted(read) == sorted(records)
+    # The next checkpoint copies each record's entry as the first made it: the same bytes. The
+    # entries count toward the spill bound while held, and leave with their records.
+    again = {int(group): bytes(data) for group, data in memory.snapshot(MAX_PARALLELISM).items()}
+    assert again == first
+    assert memory.chars() > before
+    for key, *_ in records:
+        memory.take(key, 2**63 - 1)
+    assert (memory.size(), memory.chars()) == (0, 0)

@@ -24,6 +24,7 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeutils.base.LongSerializer;
 import org.apache.flink.api.java.typeutils.RowTypeInfo;
 import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.Gauge;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.runtime.checkpoint.CheckpointType;
 import org.apache.flink.runtime.state.AbstractKeyedStateBackend;
@@ -261,6 +262,13 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
         recordsIn = group.counter("batched_records_in");
         pythonNanos = group.counter("python_fire_ns");
         spills = group.counter("held_input_spills");
+        // The records held in memory: each checkpoint writes every one of them (snapshotHeld),
+        // so a large hold costs each checkpoint its size. Read by the reporter's thread: a
+        // count read without a lock, at worst one update old.
+        group.gauge("held_input_records", (Gauge<Long>) () -> {
+            HeldInput held = heldInput;
+            return held == null ? 0L : (long) held.size();
+        });
         metrics = new PythonMetrics(group);
         openPython();
     }

@@ -26,6 +26,23 @@ final class MsgPack {
             return Arrays.copyOf(buf, size);
         }
 
+        /** The bytes written so far. */
+        int size() {
+            return size;
+        }
+
+        /** A copy of what was written from {@code start} ({@link #size} then) on. */
+        byte[] since(int start) {
+            return Arrays.copyOfRange(buf, start, size);
+        }
+
+        /** Values already written as MessagePack (what {@link #since} gave), appended as they
+         * are. */
+        Writer packed(byte[] values) {
+            raw(values);
+            return this;
+        }
+
         Writer nil() {
             ensure(1);
             buf[size++] = (byte) 0xc0;
