@@ -253,6 +253,12 @@ EXTENSION_METRICS: dict[str, Metric] = {
         "moderation",
         "times the batched keyed operator moved the input it held in memory to keyed state",
     ),
+    "held_input_records": Metric(
+        "gauge",
+        (),
+        "moderation",
+        "records the batched keyed operator holds in memory for the watermark",
+    ),
 }
 
 
