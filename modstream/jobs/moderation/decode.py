@@ -82,11 +82,22 @@ class Decode(ProcessFunction):  # type: ignore[misc]  # PyFlink's classes are un
         self, physical: str, key: str | None, raw: str | None, record_ts: int, lane: str, seq: int
     ) -> Row | tuple[OutputTag, Row]:
         """One source record as a DECODED_ROW, or (DLQ_TAG, its DLQ row)."""
+        item = self.fields(physical, key, raw, record_ts, lane, seq)
+        if item[0] is DLQ_TAG:
+            return DLQ_TAG, Row(*item[1])
+        return Row(*item[:7])
+
+    def fields(
+        self, physical: str, key: str | None, raw: str | None, record_ts: int, lane: str, seq: int
+    ) -> tuple[Any, ...]:
+        """`decode` without PyFlink's Row (a Python `__init__` per record, which the batched
+        engine only took apart again): (route, key, topic, value, ts, seq, lane, the admitted
+        record or None), or (DLQ_TAG, (DLQ topic, key, letter))."""
         topic = self.config.contract(physical)
         if topic == "policy.rules":
             # Verified and validated where it is applied (PolicyStore); never moves event time.
             ts = admission.event_time(admission.document_of(raw, self.config.limits), record_ts)
-            return Row("broadcast", topic, topic, raw or "", ts, seq, "")
+            return ("broadcast", topic, topic, raw or "", ts, seq, "", None)
         if topic not in KEYED_TOPICS and topic not in ("hash.bank", "review.grants"):
             refused = Refused(
                 "schema", f"{topic!r} is not an input of the moderation job", record_ts, key
@@ -106,24 +117,24 @@ class Decode(ProcessFunction):  # type: ignore[misc]  # PyFlink's classes are un
                 self.metrics.inc("bank_refused", reason="key")
                 right = hash_bank_key(record.bank, record.hash_type, record.hash)
                 return self._letter(physical, raw, Refused("schema", problem, ts, right))
-            return Row("broadcast", topic, topic, raw, ts, seq, "")
+            return ("broadcast", topic, topic, raw, ts, seq, "", record)
         if topic == "review.grants":
-            return Row("broadcast", topic, topic, raw, ts, seq, "")
+            return ("broadcast", topic, topic, raw, ts, seq, "", record)
         if topic == "moderation.reports":
             # First through the reporter-side gate (hourly limit, trust), keyed by reporter.
             reporter = record.reporter_id  # type: ignore[attr-defined]
-            return Row(
-                "report", reporter, topic, record.model_dump_json(), ts, seq, time_lane(topic, lane)
-            )
+            value = record.model_dump_json()
+            return ("report", reporter, topic, value, ts, seq, time_lane(topic, lane), record)
         if isinstance(record, DetectorResult):  # its scores' buckets, for score drift
             self.scores.count(record.detector, record.model_version, record.status, record.scores)
         version_key = f"{record.content_id}\x1f{record.content_version}"  # type: ignore[attr-defined]
         # Only uploads and evidence hold event time (modstream/moderation/admission.py, time_lane).
-        return Row(
-            "keyed", version_key, topic, record.model_dump_json(), ts, seq, time_lane(topic, lane)
-        )
+        value = record.model_dump_json()
+        return ("keyed", version_key, topic, value, ts, seq, time_lane(topic, lane), record)
 
-    def _letter(self, physical: str, raw: str | None, refused: Refused) -> tuple[OutputTag, Row]:
+    def _letter(
+        self, physical: str, raw: str | None, refused: Refused
+    ) -> tuple[OutputTag, tuple[str, str | None, str]]:
         self.metrics.inc("dlq", error_class=refused.error_class)
         letter = dead_letter(
             physical,
@@ -134,8 +145,10 @@ class Decode(ProcessFunction):  # type: ignore[misc]  # PyFlink's classes are un
             error_class=refused.error_class,  # type: ignore[arg-type]
             operator="moderation",
         )
-        return DLQ_TAG, Row(
-            self.config.physical("moderation.dlq"), refused.key, letter.model_dump_json()
+        return DLQ_TAG, (
+            self.config.physical("moderation.dlq"),
+            refused.key,
+            letter.model_dump_json(),
         )
 
 
@@ -171,14 +184,14 @@ def decoded(decoder: Decode, records: Iterable[Sequence[Any]]) -> list[list[Any]
     hash_rows = decoder.config.engine == ENGINE_BATCHED
     rows: list[list[Any]] = []
     for physical, key, raw, record_ts, lane, seq in records:
-        item = decoder.decode(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
-        if isinstance(item, tuple):
+        item = decoder.fields(physical, key, raw, int(record_ts or 0), lane or "", int(seq or 0))
+        if item[0] is DLQ_TAG:
             letter = item[1]
             rows.append([DLQ_ROUTE, letter[1], letter[0], letter[2], 0, 0, ""])
             continue
-        route, key, topic, value, ts, seq, lane = item
+        route, key, topic, value, ts, seq, lane, record = item
         rows.append([route, key, topic, value, ts, seq, lane])
         if hash_rows:
-            entries = hash_entries(route, topic, value, ts, seq)
+            entries = hash_entries(route, topic, value, ts, seq, record)
             rows.extend([HASH_ROUTE, *entry, ""] for entry in entries)
     return rows

@@ -40,12 +40,7 @@ class ScoreCounts:
             self._inc(series, bucket, 1)
 
     def _inc(self, series: drift.Series, bucket: str, count: int) -> None:
+        # The label values in the metric's order (detector, model_version, label, bucket): no
+        # keyword dict per score.
         detector, model_version, label = series
-        self.reporter.inc(
-            "detector_scores",
-            count,
-            detector=detector,
-            model_version=model_version,
-            label=label,
-            bucket=bucket,
-        )
+        self.reporter.add("detector_scores", (detector, model_version, label, bucket), count)

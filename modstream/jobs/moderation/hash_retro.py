@@ -41,12 +41,14 @@ def fan_out(value: Row) -> Iterator[Row]:
 
 
 def hash_entries(
-    kind: str, topic: str, raw: str, ts: int, seq: int
+    kind: str, topic: str, raw: str, ts: int, seq: int, admitted: Any = None
 ) -> Iterator[tuple[str, str, str, int, int]]:
     """`fan_out` of a decoded row's route, topic, value, ts and seq, as plain tuples (hash key,
-    "upload" | "bank", payload JSON, ts, seq): what BatchedDecode answers with, no Row made."""
+    "upload" | "bank", payload JSON, ts, seq): what BatchedDecode answers with, no Row made.
+    `admitted`: the record Decode admitted as `raw`, whose fields an upload's are read from
+    instead of parsing `raw` again (the same values: `raw` is its JSON)."""
     if kind == "keyed" and topic == "content.versions":
-        record = json.loads(raw)
+        record = json.loads(raw) if admitted is None else _upload_fields(admitted)
         if record.get("type") != "upsert":
             return
         upload = {
@@ -66,6 +68,18 @@ def hash_entries(
         payload = json.dumps(entry, separators=(",", ":"))
         for key in retro.bank_keys(entry["hash_type"], entry["hash"]):
             yield key, "bank", payload, ts, seq
+
+
+def _upload_fields(record: Any) -> dict[str, Any]:
+    """The fields of an admitted content.versions record (ContentUpsert or ContentDelete) an
+    upload's registration reads, as its JSON would give them."""
+    return {
+        "type": record.type,
+        "content_id": record.content_id,
+        "content_version": record.content_version,
+        "sha256": getattr(record, "sha256", None),
+        "phash": getattr(record, "phash", None),
+    }
 
 
 @python_calls.counted
