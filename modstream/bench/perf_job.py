@@ -137,7 +137,11 @@ def profile(out: Path, seconds: int, busy_s: int) -> dict[str, Any]:
     summary = {
         "pid": pid,
         "seconds": seconds,
-        "thread_cpu_s": {k: round(v, 2) for k, v in thread_seconds(before, after, hz).items()},
+        "thread_cpu_s": {  # threads of at least 0.05 s, the busiest first
+            name: round(spent, 2)
+            for name, spent in thread_seconds(before, after, hz).items()
+            if spent >= 0.05
+        },
         "version_thread": shares(report, VERSION_THREAD),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
