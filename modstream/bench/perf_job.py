@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from modstream.bench.measure import PROC
+from modstream.bench.measure import PROC, cpu_seconds
 
 BUSY_CORES = 0.8
 VERSION_THREAD = "moderate (batch"  # the version operator's task thread, as /proc cuts its name
@@ -102,14 +102,14 @@ def wait_for_jvm(since: float, poll_s: float = 1.0) -> int:
         time.sleep(poll_s)
 
 
-def wait_busy(pid: int, seconds: int, hz: int) -> None:
+def wait_busy(pid: int, seconds: int) -> None:
     """Until `pid` has used over BUSY_CORES of a core in `seconds` one-second samples."""
     busy = 0
-    last = sum(ticks for _, ticks in thread_ticks(pid).values())
+    last = cpu_seconds([pid])
     while busy < seconds:
         time.sleep(1)
-        now = sum(ticks for _, ticks in thread_ticks(pid).values())
-        busy = busy + 1 if now - last > BUSY_CORES * hz else busy
+        now = cpu_seconds([pid])
+        busy = busy + 1 if now - last > BUSY_CORES else busy
         last = now
 
 
@@ -118,7 +118,7 @@ def profile(out: Path, seconds: int, busy_s: int) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     hz = os.sysconf("SC_CLK_TCK")
     pid = wait_for_jvm(time.time() - 1)
-    wait_busy(pid, busy_s, hz)
+    wait_busy(pid, busy_s)
     before = thread_ticks(pid)
     data = out / "perf.data"
     subprocess.run(

@@ -8,7 +8,7 @@ object of the generations it collects. In the job's interpreter the old generati
 PyFlink and the libraries it imports, the configuration and policies, and the states kept
 decoded (modstream/moderation/state_schema.py `DecodedStates`), which every firing renews, so
 they keep reaching the old generation and bringing on whole-heap runs. `perf` on the job in
-`modstream bench --steady --variants modstream` found the collector at 8% of the version
+`modstream bench --steady --variants modstream` found the collector at 8.6% of the version
 operator's thread (docs/BENCHMARKS.md, stop 51). Two settings cut that:
 - what exists once a handler is made (modules, classes, the configuration) is frozen: moved to
   a generation no run walks again (`gc.freeze`), as a forking server does;

@@ -80,15 +80,20 @@ def test_a_frame_cut_short_is_an_error_not_a_call() -> None:
         raise AssertionError("a cut frame was served")
 
 
-def test_the_process_keeps_its_output_for_frames_and_prints_to_stderr() -> None:
-    done = subprocess.run(
+def run_worker(data: bytes) -> subprocess.CompletedProcess[bytes]:
+    """`python -m modstream.jobs.worker` fed `data` on its standard input, to its end."""
+    return subprocess.run(
         [sys.executable, "-m", "modstream.jobs.worker"],
-        input=frames(*START, b"echo", b"p"),
+        input=data,
         capture_output=True,
         cwd=PROJECT_ROOT,
         timeout=60,
         check=False,
     )
+
+
+def test_the_process_keeps_its_output_for_frames_and_prints_to_stderr() -> None:
+    done = run_worker(frames(*START, b"echo", b"p"))
     assert done.returncode == 0
     assert answers(done.stdout) == [(0, b""), (0, b"cfg/3:p")]
     assert b"a handler's print goes to stderr" in done.stderr
@@ -97,14 +102,7 @@ def test_the_process_keeps_its_output_for_frames_and_prints_to_stderr() -> None:
 def test_the_process_settles_its_collector_once_the_handler_is_made() -> None:
     """The worker process runs its collector as the embedded interpreter does
     (modstream/jobs/collector.py): what the handler's making left frozen, the thresholds set."""
-    done = subprocess.run(
-        [sys.executable, "-m", "modstream.jobs.worker"],
-        input=frames(*START, b"collector", b""),
-        capture_output=True,
-        cwd=PROJECT_ROOT,
-        timeout=60,
-        check=False,
-    )
+    done = run_worker(frames(*START, b"collector", b""))
     assert done.returncode == 0, done.stderr
     assert answers(done.stdout) == [(0, b""), (0, repr((collector.THRESHOLDS, True)).encode())]
     assert gc.get_threshold() != collector.THRESHOLDS  # this process: Python's defaults
