@@ -34,8 +34,9 @@ from modstream.core.limits import EARLIEST_TS, Limits
 from modstream.core.values import Value
 
 _LONG_MAX = 2**63 - 1
-# (topic, document) -> None when the signature is acceptable, else the reason (operators/signing).
-SignatureCheck = Callable[[str, Mapping[str, Any]], str | None]
+# (topic, document, the text it was parsed from) -> None when the signature is acceptable, else
+# the reason (modstream/trust/signing.py `check`).
+SignatureCheck = Callable[[str, Mapping[str, Any], str | bytes], str | None]
 
 
 class Admitted(Value):
@@ -83,7 +84,7 @@ def admit(
             if problem is not None:
                 return _refused("schema", f"ts: {problem}", document, fallback_ts, fallback_key)
         if signature is not None:
-            reason = signature(topic, document)
+            reason = signature(topic, document, raw if raw is not None else "")
             if reason is not None:
                 return _refused("signature", reason, document, fallback_ts, fallback_key)
         return Admitted(record, ts)

@@ -340,7 +340,7 @@ def _emit(config: ScanSettings, outcome: scan.ScanOutcome, handled: Handled) -> 
     results = config.physical("detector.results")
     for record in outcome.results:
         record = signing.signed("detector.results", record, config.keyring)
-        handled.emit(results, record["content_id"], json.dumps(record, separators=(",", ":")))
+        handled.emit(results, record["content_id"], signing.wire_json(record))
     for request, why in outcome.permanent:
         letter = dead_letter(
             config.physical(f"scan.requests.{request['modality']}"),

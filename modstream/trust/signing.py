@@ -150,16 +150,58 @@ def _pads(key: bytes) -> tuple[Any, Any]:
     return inner, outer
 
 
-def verify(record: Mapping[str, Any], key: bytes) -> bool:
-    """Constant-time check of `record['signature']` against `key`."""
+def verify(record: Mapping[str, Any], key: bytes, raw: str | bytes | None = None) -> bool:
+    """Constant-time check of `record['signature']` against `key`. With `raw`, the text
+    `record` was read from, a record sent as `wire_json` writes it is checked over the bytes
+    received (`_sent_body`), without writing the record again; any other is written as
+    `canonical_json` and checked over that."""
     claimed = record.get("signature")
     if not isinstance(claimed, str):
         return False
+    body = _sent_body(raw, claimed) if raw is not None else None
+    if body is not None and _matches(claimed, hmac_sha256_hex(key, body)):
+        return True
     try:
-        expected = sign(record, key)
+        expected = hmac_sha256_hex(key, canonical_json(record))
     except (TypeError, ValueError, RecursionError):
         return False
+    return _matches(claimed, expected)
+
+
+def _matches(claimed: str, digest: str) -> bool:
+    expected = SIGNATURE_PREFIX + digest
     return hmac.compare_digest(claimed.encode("utf-8"), expected.encode("utf-8"))
+
+
+def wire_json(record: Mapping[str, Any]) -> str:
+    """`record` as JSON text in the form its signature is cheapest to check: the canonical JSON
+    of its fields but `signature` (`canonical_json`), then `signature` last. Any JSON writer
+    may send a signed record; one sent so is checked over the bytes received (`verify`), about
+    a fifth of admitting a detector result (docs/BENCHMARKS.md, stop 52). A record with no
+    `signature`, or an empty one, is its canonical JSON."""
+    body = canonical_json(record).decode("utf-8")
+    claimed = record.get("signature")
+    if claimed is None or body == "{}":
+        return body
+    return body[:-1] + ',"signature":' + json.dumps(claimed, ensure_ascii=False) + "}"
+
+
+def _sent_body(raw: str | bytes, claimed: str) -> bytes | None:
+    """The bytes a record sent as `wire_json` writes it was signed over: `raw` without its
+    last member, `"signature":"<claimed>"`; None when `raw` does not end so.
+
+    Sound because `raw` already parsed as one JSON object (admission reads it first): a text
+    that ends with `,"signature":"..."}` ends with a member of its outermost object, never with
+    text inside a string (inside one, `,"` would close the string before a bare `signature`).
+    So these bytes are `raw`'s record without `signature`, written as it was sent. A signature
+    that verifies over them was made by the key's holder over exactly these bytes, which
+    `canonical_json` writes for this record and no other: the same answer as checking over
+    the record written again, which a record sent otherwise still gets."""
+    if isinstance(raw, str):
+        tail = ',"signature":"' + claimed + '"}'
+        return (raw[: -len(tail)] + "}").encode("utf-8") if raw.endswith(tail) else None
+    sent = b',"signature":"' + claimed.encode("utf-8", "replace") + b'"}'
+    return raw[: -len(sent)] + b"}" if raw.endswith(sent) else None
 
 
 # Which topics carry authority, and whose key signs each record.
@@ -191,11 +233,14 @@ AUTHORITY_TOPICS: dict[str, Producer] = {
 
 
 # The check every consumer of an authority topic runs, and what producers call.
-def check(topic: str, record: Mapping[str, Any], keyring: Keyring) -> str | None:
+def check(
+    topic: str, record: Mapping[str, Any], keyring: Keyring, raw: str | bytes | None = None
+) -> str | None:
     """None when `record` (the parsed JSON object as received, `signature` included) may pass;
     else a message for a DLQ row of class `signature`. Unsigned passes only where the topic
     does not require signatures; a present signature must verify with its producer's key,
-    which must be of the topic's role and granted the topic (modstream/trust/keyring.py)."""
+    which must be of the topic's role and granted the topic (modstream/trust/keyring.py).
+    `raw`: the text `record` was parsed from, when the caller has it (`verify`)."""
     producer_rule = AUTHORITY_TOPICS.get(topic)
     if producer_rule is None:
         return None
@@ -217,7 +262,7 @@ def check(topic: str, record: Mapping[str, Any], keyring: Keyring) -> str | None
             f"signing: {topic} signature refused: the producer in {producer_rule.describe()} "
             f"{refusal or 'has no key in this deployment'}"
         )
-    if not verify(record, key):
+    if not verify(record, key, raw):
         return (
             f"signing: {topic} signature does not verify with the key of the producer in "
             f"{producer_rule.describe()}"

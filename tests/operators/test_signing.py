@@ -401,3 +401,69 @@ def test_ids_hash_as_hashlib_does() -> None:
     for data in (b"", b"decision|c-1|2|3", "é".encode() * 100):
         assert SHA256(data).hexdigest() == hashlib.sha256(data).hexdigest()
     assert sha256_hex("decision", "c-1", 2, 3) == hashlib.sha256(b"decision|c-1|2|3").hexdigest()
+
+
+# A record checked over the bytes it was sent as (`wire_json`, `verify`'s `raw`).
+
+
+@pytest.mark.parametrize("topic", sorted(AUTHORITY_TOPICS))
+def test_a_record_sent_as_wire_json_verifies_over_the_bytes_sent(topic: str) -> None:
+    record = signed(topic, RECORDS[topic](), REQUIRED)
+    raw = signing.wire_json(record)
+    assert json.loads(raw) == record
+    assert raw.endswith(f',"signature":"{record["signature"]}"}}')
+    assert raw[: raw.rindex(',"signature"')] + "}" == canonical_json(record).decode()
+    assert signing._sent_body(raw, record["signature"]) == canonical_json(record)
+    assert signing._sent_body(raw.encode(), record["signature"]) == canonical_json(record)
+    for sent in (raw, raw.encode()):
+        assert check(topic, json.loads(sent), REQUIRED, sent) is None
+
+
+@pytest.mark.parametrize("topic", sorted(AUTHORITY_TOPICS))
+def test_the_bytes_sent_never_pass_what_the_record_would_not(topic: str) -> None:
+    """A forged field, another key, or a signature from another record: refused with the same
+    message whether checked over the bytes sent or over the record written again."""
+    record = signed(topic, RECORDS[topic](), REQUIRED)
+    forged = {**record, **FORGERIES[topic]}
+    other_key = {**RECORDS[topic](), "signature": sign(RECORDS[topic](), b"not-the-key")}
+    moved = {**forged, "signature": record["signature"]}  # a genuine signature on other fields
+    for bad in (forged, other_key, moved):
+        raw = signing.wire_json(bad)
+        expected = check(topic, bad, REQUIRED)
+        assert expected is not None and "does not verify" in expected
+        assert check(topic, json.loads(raw), REQUIRED, raw) == expected
+    # The genuine bytes with a forged field spliced in after them still end in the signature.
+    genuine = signing.wire_json(record)
+    spliced = genuine[:1] + '"zz":1,' + genuine[1:]
+    assert check(topic, json.loads(spliced), REQUIRED, spliced) is not None
+
+
+@given(
+    topic=st.sampled_from(sorted(AUTHORITY_TOPICS)),
+    extra=st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=4),
+    form=st.sampled_from(["wire", "json", "spaced", "signature-first"]),
+)
+def test_checking_the_bytes_sent_answers_as_checking_the_record(
+    topic: str, extra: dict[str, Any], form: str
+) -> None:
+    """However a signed record is written, `check` with its text gives the answer `check`
+    gives on the record alone: the bytes sent are only a shorter way to the same answer."""
+    base = RECORDS[topic]()
+    body = {**base, **{k: v for k, v in extra.items() if k not in base and k != "signature"}}
+    try:
+        record = signed(topic, body, REQUIRED)
+    except ValueError:  # NaN, infinity, a surrogate: no record to sign
+        return
+    writers = {
+        "wire": signing.wire_json,
+        "json": lambda r: json.dumps(r, separators=(",", ":")),
+        "spaced": json.dumps,
+        "signature-first": lambda r: json.dumps({"signature": r["signature"], **r}),
+    }
+    try:
+        raw = writers[form](record)
+    except ValueError:
+        return
+    parsed = json.loads(raw)
+    assert check(topic, parsed, REQUIRED, raw) == check(topic, parsed, REQUIRED)
+    assert check(topic, parsed, REQUIRED, raw) is None

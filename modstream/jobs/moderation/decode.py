@@ -53,7 +53,7 @@ def admit(
         fallback_ts=record_ts,
         fallback_key=key,
         time_checked=topic in KEYED_TOPICS,
-        signature=lambda name, document: signing.check(name, document, config.keyring),
+        signature=lambda name, document, text: signing.check(name, document, config.keyring, text),
     )
 
 
