@@ -179,3 +179,24 @@ def test_a_snapshot_is_messagepack_that_msgspec_reads_back_at_every_size_and_cha
     for key, *_ in records:
         memory.take(key, 2**63 - 1)
     assert (memory.size(), memory.chars()) == (0, 0)
+
+
+@pytest.mark.parametrize("count", [15, 16, 300])
+def test_a_snapshot_sized_to_its_entries_is_the_snapshot_grown_to_them(
+    jvm: Any, count: int
+) -> None:
+    """A key group's snapshot is written into an array sized to its entries (exactly, once every
+    entry was made at an earlier checkpoint): the same bytes, whatever the array head's size
+    (fixarray below 16 records, array16 from 16), new entries and old ones mixed."""
+    import msgspec
+
+    records = [("v1", "t", f"value-{n}-" + "é" * (n % 3), 100 + n, n) for n in range(count)]
+    memory = held(jvm, records[: count // 2])
+    memory.snapshot(MAX_PARALLELISM)  # the first half's entries made
+    for key, topic, value, ts, seq in records[count // 2 :]:
+        memory.add(key, jvm.io.modstream.flink.HeldInput.Record(topic, value, ts, seq))
+    mixed = [bytes(group) for group in memory.snapshot(MAX_PARALLELISM).values()]
+    exact = [bytes(group) for group in memory.snapshot(MAX_PARALLELISM).values()]
+    assert mixed == exact and len(exact) == 1
+    held_format, rows = msgspec.msgpack.decode(exact[0])
+    assert (held_format, [tuple(row) for row in rows]) == (1, records)

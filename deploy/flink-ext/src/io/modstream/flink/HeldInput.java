@@ -149,10 +149,15 @@ public final class HeldInput {
         TreeMap<Integer, byte[]> groups = new TreeMap<>();
         for (Map.Entry<Integer, List<String>> group : keysOf.entrySet()) {
             int records = 0;
+            long size = 0;  // the group's bytes: exact when every entry was made before
             for (String key : group.getValue()) {
-                records += byKey.get(key).size();
+                for (Record record : byKey.get(key)) {
+                    records++;
+                    size += record.packed != null ? record.packed.length : unpackedSize(key, record);
+                }
             }
-            MsgPack.Writer writer = new MsgPack.Writer();
+            size += 2 + MsgPack.Writer.arrayHead(records);
+            MsgPack.Writer writer = new MsgPack.Writer((int) Math.min(size, Integer.MAX_VALUE - 8));
             writer.array(2).integer(FORMAT).array(records);
             for (String key : group.getValue()) {
                 for (Record record : byKey.get(key)) {
@@ -170,6 +175,14 @@ public final class HeldInput {
             groups.put(group.getKey(), writer.bytes());
         }
         return groups;
+    }
+
+    /** About the bytes of a record's snapshot entry not made yet: its ASCII text's (a
+     * string of other characters takes more, and the writer then grows). */
+    private static long unpackedSize(String key, Record record) {
+        return 1 + 3 * 5 + 2 * 9 + key.length()
+                + (record.topic == null ? 0 : record.topic.length())
+                + (record.value == null ? 0 : record.value.length());
     }
 
     /** The records of one key group's {@link #snapshot}, held again in its order. */

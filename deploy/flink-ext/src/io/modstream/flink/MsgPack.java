@@ -19,11 +19,27 @@ final class MsgPack {
      * the version operator's thread the writer was 4.5% of its samples (perf, stop 51,
      * docs/BENCHMARKS.md). */
     static final class Writer {
-        private byte[] buf = new byte[4096];
+        private byte[] buf;
         private int size;
 
+        Writer() {
+            this(4096);
+        }
+
+        /** A writer whose first array holds {@code capacity} bytes: a writer sized to what it
+         * will write grows no array and copies none at {@link #bytes}. */
+        Writer(int capacity) {
+            buf = new byte[Math.max(16, capacity)];
+        }
+
+        /** What was written: the writer's own array when it is exactly full, else a copy. */
         byte[] bytes() {
-            return Arrays.copyOf(buf, size);
+            return size == buf.length ? buf : Arrays.copyOf(buf, size);
+        }
+
+        /** The bytes of an array head for {@code count} elements ({@link #array}). */
+        static int arrayHead(int count) {
+            return count < 16 ? 1 : count < 65536 ? 3 : 5;
         }
 
         /** The bytes written so far. */
