@@ -176,14 +176,14 @@ def _matches(claimed: str, digest: str) -> bool:
 def wire_json(record: Mapping[str, Any]) -> str:
     """`record` as JSON text in the form its signature is cheapest to check: the canonical JSON
     of its fields but `signature` (`canonical_json`), then `signature` last. Any JSON writer
-    may send a signed record; one sent so is checked over the bytes received (`verify`), about
-    a fifth of admitting a detector result (docs/BENCHMARKS.md, stop 52). A record with no
-    `signature`, or an empty one, is its canonical JSON."""
+    may send a signed record; one sent so is checked over the bytes received (`verify`): a
+    fifth fewer instructions to admit a detector result (docs/BENCHMARKS.md, stop 52). A record
+    without `signature` is its canonical JSON."""
     body = canonical_json(record).decode("utf-8")
-    claimed = record.get("signature")
-    if claimed is None or body == "{}":
+    if "signature" not in record:
         return body
-    return body[:-1] + ',"signature":' + json.dumps(claimed, ensure_ascii=False) + "}"
+    member = '"signature":' + json.dumps(record["signature"], ensure_ascii=False) + "}"
+    return body[:-1] + ("" if body == "{}" else ",") + member
 
 
 def _sent_body(raw: str | bytes, claimed: str) -> bytes | None:
