@@ -50,7 +50,7 @@ def admit_signed(
     except SchemaError as error:
         return None, f"console: {topic}: {error}"
     record = json.loads(raw)
-    refusal = check(topic, record, keyring)
+    refusal = check(topic, record, keyring, raw)
     return (None, refusal) if refusal is not None else (record, None)
 
 

@@ -83,7 +83,7 @@ def recheck(
     except SchemaError:
         return Verdict(False, "still_invalid")
     if keyring is not None and topic in signing.AUTHORITY_TOPICS:
-        problem = signing.check(topic, json.loads(raw), keyring)
+        problem = signing.check(topic, json.loads(raw), keyring, raw)
         if problem is not None:
             return Verdict(False, "bad_signature")
     content_id = getattr(record, "content_id", None)

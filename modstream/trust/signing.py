@@ -151,10 +151,14 @@ def _pads(key: bytes) -> tuple[Any, Any]:
 
 
 def verify(record: Mapping[str, Any], key: bytes, raw: str | bytes | None = None) -> bool:
-    """Constant-time check of `record['signature']` against `key`. With `raw`, the text
-    `record` was read from, a record sent as `wire_json` writes it is checked over the bytes
-    received (`_sent_body`), without writing the record again; any other is written as
-    `canonical_json` and checked over that."""
+    """Constant-time check of `record['signature']` against `key`: over `canonical_json` of
+    the record, or, with `raw` (the text `record` was parsed from), over the bytes received
+    without their last member `"signature":"<claimed>"` (`_sent_body`). A record sent as
+    `wire_json` writes it verifies the second way without being written again. The second way
+    also accepts a record whose key holder signed its fields written otherwise than
+    canonically (keys in another order, another spelling of a number) and sent the signature
+    last: the bytes signed are still exactly this record's, so nobody without the key gains
+    anything (docs/RELIABILITY.md, "Checked over the bytes sent")."""
     claimed = record.get("signature")
     if not isinstance(claimed, str):
         return False
@@ -190,16 +194,18 @@ def _sent_body(raw: str | bytes, claimed: str) -> bytes | None:
     """The bytes a record sent as `wire_json` writes it was signed over: `raw` without its
     last member, `"signature":"<claimed>"`; None when `raw` does not end so.
 
-    Sound because `raw` already parsed as one JSON object (admission reads it first): a text
-    that ends with `,"signature":"..."}` ends with a member of its outermost object, never with
-    text inside a string (inside one, `,"` would close the string before a bare `signature`).
-    So these bytes are `raw`'s record without `signature`, written as it was sent. A signature
-    that verifies over them was made by the key's holder over exactly these bytes, which
-    `canonical_json` writes for this record and no other: the same answer as checking over
-    the record written again, which a record sent otherwise still gets."""
+    A text that parses as one JSON object and ends with `,"signature":"..."}` ends with a
+    member of its outermost object, never with text inside a string (inside one, `,"` would
+    close the string before a bare `signature`), and `<claimed>`, equal to its own unescaped
+    text, holds no `"` or `\\`. So these bytes are the record without `signature`, written as
+    it was sent, and a signature that verifies over them was made by the key's holder over
+    exactly this record."""
     if isinstance(raw, str):
         tail = ',"signature":"' + claimed + '"}'
-        return (raw[: -len(tail)] + "}").encode("utf-8") if raw.endswith(tail) else None
+        if not raw.endswith(tail):
+            return None
+        # A lone surrogate (no UTF-8 text holds one) gives bytes no signer made: no match.
+        return (raw[: -len(tail)] + "}").encode("utf-8", "surrogatepass")
     sent = b',"signature":"' + claimed.encode("utf-8", "replace") + b'"}'
     return raw[: -len(sent)] + b"}" if raw.endswith(sent) else None
 

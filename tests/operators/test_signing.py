@@ -490,3 +490,37 @@ def test_wire_json_is_the_record_with_its_signature_last(
     else:
         assert written.startswith(canonical[:-1])
         assert list(json.loads(written))[-1] == "signature"
+
+
+def test_bytes_a_key_holder_signed_otherwise_pass_only_as_sent() -> None:
+    """The leniency of checking over the bytes sent (docs/RELIABILITY.md): a key holder that
+    signed its record's fields written otherwise than canonically (another key order, `1e-7`
+    for `1e-07`) and sent the signature last passes admission and `modstream dlq`'s recheck
+    alike, as it was sent; moved to the front, the same signature is refused by both, and
+    so is the record alone, which is checked over its canonical JSON."""
+    from modstream.bench.fire import bench_config
+    from modstream.jobs.moderation.decode import admit
+    from modstream.moderation.admission import Admitted, Refused
+    from modstream.ops.dlq import recheck
+
+    config = bench_config(now_ms=T0 + 60_000)
+    record = {**evidence(), "scores": {"offensive": 1e-7}}
+    key = config.keyring.key_for(record["detector"], "detector")
+    assert key is not None
+    body = json.dumps(dict(reversed(record.items())), separators=(",", ":"))  # not canonical
+    assert body.encode() != canonical_json(record)
+    claimed = "hmac-sha256:" + hmac_sha256_hex(key, body.encode())
+    last = body[:-1] + f',"signature":"{claimed}"}}'
+    first = '{"signature":"' + claimed + '",' + body[1:]
+    assert json.loads(last) == json.loads(first) == {**record, "signature": claimed}
+
+    def dlq(raw: str) -> str:
+        letter = {"source_topic": "detector.results", "raw": raw, "error_class": "signature"}
+        return recheck(letter, lambda cid: {"version": "1"}, "", config.keyring).reason
+
+    assert isinstance(admit(config, "detector.results", last, T0, None), Admitted)
+    assert dlq(last) != "bad_signature"
+    refused = admit(config, "detector.results", first, T0, None)
+    assert isinstance(refused, Refused) and refused.error_class == "signature"
+    assert dlq(first) == "bad_signature"
+    assert check("detector.results", json.loads(last), config.keyring) is not None
