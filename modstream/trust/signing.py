@@ -163,17 +163,16 @@ def verify(record: Mapping[str, Any], key: bytes, raw: str | bytes | None = None
     if not isinstance(claimed, str):
         return False
     body = _sent_body(raw, claimed) if raw is not None else None
-    if body is not None and _matches(claimed, hmac_sha256_hex(key, body)):
+    if body is not None and _matches(claimed, SIGNATURE_PREFIX + hmac_sha256_hex(key, body)):
         return True
     try:
-        expected = hmac_sha256_hex(key, canonical_json(record))
+        expected = sign(record, key)
     except (TypeError, ValueError, RecursionError):
         return False
     return _matches(claimed, expected)
 
 
-def _matches(claimed: str, digest: str) -> bool:
-    expected = SIGNATURE_PREFIX + digest
+def _matches(claimed: str, expected: str) -> bool:
     return hmac.compare_digest(claimed.encode("utf-8"), expected.encode("utf-8"))
 
 
@@ -200,14 +199,10 @@ def _sent_body(raw: str | bytes, claimed: str) -> bytes | None:
     text, holds no `"` or `\\`. So these bytes are the record without `signature`, written as
     it was sent, and a signature that verifies over them was made by the key's holder over
     exactly this record."""
-    if isinstance(raw, str):
-        tail = ',"signature":"' + claimed + '"}'
-        if not raw.endswith(tail):
-            return None
-        # A lone surrogate (no UTF-8 text holds one) gives bytes no signer made: no match.
-        return (raw[: -len(tail)] + "}").encode("utf-8", "surrogatepass")
-    sent = b',"signature":"' + claimed.encode("utf-8", "replace") + b'"}'
-    return raw[: -len(sent)] + b"}" if raw.endswith(sent) else None
+    # A lone surrogate (no UTF-8 text holds one) gives bytes no signer made: no match.
+    sent = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    tail = b',"signature":"' + claimed.encode("utf-8", "surrogatepass") + b'"}'
+    return sent[: -len(tail)] + b"}" if sent.endswith(tail) else None
 
 
 # Which topics carry authority, and whose key signs each record.
