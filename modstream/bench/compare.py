@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modstream.bench.fire import FIRE_STEP_MS, Driver, bench_config, keyed_rows, step_records
-from modstream.bench.measure import Result, backlog_figures, summary_line
+from modstream.bench.measure import Result, backlog_figures, steady_start, summary_line
 from modstream.bench.moderation import now_ms
 from modstream.bench.run import Window, run_variant
+from modstream.bench.tasks import machine_busy, task_shares
 from modstream.bench.variants import (
     CHECKPOINT_INTERVAL_MS,
     EQUAL_LOAD_FROM,
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench: step in process {json.dumps(step)}", flush=True)
         results, rate = run_all(variants, lines, end_ids, args, shown)
     print_table(results)
+    print_tasks(results)
     if args.plot:
         from modstream.bench.plot import write_plot
 
@@ -236,6 +238,7 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
         broker_cpu=window.broker_cpu,
         python_calls=window.python_calls,
     )
+    steady_from, _ = steady_start(window.committed, window.arrivals, window.ready)
     return Result(
         variant=variant.name,
         versions=versions,
@@ -248,8 +251,30 @@ def to_result(variant: Variant, window: Window, versions: int, events: int) -> R
             name: round(count / events, 4)
             for name, count in sorted(window.python_calls_by_operator.items())
         },
+        tasks=task_shares(window.task_samples, steady_from) or None,
+        machine_busy=machine_busy(window.task_samples, steady_from),
         **figures,
     )
+
+
+def print_tasks(results: dict[str, Result]) -> None:
+    """Each Flink variant's tasks in the steady window (modstream/bench/tasks.py): shares of
+    wall time busy, back-pressured and idle, a CPU's share its thread used, and that CPU over
+    its busy time."""
+    for r in results.values():
+        if not r.tasks:
+            continue
+        print(
+            f"{r.variant}: tasks in the steady window (shares of wall time; the machine "
+            f"{r.machine_busy} busy)"
+        )
+        print(f"  {'task':<44}{'busy':>6}{'bp':>6}{'idle':>6}{'CPU':>6}{'CPU/busy':>9}")
+        for task, t in r.tasks.items():
+            on_cpu = t.get("on_cpu_of_busy")
+            print(
+                f"  {task[:44]:<44}{t['busy']:>6}{t['backpressured']:>6}{t['idle']:>6}"
+                f"{t['cpu']:>6}{'-' if on_cpu is None else on_cpu:>9}"
+            )
 
 
 def print_table(results: dict[str, Result]) -> None:

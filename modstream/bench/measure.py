@@ -53,6 +53,10 @@ class Result:
     checkpoints: dict[str, int] = field(default_factory=dict)
     # The JIT compiler threads' CPU after warm-up (0 for a peer: CPython has none).
     steady_jit_cpu_us_per_event: float = 0.0
+    # A Flink variant's tasks in the steady window: busy, back-pressured and idle shares of wall
+    # time, their threads' CPU, and that CPU over busy time (modstream/bench/tasks.py).
+    tasks: dict[str, dict[str, Any]] | None = None
+    machine_busy: float | None = None  # the machine's busy share of its cores, same window
 
 
 @dataclass(frozen=True)

@@ -16,11 +16,11 @@ import threading
 import time
 import urllib.request
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from modstream.bench import measure
+from modstream.bench import measure, tasks
 from modstream.bench.moderation import ActionWatcher, now_ms, steady_latency
 from modstream.bench.variants import OUT_OF_ORDERNESS_MS, Variant
 from modstream.core import kafkaio
@@ -48,6 +48,8 @@ class Window:
     python_calls: float | None
     peak_rss_kib: int
     python_calls_by_operator: dict[str, float] | None = None
+    # A Flink variant's task times and threads' CPU through the run (modstream/bench/tasks.py).
+    task_samples: list[tasks.Sample] = field(default_factory=list)
 
 
 def load(
@@ -107,6 +109,10 @@ def run_backlog(
     broker_ready = measure.cpu_seconds([broker]) if broker else None
     calls_ready = scrape(metrics_port)
     offsets.start()
+    task_sampler = None
+    if metrics_port is not None:
+        task_sampler = tasks.TaskSampler(metrics_port, lambda: sampler.pids)
+        task_sampler.start()
     if variant.per_input:
         done = wait_count(watcher, events, timeout_s, process)
     else:
@@ -121,6 +127,7 @@ def run_backlog(
     committed = offsets.last()
     broker_done = measure.cpu_seconds([broker]) if broker else None
     calls_done = scrape(metrics_port)
+    task_samples = task_sampler.last() if task_sampler is not None else []
     arrivals = sorted(arrived for arrived, _ in watcher.seen if arrived <= done)
     calls = measure.calls_between(calls_ready, calls_done)
     return Window(
@@ -134,6 +141,7 @@ def run_backlog(
         python_calls=None if calls is None else sum(calls.values()),
         peak_rss_kib=measure.peak_rss_kib(sampler.pids),
         python_calls_by_operator=calls,
+        task_samples=task_samples,
     )
 
 

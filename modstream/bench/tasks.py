@@ -1,0 +1,191 @@
+"""Where a Flink variant's tasks spend their time in `modstream bench`'s steady window: each
+task's share of wall time busy, back-pressured and idle (Flink's own accumulated task times,
+read from the job's Prometheus page), and beside it the CPU its thread used (/proc).
+
+Busy is time a task was doing work, as Flink counts it, not time on a CPU. A task whose thread
+was on a CPU for much less of the window than it was busy spent the rest blocked inside its work:
+in the moderation job, a Python call waiting for the TaskManager's one interpreter lock while
+another task's Python holds it (docs/BENCHMARKS.md, "Where the job's tasks wait"). Back-pressured
+is time a task waited for room downstream; idle, time it waited for input.
+
+Sampled every `every_s` by `TaskSampler` during the backlog; `task_shares` takes the samples from
+the steady window's start to the last. The arithmetic needs no JVM (tests/benchmarks/
+test_tasks.py).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from modstream.bench.measure import PROC, SAMPLE
+
+# Flink's per-task counters of wall time in ms (TaskIOMetricGroup), each the sum since the task
+# started: busy (processing, or blocked inside processing), back-pressured (no room
+# downstream), idle (no input).
+TIMES = {
+    "accumulateBusyTimeMs": "busy",
+    "accumulateBackPressuredTimeMs": "backpressured",
+    "accumulateIdleTimeMs": "idle",
+}
+TASK_NAME = re.compile(r'task_name="([^"]*)"')
+# One sample: (ms, {task: {kind: ms}}, {thread name: CPU s}, the machine's (busy, all) CPU
+# ticks).
+Sample = tuple[int, dict[str, dict[str, float]], dict[str, float], tuple[int, int]]
+
+
+def task_times(text: str) -> dict[str, dict[str, float]]:
+    """Each task's accumulated busy, back-pressured and idle ms on a Prometheus page, by its
+    `task_name` label (subtasks summed)."""
+    found: dict[str, dict[str, float]] = {}
+    for line in text.splitlines():
+        match = SAMPLE.match(line)
+        if match is None:
+            continue
+        name = match.group(1)
+        kind = next((k for suffix, k in TIMES.items() if name.endswith("task_" + suffix)), None)
+        task = TASK_NAME.search(match.group(2) or "")
+        if kind is None or task is None:
+            continue
+        times = found.setdefault(task.group(1), {})
+        times[kind] = times.get(kind, 0.0) + float(match.group(3))
+    return found
+
+
+def thread_cpu(pid: int, proc: Path = PROC, ticks: int | None = None) -> dict[str, float]:
+    """CPU seconds (user + system) of each thread of `pid`, summed by thread name (`comm`: the
+    first 15 bytes of a Flink task thread's name)."""
+    ticks = ticks or os.sysconf("SC_CLK_TCK")
+    found: dict[str, float] = {}
+    try:
+        threads = list((proc / str(pid) / "task").iterdir())
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            name = (thread / "comm").read_text().rstrip("\n")
+            fields = (thread / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone since
+        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return found
+
+
+def machine_ticks(proc: Path = PROC) -> tuple[int, int]:
+    """The machine's CPU ticks since boot, all cores: (busy, all); idle and I/O wait are not
+    busy (/proc/stat's first line)."""
+    try:
+        first = (proc / "stat").read_text().split("\n", 1)[0]
+        fields = [int(value) for value in first.split()[1:]]
+    except (OSError, ValueError):
+        return (0, 0)
+    total = sum(fields[:8])  # user nice system idle iowait irq softirq steal (guests are in user)
+    return (total - sum(fields[3:5]), total)
+
+
+def machine_busy(samples: Sequence[Sample], since_ms: int) -> float | None:
+    """The machine's busy share of all its cores over the same window as `task_shares`: with
+    it, a thread off its CPU while the machine had cores free was blocked, not queued."""
+    window = _window(samples, since_ms)
+    if window is None:
+        return None
+    (busy_0, all_0), (busy_1, all_1) = window[0][3], window[1][3]
+    return round((busy_1 - busy_0) / (all_1 - all_0), 3) if all_1 > all_0 else None
+
+
+def _window(samples: Sequence[Sample], since_ms: int) -> tuple[Sample, Sample] | None:
+    """The first sample at or after `since_ms` (the one before the last when none is) and the
+    last; None with fewer than two samples or no time between them."""
+    start = next((s for s in samples if s[0] >= since_ms), None)
+    if start is None or start is samples[-1]:
+        start = samples[-2] if len(samples) >= 2 else None
+    if start is None or samples[-1][0] <= start[0]:
+        return None
+    return start, samples[-1]
+
+
+def _letters(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def threads_of(task: str, threads: Mapping[str, float]) -> float:
+    """The CPU seconds of the threads whose (cut) name starts the task's name, compared on
+    letters and digits alone: Prometheus writes `moderate (batched) -> Filter` as
+    `moderate__batched______Filter`, /proc as `moderate (batch`."""
+    wanted = _letters(task)
+    return sum(
+        cpu for name, cpu in threads.items() if _letters(name) and wanted.startswith(_letters(name))
+    )
+
+
+def task_shares(samples: Sequence[Sample], since_ms: int) -> dict[str, dict[str, float]]:
+    """Per task, from the first sample at or after `since_ms` (the last one before it when none
+    is) to the last sample: its busy, back-pressured and idle shares of wall time, the share of
+    a CPU its thread used, and that CPU as a share of its busy time (`on_cpu_of_busy`, None when
+    it was never busy). Empty with fewer than two samples over the window."""
+    window = _window(samples, since_ms)
+    if window is None:
+        return {}
+    start, end = window
+    wall_ms = end[0] - start[0]
+    shares: dict[str, dict[str, float]] = {}
+    for task, times in sorted(end[1].items()):
+        before = start[1].get(task, {})
+        spent = {kind: times.get(kind, 0.0) - before.get(kind, 0.0) for kind in TIMES.values()}
+        cpu_ms = (threads_of(task, end[2]) - threads_of(task, start[2])) * 1000
+        figures: dict[str, Any] = {kind: round(ms / wall_ms, 3) for kind, ms in spent.items()}
+        figures["cpu"] = round(cpu_ms / wall_ms, 3)
+        figures["on_cpu_of_busy"] = round(cpu_ms / spent["busy"], 3) if spent["busy"] > 0 else None
+        shares[task] = figures
+    return shares
+
+
+class TaskSampler(threading.Thread):
+    """A Flink variant's task times (its Prometheus page on `port`) and its JVM's threads' CPU,
+    every `every_s`, stamped in ms."""
+
+    def __init__(
+        self,
+        port: int,
+        pids: Callable[[], Sequence[int]],
+        every_s: float = 2.0,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.port = port
+        self.pids = pids
+        self.every_s = every_s
+        self.clock = clock or (lambda: int(time.time() * 1000))
+        self.samples: list[Sample] = []
+        self.stop = threading.Event()
+
+    def sample(self) -> None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as page:
+                times = task_times(page.read().decode())
+        except OSError:
+            return  # the job busy or gone: the next sample will do
+        threads: dict[str, float] = {}
+        for pid in self.pids():
+            for name, cpu in thread_cpu(pid).items():
+                threads[name] = threads.get(name, 0.0) + cpu
+        if times:
+            self.samples.append((self.clock(), times, threads, machine_ticks()))
+
+    def run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            self.sample()
+
+    def last(self) -> list[Sample]:
+        """Stop, take the last sample; the samples."""
+        self.stop.set()
+        if self.is_alive():
+            self.join()
+        self.sample()
+        return self.samples
