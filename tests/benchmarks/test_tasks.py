@@ -114,6 +114,7 @@ def test_thread_cpu_sums_threads_by_name(tmp_path: Path) -> None:
 
 
 def test_machine_ticks_leave_idle_and_io_wait_out(tmp_path: Path) -> None:
-    (tmp_path / "stat").write_text("cpu  100 5 20 300 40 1 2 3 0 0\ncpu0 50 2 10 150 20 0 1 1 0 0\n")
+    lines = ["cpu  100 5 20 300 40 1 2 3 0 0", "cpu0 50 2 10 150 20 0 1 1 0 0"]
+    (tmp_path / "stat").write_text("\n".join(lines) + "\n")
     assert tasks.machine_ticks(tmp_path) == (131, 471)  # all but idle 300 and iowait 40
     assert tasks.machine_ticks(tmp_path / "missing") == (0, 0)
