@@ -176,10 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     print_table(results)
     print_tasks(results)
     if args.plot:
-        from modstream.bench.plot import write_plot
+        from modstream.bench.plot import write_plot, write_task_plot
 
         write_plot(results, rate, Path(args.plot))
         print(f"bench: plot {args.plot}", flush=True)
+        for result in results.values():
+            if result.tasks and result.variant == "modstream":
+                tasks_png = Path(args.plot).with_name(f"{Path(args.plot).stem}-tasks.png")
+                write_task_plot(result, tasks_png)
+                print(f"bench: tasks plot {tasks_png}", flush=True)
     if args.json:
         keys = {variant.name: variant.key for variant in VARIANTS.values()}
         line = summary_line({n: asdict(r) for n, r in results.items()}, keys, step, rate)

@@ -56,3 +56,42 @@ def write_plot(results: dict[str, Result], rate: float | None, path: Path) -> No
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def write_task_plot(result: Result, path: Path) -> None:
+    """A PNG of one Flink variant's tasks in the steady window (modstream/bench/tasks.py): per
+    task, the shares of wall time its thread was on a CPU, busy off it (blocked inside its work:
+    in the job, mostly the interpreter lock), back-pressured and idle."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = result.tasks or {}
+    names = [" ".join(part for part in name.split("_") if part)[:40] for name in tasks]
+    shares = list(tasks.values())
+    on_cpu = [min(t["cpu"], t["busy"]) for t in shares]
+    blocked = [t["busy"] - cpu for t, cpu in zip(shares, on_cpu, strict=True)]
+    parts = [
+        ("busy, its thread on a CPU", on_cpu, "#55a868"),
+        ("busy, off the CPU (blocked)", blocked, "#c44e52"),
+        ("back-pressured", [t["backpressured"] for t in shares], "#dd8452"),
+        ("idle (no input)", [t["idle"] for t in shares], "#c0c0c0"),
+    ]
+    fig, axis = plt.subplots(figsize=(11, 0.45 * len(names) + 2.0))
+    left = [0.0] * len(names)
+    for label, values, color in parts:
+        axis.barh(names, values, left=left, color=color, label=label)
+        left = [a + b for a, b in zip(left, values, strict=True)]
+    axis.invert_yaxis()
+    axis.set_xlim(0, 1)
+    axis.set_xlabel("share of the steady window's wall time")
+    busy = f"{result.machine_busy:.0%}" if result.machine_busy is not None else "?"
+    axis.set_title(
+        f"{result.variant}: where each task's time went "
+        f"({result.steady_events_per_s:,.0f} events/s; the machine {busy} busy)"
+    )
+    axis.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -118,3 +118,22 @@ def test_machine_ticks_leave_idle_and_io_wait_out(tmp_path: Path) -> None:
     (tmp_path / "stat").write_text("\n".join(lines) + "\n")
     assert tasks.machine_ticks(tmp_path) == (131, 471)  # all but idle 300 and iowait 40
     assert tasks.machine_ticks(tmp_path / "missing") == (0, 0)
+
+
+def test_the_task_plot_is_a_png_even_where_cpu_exceeds_busy(tmp_path: Path) -> None:
+    from modstream.bench.measure import Result
+    from modstream.bench.plot import write_task_plot
+
+    result = Result(
+        "modstream", 10, 40, 1.0, 2.0, 20.0, 0.5, 20.0, 1.0, 100.0, 90.0, 5.0, 100.0, 40,
+        tasks={
+            MODERATE: {"busy": 0.7, "backpressured": 0.0, "idle": 0.3, "cpu": 0.5},
+            # Sampled a little apart, a thread's CPU can read above its busy time: no bar
+            # below zero.
+            DECODE: {"busy": 0.1, "backpressured": 0.6, "idle": 0.3, "cpu": 0.12},
+        },
+        machine_busy=0.7,
+    )  # fmt: skip
+    path = tmp_path / "tasks.png"
+    write_task_plot(result, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
