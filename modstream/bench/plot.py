@@ -60,8 +60,8 @@ def write_plot(results: dict[str, Result], rate: float | None, path: Path) -> No
 
 def write_task_plot(result: Result, path: Path) -> None:
     """A PNG of one Flink variant's tasks in the steady window (modstream/bench/tasks.py): per
-    task, the shares of wall time its thread was on a CPU, busy off it (blocked inside its work:
-    in the job, mostly the interpreter lock), back-pressured and idle."""
+    task, the shares of wall time its thread was on a CPU, busy off it (waiting inside its work:
+    for a lock, a read or a core), back-pressured and idle."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,7 +74,7 @@ def write_task_plot(result: Result, path: Path) -> None:
     blocked = [t["busy"] - cpu for t, cpu in zip(shares, on_cpu, strict=True)]
     parts = [
         ("busy, its thread on a CPU", on_cpu, "#55a868"),
-        ("busy, off the CPU (blocked)", blocked, "#c44e52"),
+        ("busy, off a CPU (waiting)", blocked, "#c44e52"),
         ("back-pressured", [t["backpressured"] for t in shares], "#dd8452"),
         ("idle (no input)", [t["idle"] for t in shares], "#c0c0c0"),
     ]

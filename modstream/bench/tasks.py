@@ -3,10 +3,10 @@ task's share of wall time busy, back-pressured and idle (Flink's own accumulated
 read from the job's Prometheus page), and beside it the CPU its thread used (/proc).
 
 Busy is time a task was doing work, as Flink counts it, not time on a CPU. A task whose thread
-was on a CPU for much less of the window than it was busy spent the rest blocked inside its work:
-in the moderation job, a Python call waiting for the TaskManager's one interpreter lock while
-another task's Python holds it (docs/BENCHMARKS.md, "Where the job's tasks wait"). Back-pressured
-is time a task waited for room downstream; idle, time it waited for input.
+was on a CPU for much less of the window than it was busy spent the rest waiting inside its
+work: for a lock (the TaskManager's one Python interpreter lock among them), a read, or a core
+(docs/BENCHMARKS.md, "What the version operator waits for", tells them apart with `perf`).
+Back-pressured is time a task waited for room downstream; idle, time it waited for input.
 
 Sampled every `every_s` by `TaskSampler` during the backlog; `task_shares` takes the samples from
 the steady window's start to the last. The arithmetic needs no JVM (tests/benchmarks/

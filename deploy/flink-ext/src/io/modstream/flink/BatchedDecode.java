@@ -49,7 +49,7 @@ public final class BatchedDecode extends AbstractStreamOperator<Row>
      * gives its uid and its parallelism. */
     public static SingleOutputStreamOperator<Row> apply(
             DataStream<Row> batches, byte[] pickledConfig, TypeInformation<Row> type) {
-        EmbeddedPython python = EmbeddedPython.of(batches.getExecutionEnvironment());
+        EmbeddedPython python = EmbeddedPython.of(batches.getExecutionEnvironment(), CLASS);
         OneInputTransformation<Row, Row> transform = new OneInputTransformation<>(
                 batches.getTransformation(), "decode", new BatchedDecode(pickledConfig, python),
                 type, batches.getExecutionEnvironment().getParallelism());

@@ -204,7 +204,7 @@ public final class BatchedVersions extends AbstractStreamOperator<Row>
             String uid, long flushIntervalMs, long maxHeldChars, String name,
             String handlerModule, String handlerClass, TypeInformation<Row> type,
             String restoredValue, String restoredBuffer) {
-        EmbeddedPython python = EmbeddedPython.of(keyed.getExecutionEnvironment());
+        EmbeddedPython python = EmbeddedPython.of(keyed.getExecutionEnvironment(), handlerClass);
         BatchedVersions operator = new BatchedVersions(pickledConfig, python, flushIntervalMs,
                 maxHeldChars, handlerModule, handlerClass, restoredValue, restoredBuffer);
         int parallelism = keyed.getExecutionEnvironment().getParallelism();

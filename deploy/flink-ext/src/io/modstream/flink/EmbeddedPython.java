@@ -63,6 +63,14 @@ public final class EmbeddedPython implements Serializable {
     public static final ConfigOption<Boolean> WORKER_PROCESS =
             ConfigOptions.key("modstream.python.worker-process").booleanType().defaultValue(false)
                     .withDescription("Run each batched operator's Python in a process of its own");
+    /** The job's option: these operators' Python in a process of its own, the others embedded
+     * (their handler classes without "Batched", lower case: decode, moderate, retro,
+     * sanctions). */
+    public static final ConfigOption<List<String>> WORKER_PROCESS_FOR =
+            ConfigOptions.key("modstream.python.worker-process-for").stringType().asList()
+                    .defaultValues()
+                    .withDescription("Run these batched operators' Python (decode, moderate, "
+                            + "retro, sanctions) in a process of its own each");
     /** Run in the interpreter once a handler is made: its garbage collector frozen and set
      * (modstream/jobs/collector.py), as the worker process does. */
     static final String SETTLE =
@@ -84,14 +92,29 @@ public final class EmbeddedPython implements Serializable {
     }
 
     /** The Python configuration of the job being built in {@code env}, as PyFlink hands it to
-     * its own operators. */
-    public static EmbeddedPython of(StreamExecutionEnvironment env) {
+     * its own operators, for the operator whose handler class is {@code handlerClass}: in a
+     * worker process with {@link #WORKER_PROCESS}, or when {@link #WORKER_PROCESS_FOR} names it. */
+    public static EmbeddedPython of(StreamExecutionEnvironment env, String handlerClass) {
         Configuration config = PythonConfigUtil.extractPythonConfiguration(env.getConfiguration());
         // Ours are embedded whatever PyFlink's own operators use: with the job in process mode
         // (--flink-conf python.execution-mode=process) the environment manager refused to
         // open ("Unsupported execution mode process") and the job restarted forever.
         config.set(PythonOptions.PYTHON_EXECUTION_MODE, "thread");
-        return new EmbeddedPython(config, env.getConfiguration().get(WORKER_PROCESS));
+        boolean worker = env.getConfiguration().get(WORKER_PROCESS)
+                || env.getConfiguration().get(WORKER_PROCESS_FOR).contains(role(handlerClass));
+        return new EmbeddedPython(config, worker);
+    }
+
+    /** Whether the handler runs in a worker process, not the embedded interpreter. */
+    public boolean inWorkerProcess() {
+        return workerProcess;
+    }
+
+    /** The name {@link #WORKER_PROCESS_FOR} gives a handler class: BatchedRetro is "retro". */
+    static String role(String handlerClass) {
+        String bare = handlerClass.startsWith("Batched")
+                ? handlerClass.substring("Batched".length()) : handlerClass;
+        return bare.toLowerCase(java.util.Locale.ROOT);
     }
 
     /** The interpreter, in the job's Python environment (prepared on this TaskManager at the
