@@ -270,7 +270,7 @@ def print_tasks(results: dict[str, Result]) -> None:
         if not r.tasks:
             continue
         print(
-            f"{r.variant}: tasks in the steady window (shares of wall time; the machine "
+            f"{r.variant}: tasks in the steady window (shares of each task's time; the machine "
             f"{r.machine_busy} busy)"
         )
         print(f"  {'task':<44}{'busy':>6}{'bp':>6}{'idle':>6}{'CPU':>6}{'CPU/busy':>9}")

@@ -121,13 +121,14 @@ def run_backlog(
             watcher.wait_for(end, timeout_s=max(deadline - time.monotonic(), 0.1), alive=alive)
             for end in end_ids
         )
+    # The tasks' window ends with the backlog: later samples would count the idle tail.
+    task_samples = task_sampler.last() if task_sampler is not None else []
     sampler.stop.set()
     sampler.join()
     sampler.sample()
     committed = offsets.last()
     broker_done = measure.cpu_seconds([broker]) if broker else None
     calls_done = scrape(metrics_port)
-    task_samples = task_sampler.last() if task_sampler is not None else []
     arrivals = sorted(arrived for arrived, _ in watcher.seen if arrived <= done)
     calls = measure.calls_between(calls_ready, calls_done)
     return Window(

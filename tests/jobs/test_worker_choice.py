@@ -35,3 +35,11 @@ def test_the_named_operators_only(jvm: Any) -> None:
 
 def test_every_operator_with_the_general_option(jvm: Any) -> None:
     assert in_workers(jvm, {"modstream.python.worker-process": "true"}) == set(HANDLERS)
+
+
+def test_an_unknown_name_is_refused_with_the_known_ones(jvm: Any) -> None:
+    from py4j.protocol import Py4JJavaError
+
+    refused = "no operator named 'decode,retro'.*decode, moderate"
+    with pytest.raises(Py4JJavaError, match=refused):
+        in_workers(jvm, {"modstream.python.worker-process-for": "decode,retro"})  # not ';'

@@ -66,6 +66,8 @@ public final class EmbeddedPython implements Serializable {
     /** The job's option: these operators' Python in a process of its own, the others embedded
      * (their handler classes without "Batched", lower case: decode, moderate, retro,
      * sanctions). */
+    /** The names {@link #WORKER_PROCESS_FOR} knows. */
+    static final List<String> ROLES = List.of("decode", "moderate", "retro", "sanctions");
     public static final ConfigOption<List<String>> WORKER_PROCESS_FOR =
             ConfigOptions.key("modstream.python.worker-process-for").stringType().asList()
                     .defaultValues()
@@ -100,8 +102,16 @@ public final class EmbeddedPython implements Serializable {
         // (--flink-conf python.execution-mode=process) the environment manager refused to
         // open ("Unsupported execution mode process") and the job restarted forever.
         config.set(PythonOptions.PYTHON_EXECUTION_MODE, "thread");
+        List<String> named = env.getConfiguration().get(WORKER_PROCESS_FOR);
+        for (String name : named) {
+            if (!ROLES.contains(name)) {
+                throw new IllegalArgumentException(WORKER_PROCESS_FOR.key() + ": no operator "
+                        + "named '" + name + "' (known: " + String.join(", ", ROLES)
+                        + "; separate names with ';')");
+            }
+        }
         boolean worker = env.getConfiguration().get(WORKER_PROCESS)
-                || env.getConfiguration().get(WORKER_PROCESS_FOR).contains(role(handlerClass));
+                || named.contains(role(handlerClass));
         return new EmbeddedPython(config, worker);
     }
 
