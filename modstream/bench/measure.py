@@ -108,6 +108,20 @@ def jit_ticks(pids: Iterable[int], proc: Path = PROC) -> dict[tuple[int, int], i
     return found
 
 
+def thread_ticks(pid: int, proc: Path = PROC) -> dict[int, tuple[str, int]]:
+    """Each thread of `pid`: (its name, its CPU ticks so far); threads gone meanwhile left out."""
+    threads: dict[int, tuple[str, int]] = {}
+    for task in (proc / str(pid) / "task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+            name = (task / "comm").read_text().strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        threads[int(task.name)] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
+    return threads
+
+
 def session_pids(session: int, proc: Path = PROC) -> list[int]:
     """The processes of `session`: a variant's Python process and the JVM it started."""
     found = []

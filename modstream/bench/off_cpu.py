@@ -22,7 +22,6 @@ sizes against each other are read from it.
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import json
 import re
@@ -31,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from modstream.bench.perf_job import VERSION_THREAD, wait_busy, wait_for_jvm
+from modstream.bench.measure import thread_ticks
+from modstream.bench.perf_job import VERSION_THREAD, run_recorder, wait_busy, wait_for_jvm
 
 # A wait's reason from the stack the thread left its CPU from, the first that matches.
 REASONS = (
@@ -116,12 +116,9 @@ def waits(away: dict[float, tuple[float, str]], stacked: list[tuple[float, str]]
 def version_thread(pid: int) -> int:
     """The version operator's task thread of `pid`, once it exists."""
     while True:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            try:
-                if (task / "comm").read_text().startswith(VERSION_THREAD):
-                    return int(task.name)
-            except OSError:
-                continue
+        for tid, (name, _) in thread_ticks(pid).items():
+            if name.startswith(VERSION_THREAD):
+                return tid
         time.sleep(1)
 
 
@@ -142,10 +139,8 @@ def record(out: Path, seconds: int, busy_s: int) -> dict[str, Any]:
     ]  # fmt: skip
     for process in both:
         process.wait()
-    script = ["perf", "script", "-i"]
-    fields = ["-F", "tid,time,event,trace"]
-    away, on_cpu, span = switches(_run([*script, str(every), *fields]), tid)
-    found = waits(away, stacks(_run([*script, str(own), "-F", "comm,tid,time,ip,sym,dso"])))
+    away, on_cpu, span = switches(_script(every, "tid,time,event,trace"), tid)
+    found = waits(away, stacks(_script(own, "comm,tid,time,ip,sym,dso")))
     summary = {
         "pid": pid,
         "tid": tid,
@@ -161,18 +156,14 @@ def record(out: Path, seconds: int, busy_s: int) -> dict[str, Any]:
     return summary
 
 
-def _run(command: list[str]) -> str:
+def _script(data: Path, fields: str) -> str:
+    """`perf script` of a recording, with these fields."""
+    command = ["perf", "script", "-i", str(data), "-F", fields]
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m modstream.bench.off_cpu", description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path(".run/off-cpu"))
-    parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--busy-s", type=int, default=20)
-    args = parser.parse_args(argv)
-    print(json.dumps(record(args.out, args.seconds, args.busy_s)))
-    return 0
+    return run_recorder(argv, "modstream.bench.off_cpu", __doc__, Path(".run/off-cpu"), 10, record)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,11 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from modstream.bench.measure import PROC, cpu_seconds
+from modstream.bench.measure import cpu_seconds, thread_ticks
 
 BUSY_CORES = 0.8
 VERSION_THREAD = "moderate (batch"  # the version operator's task thread, as /proc cuts its name
@@ -46,20 +47,6 @@ CATEGORIES = {
     "rocksdb": r"^librocksdbjni",
 }
 _ROW = re.compile(r"^\s*([\d.]+)%\s+(.{15})\s+(\S.*?)\s+\[[.k]\]\s+(.*)$")
-
-
-def thread_ticks(pid: int, proc: Path = PROC) -> dict[int, tuple[str, int]]:
-    """Each thread of `pid`: (its name, its CPU ticks so far); threads gone meanwhile left out."""
-    threads: dict[int, tuple[str, int]] = {}
-    for task in (proc / str(pid) / "task").iterdir():
-        try:
-            stat = (task / "stat").read_text()
-            name = (task / "comm").read_text().strip()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        threads[int(task.name)] = (name, int(fields[11]) + int(fields[12]))  # utime + stime
-    return threads
 
 
 def thread_seconds(
@@ -148,14 +135,28 @@ def profile(out: Path, seconds: int, busy_s: int) -> dict[str, Any]:
     return summary
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m modstream.bench.perf_job", description=__doc__)
-    parser.add_argument("--out", type=Path, default=Path(".run/perf"))
-    parser.add_argument("--seconds", type=int, default=30)
+def run_recorder(
+    argv: list[str] | None,
+    module: str,
+    doc: str | None,
+    out: Path,
+    seconds: int,
+    record: Callable[[Path, int, int], dict[str, Any]],
+) -> int:
+    """The command line of a recorder started beside the bench (this module's `profile`,
+    modstream/bench/off_cpu.py's `record`): where to write, how long to record, how long the
+    job must have been busy first; its summary printed as one JSON line."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc)
+    parser.add_argument("--out", type=Path, default=out)
+    parser.add_argument("--seconds", type=int, default=seconds)
     parser.add_argument("--busy-s", type=int, default=20)
     args = parser.parse_args(argv)
-    print(json.dumps(profile(args.out, args.seconds, args.busy_s)))
+    print(json.dumps(record(args.out, args.seconds, args.busy_s)))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_recorder(argv, "modstream.bench.perf_job", __doc__, Path(".run/perf"), 30, profile)
 
 
 if __name__ == "__main__":

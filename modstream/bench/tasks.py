@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from modstream.bench.measure import PROC, SAMPLE
+from modstream.bench.measure import PROC, SAMPLE, thread_ticks
 
 # Flink's per-task counters of wall time in ms (TaskIOMetricGroup), each the sum since the task
 # started: busy (processing, or blocked inside processing), back-pressured (no room
@@ -66,20 +66,15 @@ def task_times(text: str) -> dict[str, dict[str, float]]:
 
 def thread_cpu(pid: int, proc: Path = PROC, ticks: int | None = None) -> dict[str, float]:
     """CPU seconds (user + system) of each thread of `pid`, summed by thread name (`comm`: the
-    first 15 bytes of a Flink task thread's name)."""
+    first 15 bytes of a Flink task thread's name); none for a process gone."""
     ticks = ticks or os.sysconf("SC_CLK_TCK")
-    found: dict[str, float] = {}
     try:
-        threads = list((proc / str(pid) / "task").iterdir())
+        threads = thread_ticks(pid, proc)
     except OSError:
-        return found
-    for thread in threads:
-        try:
-            name = (thread / "comm").read_text().rstrip("\n")
-            fields = (thread / "stat").read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # gone since
-        found[name] = found.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        return {}
+    found: dict[str, float] = {}
+    for name, spent in threads.values():
+        found[name] = found.get(name, 0.0) + spent / ticks
     return found
 
 

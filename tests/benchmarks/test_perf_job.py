@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from modstream.bench import perf_job
+from modstream.bench import measure, perf_job
 
 # `perf report --no-children --sort comm,dso,sym --stdio -g none`, cut: names padded to columns,
 # a DSO with spaces ([JIT] tid N), a kernel symbol, another thread.
@@ -52,11 +52,11 @@ def write_task(proc: Path, pid: int, tid: int, name: str, utime: int, stime: int
 def test_thread_cpu_is_read_per_thread_and_summed_per_name(tmp_path: Path) -> None:
     write_task(tmp_path, 7, 8, "moderate (batch", 100, 20)
     write_task(tmp_path, 7, 9, "GC Thread#0", 5, 0)
-    before = perf_job.thread_ticks(7, proc=tmp_path)
+    before = measure.thread_ticks(7, proc=tmp_path)
     assert before == {8: ("moderate (batch", 120), 9: ("GC Thread#0", 5)}
     write_task(tmp_path, 7, 8, "moderate (batch", 250, 70)
     write_task(tmp_path, 7, 10, "GC Thread#0", 30, 0)  # a thread started in the window
-    after = perf_job.thread_ticks(7, proc=tmp_path)
+    after = measure.thread_ticks(7, proc=tmp_path)
     spent = perf_job.thread_seconds(before, after, hz=100)
     assert spent == {"moderate (batch": 2.0, "GC Thread#0": 0.3}
     assert list(spent) == ["moderate (batch", "GC Thread#0"]  # the busiest first

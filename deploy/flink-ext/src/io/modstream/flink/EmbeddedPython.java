@@ -63,16 +63,16 @@ public final class EmbeddedPython implements Serializable {
     public static final ConfigOption<Boolean> WORKER_PROCESS =
             ConfigOptions.key("modstream.python.worker-process").booleanType().defaultValue(false)
                     .withDescription("Run each batched operator's Python in a process of its own");
-    /** The job's option: these operators' Python in a process of its own, the others embedded
-     * (their handler classes without "Batched", lower case: decode, moderate, retro,
-     * sanctions). */
-    /** The names {@link #WORKER_PROCESS_FOR} knows. */
+    /** The names {@link #WORKER_PROCESS_FOR} knows: the handler classes without "Batched",
+     * lower case ({@link #role}). */
     static final List<String> ROLES = List.of("decode", "moderate", "retro", "sanctions");
+    /** The job's option: these operators' Python in a process of its own, the others
+     * embedded. */
     public static final ConfigOption<List<String>> WORKER_PROCESS_FOR =
             ConfigOptions.key("modstream.python.worker-process-for").stringType().asList()
                     .defaultValues()
-                    .withDescription("Run these batched operators' Python (decode, moderate, "
-                            + "retro, sanctions) in a process of its own each");
+                    .withDescription("Run these batched operators' Python ("
+                            + String.join(", ", ROLES) + ") in a process of its own each");
     /** Run in the interpreter once a handler is made: its garbage collector frozen and set
      * (modstream/jobs/collector.py), as the worker process does. */
     static final String SETTLE =
